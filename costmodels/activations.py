@@ -1,0 +1,150 @@
+"""Activation memory stored for the backward pass, per layer and per pipeline stage, in bytes.
+
+Notation: s sequence (tokens), b micro-batch, h hidden, a heads, t tp degree, c cp degree,
+T = s*b/c tokens on one GPU, u = 1/t with sequence parallelism (else 1), f MLP width,
+k top_k, V vocabulary. 16-bit activations (2 bytes), 1-byte dropout masks.
+
+Source: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+MLSys'23, section 4 and Table 2: per layer s*b*h*(34 + 5*a*s/h) without parallelism, split as
+attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by term:
+- GQA: K and V are kv_width wide instead of h (replicated heads when t > kv heads);
+- SwiGLU: the activation input is 2f wide (gate and up), its output f wide: 6sbf instead of 4sbf;
+- no dropout (Llama-style): the 1-byte masks and the attention-dropout output are not stored;
+- flash attention or selective recompute: no s x s term (the softmax statistics, 4 bytes per head
+  and token, are left out: under 0.1% of a layer);
+- context parallelism: the sequence on one GPU is s/c (attention scores: s/c queries x s keys);
+- MoE: each token's hidden state and expert activations are stored top_k times, routing is assumed
+  balanced (real imbalance raises the peak), a capacity factor pads the expert batch;
+- full recompute: only each layer's input (2sbh, /t with SP) is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodels.model_spec import ModelSpec
+
+ACT_BYTES = 2
+MASK_BYTES = 1
+LOGIT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class ActShape:
+    """What sizes one GPU's activations: micro-batch shape and the splits that apply to it."""
+
+    seq: int
+    mbs: int
+    tp: int = 1
+    sp: bool = False
+    cp: int = 1
+    etp: int = 1
+    recompute: str = "none"
+    flash: bool = True
+
+    @property
+    def tokens(self) -> float:
+        """T = s*b/c: tokens of one micro-batch on one GPU."""
+        return self.seq * self.mbs / self.cp
+
+    @property
+    def u(self) -> float:
+        """Share of a non-tensor-parallel activation a GPU keeps: 1/t with SP, else 1."""
+        return 1.0 / self.tp if self.sp else 1.0
+
+
+def _kv_local_width(m: ModelSpec, tp: int) -> float:
+    return m.kv_width / tp if m.num_kv_heads >= tp else m.head_dim
+
+
+def attention_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Attention block: norm input, QKV input, Q, K, V, context, dropout mask, scores (11sbh + 5as^2b)."""
+    T, h, t, u = x.tokens, m.hidden_size, x.tp, x.u
+    mask = MASK_BYTES if m.dropout else 0
+    norm_in = ACT_BYTES * T * h * u
+    qkv_in = ACT_BYTES * T * h * u
+    q_ctx = 2 * ACT_BYTES * T * m.q_width / t
+    k_v = 2 * ACT_BYTES * T * _kv_local_width(m, t)
+    return norm_in + qkv_in + q_ctx + k_v + mask * T * h * u + score_bytes(m, x)
+
+
+def score_bytes(m: ModelSpec, x: ActShape) -> float:
+    """The s x s terms: softmax output 2as^2b, dropout mask as^2b and output 2as^2b, over t (and c)."""
+    if x.flash or x.recompute != "none":
+        return 0.0
+    per_score = ACT_BYTES + ((MASK_BYTES + ACT_BYTES) if m.dropout else 0)
+    return per_score * m.num_attention_heads / x.tp * x.tokens * x.seq
+
+
+def _act_widths(m: ModelSpec, width: float) -> float:
+    """Stored elements per token inside an MLP of inner width `width`: activation input + output."""
+    return (3 if m.activation == "swiglu" else 2) * width
+
+
+def dense_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Dense MLP block: norm input, MLP input, activation input and output, dropout mask (19sbh)."""
+    T, h, u = x.tokens, m.hidden_size, x.u
+    mask = MASK_BYTES if m.dropout else 0
+    inner = ACT_BYTES * T * _act_widths(m, m.ffn_hidden_size) / x.tp
+    return 2 * ACT_BYTES * T * h * u + inner + mask * T * h * u
+
+
+def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
+    """MoE block: norm and router input, fp32 router logits, top_k expert copies, shared experts."""
+    T, h, u = x.tokens, m.hidden_size, x.u
+    mask = MASK_BYTES if m.dropout else 0
+    router = LOGIT_BYTES * T * u * m.num_experts
+    tokens_e = T * m.top_k * min(u * x.etp, 1.0) * (m.capacity_factor or 1.0)
+    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size) / x.etp)
+    shared_width = m.num_shared_experts * m.moe_ffn_hidden_size
+    shared = ACT_BYTES * T * _act_widths(m, shared_width) / x.tp
+    return 2 * ACT_BYTES * T * h * u + router + routed + shared + mask * T * h * u
+
+
+def layer_input_bytes(m: ModelSpec, x: ActShape) -> float:
+    """What full recompute keeps per layer: the layer input, 2sbh (/t with SP)."""
+    return ACT_BYTES * x.tokens * m.hidden_size * x.u
+
+
+def layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Stored activations of one layer for one micro-batch on one GPU, under `x.recompute`."""
+    if x.recompute == "full":
+        return layer_input_bytes(m, x)
+    mlp = moe_mlp_bytes(m, x) if moe else dense_mlp_bytes(m, x)
+    return attention_bytes(m, x) + mlp
+
+
+def recompute_working_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Full recompute rebuilds one layer at a time in backward: one layer's full activations, transient."""
+    if x.recompute != "full":
+        return 0.0
+    return layer_bytes(m, ActShape(x.seq, x.mbs, x.tp, x.sp, x.cp, x.etp, "none", x.flash), moe)
+
+
+def embedding_bytes(m: ModelSpec, x: ActShape) -> float:
+    """First stage: the embedding dropout mask, sbh/t (Korthikanti section 4.3); zero without dropout."""
+    return MASK_BYTES * x.tokens * m.hidden_size / x.tp if m.dropout else 0.0
+
+
+def head_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Last stage: final-norm input and output-layer input 2sbh/t each, fp32 logits 4sbV/t (section 4.3)."""
+    T = x.tokens
+    return 2 * ACT_BYTES * T * m.hidden_size * x.u + LOGIT_BYTES * T * m.vocab_size / x.tp
+
+
+def inflight_microbatches(schedule: str, stage: int, pp: int, vpp: int, num_microbatches: int) -> float:
+    """Micro-batches whose activations a pipeline rank holds at its peak, in whole-stage units.
+
+    GPipe: all m. 1F1B: min(p - stage, m) (Narayanan SC'21 section 2.2). Interleaved with v chunks
+    per rank: Megatron warms up (p - stage - 1)*2 + (v - 1)*p chunks and holds one more, each 1/v of
+    the stage; for stage 0 this is Korthikanti's factor (1 + (p-1)/(p*v)) on p micro-batches.
+    """
+    m = num_microbatches
+    if pp == 1:
+        return 1.0
+    if schedule == "gpipe":
+        return float(m)
+    if schedule == "interleaved" and vpp > 1:
+        chunks = min((pp - stage - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
+        return chunks / vpp
+    return float(min(pp - stage, m))

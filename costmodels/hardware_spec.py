@@ -1,0 +1,136 @@
+"""GPU profiles and cluster specs.
+
+Human units live in the field names (`hbm_gib`, `bf16_tflops`, `scale_out_gb_per_s`) and are
+converted to SI once, by the properties ending in `_bytes`, `_flops`, `_bytes_per_s` and `_s`.
+Capacities are binary (GiB = 2**30); bandwidths and FLOP/s decimal (GB/s = 1e9).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GIB = 2**30
+GB = 1e9
+TFLOP = 1e12
+US = 1e-6
+
+Precision = Literal["bf16", "fp16", "fp8"]
+
+
+class Efficiency(BaseModel):
+    """Achieved fractions of peak, fitted to measurements by `benchmarks/calibrate.py`.
+
+    GEMM efficiency follows a saturating curve of the per-GPU GEMM size (see
+    `costmodels.compute.gemm_efficiency`): eff(d) = gemm_max * d / (d + gemm_half_dim),
+    where d is the harmonic-mean-like "effective dimension" of the local matrix product.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    gemm_max: float = Field(0.75, gt=0, le=1, description="Asymptotic fraction of dense peak reached by large GEMMs.")
+    gemm_half_dim: float = Field(
+        256.0, ge=0, le=1e6, description="Effective GEMM dimension at which half of gemm_max is reached."
+    )
+    hbm: float = Field(0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth for memory-bound kernels.")
+    scale_up: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-up (NVLink) bandwidth.")
+    scale_out: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-out (network) bandwidth.")
+    step_overhead_s: float = Field(
+        0.0, ge=0, le=60, description="Fixed per-iteration cost in seconds (launch, optimizer bookkeeping, sync)."
+    )
+    fitted_on: str = Field("not fitted: defaults", description="Which data fitted these numbers, and how.")
+
+
+class GPUProfile(BaseModel):
+    """One accelerator: capacity, peak rates and fitted efficiencies."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field(..., description="Profile name, e.g. h100-sxm.")
+    hbm_gib: float = Field(..., gt=0, le=65536, description="Device memory in GiB as the driver reports it.")
+    hbm_gb_per_s: float = Field(..., gt=0, le=1e6, description="Peak HBM bandwidth, GB/s.")
+    bf16_tflops: float = Field(..., gt=0, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
+    fp16_tflops: float = Field(..., gt=0, le=1e6, description="Dense FP16 tensor-core peak, TFLOP/s.")
+    fp8_tflops: Optional[float] = Field(None, gt=0, le=1e6, description="Dense FP8 peak, TFLOP/s; null if unsupported.")
+    efficiency: Efficiency = Field(default_factory=Efficiency, description="Fitted achieved fractions of peak.")
+    sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Device memory in bytes."""
+        return int(self.hbm_gib * GIB)
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """Peak HBM bandwidth in bytes/s."""
+        return self.hbm_gb_per_s * GB
+
+    def peak_flops(self, precision: Precision) -> float:
+        """Dense peak in FLOP/s for a precision; fp8 without support is an error."""
+        tflops = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops, "fp8": self.fp8_tflops}[precision]
+        if tflops is None:
+            raise ValueError(f"gpu {self.name!r} has no fp8 peak (fp8_tflops is null); use precision bf16 or fp16")
+        return tflops * TFLOP
+
+
+class ClusterSpec(BaseModel):
+    """Nodes of identical GPUs on a two-tier network: scale-up inside a node, scale-out across."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field("custom", description="Cluster name, e.g. dgx-h100.")
+    gpu: Union[str, GPUProfile] = Field(..., description="GPU profile name or inline profile.")
+    gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs in one node (scale-up domain).")
+    num_nodes: int = Field(1, ge=1, le=1_000_000, description="Number of nodes.")
+    scale_up_gb_per_s: float = Field(
+        ..., gt=0, le=1e6, description="Per GPU, per direction, inside a node (NVLink/Infinity Fabric), GB/s."
+    )
+    scale_out_gb_per_s: float = Field(
+        ..., gt=0, le=1e6, description="Per GPU, per direction, across nodes (NIC share), GB/s."
+    )
+    scale_up_latency_us: float = Field(3.0, ge=0, le=1e6, description="Per-message latency inside a node, microseconds.")
+    scale_out_latency_us: float = Field(
+        10.0, ge=0, le=1e6, description="Per-message latency across nodes, microseconds."
+    )
+    memory_reserve_gib: float = Field(
+        3.0, ge=0, le=65536, description="Kept free per GPU: CUDA context, allocator fragmentation, NCCL buffers."
+    )
+    sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
+
+    @property
+    def num_gpus(self) -> int:
+        """Total GPUs: nodes * GPUs per node."""
+        return self.num_nodes * self.gpus_per_node
+
+    @property
+    def gpu_profile(self) -> GPUProfile:
+        """The resolved GPU profile (loaders replace a name by the profile)."""
+        if isinstance(self.gpu, str):
+            raise ValueError(f"cluster {self.name!r}: gpu {self.gpu!r} was not resolved to a profile")
+        return self.gpu
+
+    @property
+    def usable_bytes(self) -> int:
+        """Per-GPU bytes available to training: HBM minus the reserve."""
+        return self.gpu_profile.hbm_bytes - int(self.memory_reserve_gib * GIB)
+
+    @property
+    def scale_up_bytes_per_s(self) -> float:
+        """Scale-up bandwidth per GPU per direction, bytes/s."""
+        return self.scale_up_gb_per_s * GB
+
+    @property
+    def scale_out_bytes_per_s(self) -> float:
+        """Scale-out bandwidth per GPU per direction, bytes/s."""
+        return self.scale_out_gb_per_s * GB
+
+    @property
+    def scale_up_latency_s(self) -> float:
+        """Scale-up per-message latency, seconds."""
+        return self.scale_up_latency_us * US
+
+    @property
+    def scale_out_latency_s(self) -> float:
+        """Scale-out per-message latency, seconds."""
+        return self.scale_out_latency_us * US

@@ -1,0 +1,173 @@
+"""Layout: how a model is split over GPUs, and the rules a layout must obey.
+
+`resolve_layout` fills derived values (dp, schedule, stage_layers, num_microbatches) and checks
+Megatron-LM's own argument rules (megatron.training.arguments.validate_args, as listed in
+shared/reference/launch_formats.md) plus the expert-grid rule Megatron checks only at start-up.
+Every message names the fields and the numbers involved.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.model_spec import MAX_LAYERS, ModelSpec
+from costmodels.train_spec import TrainSpec
+
+MAX_DEGREE = 1_000_000
+
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["gpipe", "1f1b", "interleaved"]
+
+
+class LayoutError(ValueError):
+    """A layout that breaks a divisibility or consistency rule; the message lists every rule broken."""
+
+
+class Layout(BaseModel):
+    """Parallel degrees and per-run choices (vocabulary of shared/DESIGN.md section 2)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    sp: bool = Field(False, description="Megatron sequence parallelism over the tp group (needs tp > 1).")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree (sequence split for attention).")
+    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
+    etp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each expert.")
+    pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
+    vpp: int = Field(1, ge=1, le=MAX_LAYERS, description="Virtual stages (model chunks) per pipeline rank.")
+    dp: Optional[int] = Field(None, ge=1, le=MAX_DEGREE, description="Data-parallel degree; null = world/(tp*cp*pp).")
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 0 none, 1 optimizer, 2 +gradients, 3 +parameters.")
+    mbs: int = Field(1, ge=1, le=1_000_000, description="Micro-batch size in sequences.")
+    recompute: Recompute = Field("none", description="Activation recompute: none, selective (attention core), full.")
+    schedule: Optional[Schedule] = Field(
+        None, description="Pipeline schedule; null = interleaved when vpp > 1, else 1f1b."
+    )
+    stage_layers: Optional[list[int]] = Field(
+        None, description="Transformer layers on each pipeline rank, first to last; null = uniform split."
+    )
+    num_microbatches: Optional[int] = Field(
+        None, ge=1, description="Micro-batches per step; derived as global_batch / (mbs * dp), checked if given."
+    )
+
+    @field_validator("sp", mode="before")
+    @classmethod
+    def _sp_from_int(cls, value):
+        if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+            return bool(value)
+        return value
+
+    @property
+    def model_parallel_size(self) -> int:
+        """GPUs holding one replica of the dense weights: tp * cp * pp."""
+        return self.tp * self.cp * self.pp
+
+
+def resolve_layout(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: Layout) -> Layout:
+    """Return `layout` with dp, schedule, stage_layers and num_microbatches filled; raise LayoutError."""
+    world = cluster.num_gpus
+    problems = _degree_problems(model, train, layout, world)
+    if problems:
+        raise LayoutError("; ".join(problems))
+    dp = layout.dp or world // layout.model_parallel_size
+    stage_layers = layout.stage_layers or _uniform_stages(model.num_layers, layout.pp)
+    problems = _stage_problems(model, layout, stage_layers) + _batch_problems(train, layout, dp)
+    if problems:
+        raise LayoutError("; ".join(problems))
+    schedule = layout.schedule or ("interleaved" if layout.vpp > 1 else "1f1b")
+    microbatches = train.global_batch_size // (layout.mbs * dp)
+    return layout.model_copy(
+        update=dict(
+            dp=dp,
+            sp=layout.sp and layout.tp > 1,  # Megatron drops SP silently at tp = 1
+            schedule=schedule,
+            stage_layers=list(stage_layers),
+            num_microbatches=microbatches,
+        )
+    )
+
+
+def _degree_problems(model: ModelSpec, train: TrainSpec, lay: Layout, world: int) -> list[str]:
+    out: list[str] = []
+    mp = lay.model_parallel_size
+    if world % mp:
+        out.append(f"GPUs={world} is not divisible by tp*cp*pp={lay.tp}*{lay.cp}*{lay.pp}={mp}")
+    elif lay.dp is not None and lay.dp * mp != world:
+        out.append(f"tp*cp*pp*dp={lay.tp}*{lay.cp}*{lay.pp}*{lay.dp}={lay.dp * mp} but the cluster has GPUs={world}")
+    if model.num_attention_heads % lay.tp:
+        out.append(f"num_attention_heads={model.num_attention_heads} is not divisible by tp={lay.tp}")
+    kv = model.num_kv_heads
+    if kv % lay.tp and lay.tp % kv:
+        out.append(f"num_kv_heads={kv} must be a multiple or a divisor of tp={lay.tp}")
+    if model.ffn_hidden_size % lay.tp:
+        out.append(f"ffn_hidden_size={model.ffn_hidden_size} is not divisible by tp={lay.tp}")
+    seq = train.seq_len(model)
+    if lay.cp > 1 and seq % (2 * lay.cp):
+        out.append(f"seq_length={seq} is not divisible by 2*cp={2 * lay.cp}")
+    out += _expert_problems(model, lay, world)
+    return out
+
+
+def _expert_problems(model: ModelSpec, lay: Layout, world: int) -> list[str]:
+    out: list[str] = []
+    if not model.is_moe:
+        if lay.ep > 1 or lay.etp > 1:
+            out.append(f"ep={lay.ep}, etp={lay.etp} need a mixture-of-experts model (num_experts=0)")
+        return out
+    if model.num_experts % lay.ep:
+        out.append(f"num_experts={model.num_experts} is not divisible by ep={lay.ep}")
+    grid = lay.etp * lay.ep * lay.pp
+    if world % grid:
+        out.append(f"GPUs={world} is not divisible by etp*ep*pp={lay.etp}*{lay.ep}*{lay.pp}={grid}")
+    if model.moe_ffn_hidden_size % lay.etp:
+        out.append(f"moe_ffn_hidden_size={model.moe_ffn_hidden_size} is not divisible by etp={lay.etp}")
+    if lay.ep > 1 and lay.tp > 1 and not lay.sp:
+        out.append(f"ep={lay.ep} with tp={lay.tp} needs sp=1 (Megatron: MoE with EP and TP requires sequence parallelism)")
+    return out
+
+
+def _uniform_stages(num_layers: int, pp: int) -> list[int]:
+    if num_layers % pp:
+        raise LayoutError(
+            f"num_layers={num_layers} is not divisible by pp={pp}; give stage_layers "
+            f"(e.g. {_suggest_stages(num_layers, pp)}) for an uneven split"
+        )
+    return [num_layers // pp] * pp
+
+
+def _suggest_stages(num_layers: int, pp: int) -> str:
+    base, extra = divmod(num_layers, pp)
+    return ",".join(str(base + (1 if i >= pp - extra else 0)) for i in range(pp))
+
+
+def _stage_problems(model: ModelSpec, lay: Layout, stages: list[int]) -> list[str]:
+    out: list[str] = []
+    if len(stages) != lay.pp:
+        out.append(f"stage_layers has {len(stages)} entries but pp={lay.pp}")
+    if any(n < 1 for n in stages):
+        out.append(f"stage_layers={stages} has a stage with no layers")
+    if sum(stages) != model.num_layers:
+        out.append(f"stage_layers={stages} sums to {sum(stages)} but num_layers={model.num_layers}")
+    if lay.vpp > 1:
+        if lay.pp < 2:
+            out.append(f"vpp={lay.vpp} (interleaving) needs pp > 1 (pp={lay.pp})")
+        bad = [n for n in stages if n % lay.vpp]
+        if bad:
+            out.append(f"stage_layers={stages}: every stage must be divisible by vpp={lay.vpp}")
+    if lay.schedule == "interleaved" and lay.vpp == 1:
+        out.append("schedule=interleaved needs vpp > 1 (vpp=1)")
+    if lay.schedule in ("gpipe", "1f1b") and lay.vpp > 1:
+        out.append(f"schedule={lay.schedule} cannot run virtual stages (vpp={lay.vpp}); use interleaved")
+    return out
+
+
+def _batch_problems(train: TrainSpec, lay: Layout, dp: int) -> list[str]:
+    gbs = train.global_batch_size
+    if gbs % (lay.mbs * dp):
+        return [f"global_batch_size={gbs} is not divisible by mbs*dp={lay.mbs}*{dp}={lay.mbs * dp}"]
+    m = gbs // (lay.mbs * dp)
+    if lay.num_microbatches is not None and lay.num_microbatches != m:
+        return [f"num_microbatches={lay.num_microbatches} but global_batch/(mbs*dp)={gbs}/({lay.mbs}*{dp})={m}"]
+    return []

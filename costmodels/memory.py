@@ -1,0 +1,115 @@
+"""Per-GPU memory of every pipeline stage: model states, activations, buffers.
+
+Notation: P_d dense parameters on one GPU (after tp/pp split), P_e routed-expert parameters on
+one GPU (after ep*etp/pp split), N_d = dp*cp ranks sharing the dense states, N_e = edp =
+world/(etp*ep*pp) ranks sharing the expert states; w, g, k bytes per parameter of weights,
+gradients and optimizer states (2, 2 or 4, 12 for mixed-precision Adam).
+
+Source: ZeRO (Rajbhandari et al., SC'20) section 5 and Figure 1: ZeRO-0 (w+g+k)P, ZeRO-1
+(w+g)P + kP/N, ZeRO-2 wP + (g+k)P/N, ZeRO-3 (w+g+k)P/N. Megatron's distributed optimizer shards
+over the data-parallel group including context-parallel ranks, so N_d = dp*cp.
+Activations: costmodels.activations (Korthikanti et al. MLSys'23). `other_bytes` holds ZeRO-3's
+gathered-layer buffers; framework/NCCL buffers and the CUDA context sit in the cluster's reserve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodels import activations as act
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.params import ParamCount, local_layer_params, local_stage_params, stage_layer_mix
+from costmodels.train_spec import TrainSpec
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Bytes on one GPU of pipeline rank `stage` at its peak."""
+
+    stage: int
+    layers: int
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    other_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of all parts."""
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes + self.other_bytes
+
+
+def zero_state_bytes(params: float, shards: int, zero: int, train: TrainSpec) -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes for `params` parameters sharded `shards` ways under ZeRO `zero`.
+
+    ZeRO paper Figure 1 with w, g, k = train's bytes per parameter; e.g. 7.5B, N = 64, Adam:
+    120 / 31.4 / 16.6 / 1.9 GB for stages 0-3.
+    """
+    w, g, k = train.weight_bytes_per_param, train.grad_bytes_per_param, train.optimizer_bytes_per_param
+    n = max(shards, 1)
+    weights = params * w / (n if zero >= 3 else 1)
+    grads = params * g / (n if zero >= 2 else 1)
+    optimizer = params * k / (n if zero >= 1 else 1)
+    return weights, grads, optimizer
+
+
+def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
+    """edp = world / (etp * ep * pp): ranks holding the same experts (DESIGN.md section 2)."""
+    return cluster.num_gpus // (lay.etp * lay.ep * lay.pp)
+
+
+def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
+    """Activation shape of one micro-batch on one GPU under `lay`."""
+    return act.ActShape(
+        seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp,
+        recompute=lay.recompute, flash=train.flash_attention,
+    )
+
+
+def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
+    """Activations held by rank `stage` at its peak: one micro-batch's worth times those in flight."""
+    x = act_shape(model, train, lay)
+    n_moe, n_dense = stage_layer_mix(model, lay.stage_layers, stage)
+    per_mb = n_dense * act.layer_bytes(model, x, False) + n_moe * act.layer_bytes(model, x, True)
+    if stage == 0:
+        per_mb += act.embedding_bytes(model, x)
+    if stage == lay.pp - 1:
+        per_mb += act.head_bytes(model, x)
+    inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
+    working = act.recompute_working_bytes(model, x, n_moe > 0)
+    return per_mb * inflight + working
+
+
+def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
+    """ZeRO-3 gathers whole layers: the current and the prefetched layer's weights, one layer's grads."""
+    if lay.zero < 3:
+        return 0.0
+    n_moe, _ = stage_layer_mix(model, lay.stage_layers, stage)
+    layer = local_layer_params(model, n_moe > 0, lay.tp, lay.ep, lay.etp).total
+    return layer * (2 * train.weight_bytes_per_param + train.grad_bytes_per_param)
+
+
+def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, stage: int) -> StageMemory:
+    """Memory of one GPU on pipeline rank `stage`; `lay` must come from resolve_layout."""
+    local: ParamCount = local_stage_params(
+        model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model)
+    )
+    dense = zero_state_bytes(local.dense, lay.dp * lay.cp, lay.zero, train)
+    expert = zero_state_bytes(local.expert, expert_dp(cluster, lay), lay.zero, train)
+    return StageMemory(
+        stage=stage,
+        layers=lay.stage_layers[stage],
+        weights_bytes=round(dense[0] + expert[0]),
+        grads_bytes=round(dense[1] + expert[1]),
+        optimizer_bytes=round(dense[2] + expert[2]),
+        activations_bytes=round(stage_activation_bytes(model, train, lay, stage)),
+        other_bytes=round(zero3_buffer_bytes(model, train, lay, stage)),
+    )
+
+
+def memory_by_stage(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> list[StageMemory]:
+    """StageMemory for every pipeline rank, first to last."""
+    return [stage_memory(model, cluster, train, lay, i) for i in range(lay.pp)]

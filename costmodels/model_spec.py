@@ -1,0 +1,142 @@
+"""ModelSpec: the shape of a decoder-only transformer, dense or mixture-of-experts.
+
+Field names are a contract (shared/DESIGN.md section 4). Optional shape fields left out
+(`num_kv_heads`, `head_dim`, `ffn_hidden_size`, `moe_ffn_hidden_size`) are filled with their
+documented defaults at validation time, so a validated spec always carries explicit numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Sane upper bounds: nobody trains beyond these; they keep arithmetic and searches bounded.
+MAX_LAYERS = 10_000
+MAX_WIDTH = 1_000_000
+MAX_VOCAB = 10_000_000
+MAX_SEQ = 16_777_216
+MAX_EXPERTS = 65_536
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer. Dense when `num_experts` is 0."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field("custom", description="Human-readable model name.")
+    num_layers: int = Field(..., ge=1, le=MAX_LAYERS, description="Transformer layers (L).")
+    hidden_size: int = Field(..., ge=1, le=MAX_WIDTH, description="Model width h.")
+    num_attention_heads: int = Field(..., ge=1, le=MAX_WIDTH, description="Query heads a.")
+    num_kv_heads: Optional[int] = Field(
+        None, ge=1, le=MAX_WIDTH, description="Key/value heads (GQA groups); default = query heads (MHA)."
+    )
+    head_dim: Optional[int] = Field(
+        None, ge=1, le=MAX_WIDTH, description="Per-head width; default hidden_size / num_attention_heads."
+    )
+    ffn_hidden_size: Optional[int] = Field(
+        None, ge=1, le=MAX_WIDTH * 8, description="Dense MLP inner width f; default 4 * hidden_size."
+    )
+    vocab_size: int = Field(..., ge=1, le=MAX_VOCAB, description="Vocabulary size V (after padding).")
+    seq_length: int = Field(
+        2048, ge=1, le=MAX_SEQ, description="Training sequence length s in tokens (TrainSpec may override)."
+    )
+    activation: Literal["gelu", "swiglu"] = Field(
+        "gelu", description="MLP type: gelu (2 matrices) or swiglu (3 matrices: gate, up, down)."
+    )
+    norm: Literal["layernorm", "rmsnorm"] = Field(
+        "layernorm", description="Normalization: layernorm (weight + bias) or rmsnorm (weight only)."
+    )
+    tied_embeddings: bool = Field(False, description="Output layer shares the input embedding matrix.")
+    position_embedding: Literal["learned", "rope", "none"] = Field(
+        "learned", description="learned adds a seq_length x hidden table; rope and none add no parameters."
+    )
+    linear_bias: bool = Field(True, description="Linear layers (QKV, projection, MLP) carry biases.")
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3); 2*head_dim params/layer.")
+    dropout: bool = Field(
+        True, description="Dropout layers active in training (GPT-style); stores 1-byte masks. Llama-style: false."
+    )
+    num_experts: int = Field(0, ge=0, le=MAX_EXPERTS, description="Routed experts per MoE layer; 0 = dense.")
+    top_k: int = Field(0, ge=0, le=MAX_EXPERTS, description="Routed experts per token (MoE only).")
+    moe_ffn_hidden_size: Optional[int] = Field(
+        None, ge=1, le=MAX_WIDTH * 8, description="Inner width of each routed/shared expert; default ffn_hidden_size."
+    )
+    num_shared_experts: int = Field(
+        0, ge=0, le=MAX_EXPERTS, description="Always-active shared experts per MoE layer, each moe_ffn_hidden_size wide."
+    )
+    first_k_dense_layers: int = Field(
+        0, ge=0, le=MAX_LAYERS, description="Leading layers that use a dense MLP instead of experts (MoE only)."
+    )
+    capacity_factor: Optional[float] = Field(
+        None, gt=0, le=1000, description="Expert capacity factor; null = dropless routing."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        heads, hidden = data.get("num_attention_heads"), data.get("hidden_size")
+        if data.get("num_kv_heads") is None and isinstance(heads, int):
+            data["num_kv_heads"] = heads
+        if data.get("head_dim") is None and _ints(heads, hidden) and heads > 0:
+            if hidden % heads:
+                raise ValueError(
+                    f"hidden_size={hidden} is not divisible by num_attention_heads={heads}; set head_dim explicitly"
+                )
+            data["head_dim"] = hidden // heads
+        if data.get("ffn_hidden_size") is None and isinstance(hidden, int):
+            data["ffn_hidden_size"] = 4 * hidden
+        if data.get("moe_ffn_hidden_size") is None and isinstance(data.get("ffn_hidden_size"), int):
+            data["moe_ffn_hidden_size"] = data["ffn_hidden_size"]
+        return data
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> "ModelSpec":
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads={self.num_attention_heads} is not divisible by num_kv_heads={self.num_kv_heads}"
+            )
+        if self.num_experts:
+            if not 1 <= self.top_k <= self.num_experts:
+                raise ValueError(f"top_k={self.top_k} must be between 1 and num_experts={self.num_experts}")
+            if self.first_k_dense_layers >= self.num_layers:
+                raise ValueError(
+                    f"first_k_dense_layers={self.first_k_dense_layers} must be below num_layers={self.num_layers}"
+                )
+        elif self.top_k or self.num_shared_experts or self.first_k_dense_layers:
+            raise ValueError(
+                f"top_k={self.top_k}, num_shared_experts={self.num_shared_experts}, "
+                f"first_k_dense_layers={self.first_k_dense_layers} need num_experts > 0 (num_experts=0)"
+            )
+        return self
+
+    # ---- derived ---------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        """True when the model has routed experts."""
+        return self.num_experts > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.num_layers - self.first_k_dense_layers if self.is_moe else 0
+
+    @property
+    def q_width(self) -> int:
+        """Width of all query heads together: heads * head_dim."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of all key (or value) heads together: kv_heads * head_dim."""
+        return self.num_kv_heads * self.head_dim
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer `index` (0-based, whole model) has an MoE MLP."""
+        return self.is_moe and index >= self.first_k_dense_layers
+
+
+def _ints(*values) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)

@@ -1,0 +1,167 @@
+"""Exact parameter counts: whole model, per layer, and per GPU under tp/ep/etp/pp.
+
+Notation: h hidden, a query heads, g kv heads, d head_dim, f dense MLP width, f_e expert width,
+E routed experts, S shared experts, V vocabulary, s sequence, L layers, t tp degree.
+
+Source: Narayanan et al. SC'21 eq. (2), P = 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)), for GPT with
+MHA, GELU, biases, LayerNorm and tied, learned embeddings. This module generalises it term by term
+(GQA projections, SwiGLU's three matrices, RMSNorm, untied output layer, MoE experts and router)
+and adds the final norm (2h, left out of eq. 2; a 1e-5 relative difference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodels.model_spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters split by how they are replicated: `dense` over dp*cp, `expert` over the expert grid."""
+
+    dense: int = 0
+    expert: int = 0
+
+    @property
+    def total(self) -> int:
+        """Dense plus expert parameters."""
+        return self.dense + self.expert
+
+    def __add__(self, other: "ParamCount") -> "ParamCount":
+        return ParamCount(self.dense + other.dense, self.expert + other.expert)
+
+
+def norm_params(m: ModelSpec, width: int) -> int:
+    """One norm over `width` features: weight (+ bias for LayerNorm)."""
+    return width * (2 if m.norm == "layernorm" else 1)
+
+
+def attention_params(m: ModelSpec) -> int:
+    """Q, K, V and output projections with optional biases and QK-norm. 4h^2 + 4h for GPT (eq. 2)."""
+    weights = m.hidden_size * (2 * m.q_width + 2 * m.kv_width)
+    biases = (m.q_width + 2 * m.kv_width + m.hidden_size) if m.linear_bias else 0
+    qk = 2 * m.head_dim if m.qk_norm else 0
+    return weights + biases + qk
+
+
+def mlp_params(m: ModelSpec, width: int) -> int:
+    """One MLP of inner width `width`: GELU 2hf (+ f + h biases) = 8h^2 + 5h for f = 4h; SwiGLU 3hf."""
+    mats = 3 if m.activation == "swiglu" else 2
+    biases = ((mats - 1) * width + m.hidden_size) if m.linear_bias else 0
+    return mats * m.hidden_size * width + biases
+
+
+def moe_mlp_params(m: ModelSpec) -> ParamCount:
+    """An MoE block: router (h*E, no bias) + shared experts (dense) and E routed experts (expert)."""
+    shared = m.num_shared_experts * mlp_params(m, m.moe_ffn_hidden_size)
+    router = m.hidden_size * m.num_experts
+    return ParamCount(dense=router + shared, expert=m.num_experts * mlp_params(m, m.moe_ffn_hidden_size))
+
+
+def layer_params(m: ModelSpec, index: int) -> ParamCount:
+    """All parameters of layer `index`: attention, two norms, dense or MoE MLP."""
+    base = attention_params(m) + 2 * norm_params(m, m.hidden_size)
+    if m.is_moe_layer(index):
+        return ParamCount(dense=base) + moe_mlp_params(m)
+    return ParamCount(dense=base + mlp_params(m, m.ffn_hidden_size))
+
+
+def embedding_params(m: ModelSpec, seq_length: int | None = None) -> int:
+    """Input embedding V*h, plus a learned position table s*h."""
+    pos = (seq_length or m.seq_length) * m.hidden_size if m.position_embedding == "learned" else 0
+    return m.vocab_size * m.hidden_size + pos
+
+
+def head_params(m: ModelSpec) -> int:
+    """Final norm plus the output layer (V*h, none when tied to the embedding)."""
+    out = 0 if m.tied_embeddings else m.vocab_size * m.hidden_size
+    return norm_params(m, m.hidden_size) + out
+
+
+def total_params(m: ModelSpec) -> int:
+    """Every parameter of the model, counted once."""
+    layers = sum(layer_params(m, i).total for i in range(m.num_layers))
+    return embedding_params(m) + layers + head_params(m)
+
+
+def active_params(m: ModelSpec) -> int:
+    """Parameters touched by one token: routed experts count top_k of num_experts."""
+    if not m.is_moe:
+        return total_params(m)
+    routed_one = mlp_params(m, m.moe_ffn_hidden_size)
+    idle = (m.num_experts - m.top_k) * routed_one * m.num_moe_layers
+    return total_params(m) - idle
+
+
+# ---- per GPU ---------------------------------------------------------------------------------
+
+
+def local_attention_params(m: ModelSpec, tp: int) -> int:
+    """Attention parameters on one tp rank. K/V heads are replicated when tp > kv heads (Megatron)."""
+    h, d = m.hidden_size, m.head_dim
+    kv_local = m.kv_width // tp if m.num_kv_heads >= tp else d
+    q_local = m.q_width // tp
+    weights = h * (2 * q_local + 2 * kv_local)
+    biases = (q_local + 2 * kv_local + h) if m.linear_bias else 0  # row-parallel output bias replicated
+    return weights + biases + (2 * d if m.qk_norm else 0)
+
+
+def local_mlp_params(m: ModelSpec, width: int, tp: int) -> int:
+    """MLP parameters on one rank of a tp-way split (column/row parallel; the output bias replicated)."""
+    mats = 3 if m.activation == "swiglu" else 2
+    local = width // tp
+    biases = ((mats - 1) * local + m.hidden_size) if m.linear_bias else 0
+    return mats * m.hidden_size * local + biases
+
+
+def local_layer_params(m: ModelSpec, moe: bool, tp: int, ep: int, etp: int) -> ParamCount:
+    """Parameters of one layer (MoE MLP when `moe`) held by one GPU: dense part split by tp, experts by ep*etp."""
+    base = local_attention_params(m, tp) + 2 * norm_params(m, m.hidden_size)
+    if not moe:
+        return ParamCount(dense=base + local_mlp_params(m, m.ffn_hidden_size, tp))
+    shared = m.num_shared_experts * local_mlp_params(m, m.moe_ffn_hidden_size, tp)
+    router = m.hidden_size * m.num_experts
+    experts = (m.num_experts // ep) * local_mlp_params(m, m.moe_ffn_hidden_size, etp)
+    return ParamCount(dense=base + shared + router, expert=experts)
+
+
+def stage_layer_indices(stage_layers: list[int], stage: int) -> range:
+    """Global indices of the layers on pipeline rank `stage` (contiguous; vpp chunks ignored)."""
+    start = sum(stage_layers[:stage])
+    return range(start, start + stage_layers[stage])
+
+
+def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int) -> tuple[int, int]:
+    """(MoE layers, dense layers) on pipeline rank `stage`."""
+    idx = stage_layer_indices(stage_layers, stage)
+    n_moe = 0 if not m.is_moe else max(0, idx.stop - max(idx.start, m.first_k_dense_layers))
+    return n_moe, len(idx) - n_moe
+
+
+def _scaled(count: ParamCount, n: int) -> ParamCount:
+    return ParamCount(count.dense * n, count.expert * n)
+
+
+def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: int, ep: int, etp: int,
+                       seq_length: int) -> ParamCount:
+    """Parameters held by one GPU of pipeline rank `stage`.
+
+    The first rank adds the embedding (vocabulary split by tp; a learned position table is
+    replicated), the last rank the final norm and the output layer. With tied embeddings and
+    pp > 1 the last rank keeps its own copy of the embedding for the output layer, as Megatron does.
+    """
+    n_moe, n_dense = stage_layer_mix(m, stage_layers, stage)
+    count = ParamCount()
+    if n_dense:
+        count = count + _scaled(local_layer_params(m, False, tp, ep, etp), n_dense)
+    if n_moe:
+        count = count + _scaled(local_layer_params(m, True, tp, ep, etp), n_moe)
+    vocab_local = -(-m.vocab_size // tp) * m.hidden_size  # Megatron pads the vocabulary to a multiple of tp
+    last = len(stage_layers) - 1
+    if stage == 0:
+        count = count + ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
+    if stage == last:
+        output = vocab_local if (not m.tied_embeddings or last > 0) else 0
+        count = count + ParamCount(dense=norm_params(m, m.hidden_size) + output)
+    return count

@@ -1,0 +1,54 @@
+"""TrainSpec: batch, sequence, precision and optimizer of a training run."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodels.hardware_spec import Precision
+from costmodels.model_spec import MAX_SEQ, ModelSpec
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+class TrainSpec(BaseModel):
+    """What is trained and how: global batch, sequence length, precision, optimizer."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
+    seq_length: Optional[int] = Field(
+        None, ge=1, le=MAX_SEQ, description="Tokens per sequence; null = the model's seq_length."
+    )
+    precision: Precision = Field("bf16", description="Compute precision of the GEMMs: bf16, fp16 or fp8.")
+    grad_dtype: Optional[Literal["fp32", "bf16", "fp16"]] = Field(
+        None,
+        description="Gradient dtype; null = the weights' 16-bit dtype (16 bytes/param with Adam); fp32 = Megatron's 18.",
+    )
+    optimizer: Literal["adam", "sgd"] = Field("adam", description="adam (2 fp32 moments) or sgd (1 fp32 momentum).")
+    master_weights: bool = Field(True, description="Keep an fp32 master copy of the weights in the optimizer.")
+    flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
+
+    def seq_len(self, model: ModelSpec) -> int:
+        """Effective sequence length in tokens."""
+        return self.seq_length if self.seq_length is not None else model.seq_length
+
+    @property
+    def weight_bytes_per_param(self) -> int:
+        """Bytes of one working (16-bit) weight; fp8 training keeps bf16 weights."""
+        return 2
+
+    @property
+    def grad_bytes_per_param(self) -> int:
+        """Bytes of one gradient element."""
+        return DTYPE_BYTES[self.grad_dtype] if self.grad_dtype else self.weight_bytes_per_param
+
+    @property
+    def optimizer_bytes_per_param(self) -> int:
+        """Optimizer state bytes per parameter: fp32 master (4) + Adam m, v (8) or SGD momentum (4).
+
+        Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam.
+        """
+        moments = 8 if self.optimizer == "adam" else 4
+        return moments + (4 if self.master_weights else 0)

@@ -1,0 +1,31 @@
+"""Small builders shared by tests: GPT-style models and synthetic clusters without presets."""
+
+from __future__ import annotations
+
+from costmodels.hardware_spec import ClusterSpec, GPUProfile
+from costmodels.model_spec import ModelSpec
+
+A100_80 = GPUProfile(name="a100-80gb-test", hbm_gib=80.0, hbm_gb_per_s=2039.0, bf16_tflops=312.0,
+                     fp16_tflops=312.0, sources=["published_numbers.md section 5"])
+
+
+def gpt(h: int, a: int, layers: int, vocab: int = 51200, seq: int = 2048, **kw) -> ModelSpec:
+    """A Megatron GPT: LayerNorm, GELU with f = 4h, biases, learned positions, tied embeddings, dropout."""
+    return ModelSpec(name=kw.pop("name", f"gpt-{h}"), num_layers=layers, hidden_size=h, num_attention_heads=a,
+                     vocab_size=vocab, seq_length=seq, tied_embeddings=True, **kw)
+
+
+def llama_like(h: int, a: int, kv: int, layers: int, ffn: int, vocab: int = 32000, seq: int = 4096,
+               **kw) -> ModelSpec:
+    """A Llama-style model: RMSNorm, SwiGLU, RoPE, no biases, untied, no dropout."""
+    return ModelSpec(name=kw.pop("name", f"llama-{h}"), num_layers=layers, hidden_size=h, num_attention_heads=a,
+                     num_kv_heads=kv, ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq, activation="swiglu",
+                     norm="rmsnorm", position_embedding="rope", linear_bias=False, dropout=False, **kw)
+
+
+def cluster(num_gpus: int, per_node: int = 8, gpu: GPUProfile = A100_80, **kw) -> ClusterSpec:
+    """A cluster of `num_gpus` GPUs (one partial node when fewer than `per_node`)."""
+    if num_gpus < per_node:
+        per_node = num_gpus
+    return ClusterSpec(name="test", gpu=gpu, gpus_per_node=per_node, num_nodes=num_gpus // per_node,
+                       scale_up_gb_per_s=300.0, scale_out_gb_per_s=25.0, **kw)
