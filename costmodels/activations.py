@@ -20,7 +20,7 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costmodels.model_spec import ModelSpec
 
@@ -39,6 +39,7 @@ class ActShape:
     sp: bool = False
     cp: int = 1
     etp: int = 1
+    ep: int = 1
     recompute: str = "none"
     flash: bool = True
 
@@ -118,7 +119,7 @@ def recompute_working_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
     """Full recompute rebuilds one layer at a time in backward: one layer's full activations, transient."""
     if x.recompute != "full":
         return 0.0
-    return layer_bytes(m, ActShape(x.seq, x.mbs, x.tp, x.sp, x.cp, x.etp, "none", x.flash), moe)
+    return layer_bytes(m, replace(x, recompute="none"), moe)
 
 
 def embedding_bytes(m: ModelSpec, x: ActShape) -> float:

@@ -36,6 +36,10 @@ class Efficiency(BaseModel):
     hbm: float = Field(0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth for memory-bound kernels.")
     scale_up: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-up (NVLink) bandwidth.")
     scale_out: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-out (network) bandwidth.")
+    layer_overhead_s: float = Field(
+        0.0, ge=0, le=1, description="Host-side launch time of one layer's forward+backward kernels (framework "
+        "overhead); a layer whose GPU work is shorter waits for it."
+    )
     step_overhead_s: float = Field(
         0.0, ge=0, le=60, description="Fixed per-iteration cost in seconds (launch, optimizer bookkeeping, sync)."
     )

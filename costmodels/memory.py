@@ -64,7 +64,7 @@ def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
 def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
     """Activation shape of one micro-batch on one GPU under `lay`."""
     return act.ActShape(
-        seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp,
+        seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp, ep=lay.ep,
         recompute=lay.recompute, flash=train.flash_attention,
     )
 

@@ -1,0 +1,175 @@
+"""FLOPs and compute time of one transformer layer, one micro-batch, one GPU.
+
+Notation: M tokens of the micro-batch on one GPU (s*b/cp), s sequence, h hidden, q = a*d query
+width, kv = g*d key/value width, f MLP width (f_in = f for GELU, 2f for SwiGLU's gate+up),
+E experts, k top_k, V vocabulary, t tp degree. A GEMM (M x K) @ (K x N) costs 2*M*K*N FLOPs.
+
+Conventions:
+- Model FLOPs (MFU): PaLM / Korthikanti et al. MLSys'23 Appendix A: three passes (backward = 2 x
+  forward), attention scores QK^T and PV counted in full (no causal halving), no recompute.
+  For GPT: 72*B*L*s*h^2*(1 + s/(6h) + V/(12hL)) per iteration.
+- Hardware FLOPs add the recompute forward (selective: attention core; full: the whole layer);
+  with full recompute this is Narayanan et al. SC'21 eq. (3): 96*B*s*L*h^2*(1 + s/(6h) + V/(16Lh)).
+  Korthikanti's HFU formula for selective recompute uses s/(3h); we count one extra forward of
+  the attention core (4Msq), i.e. s*2/(9h): a deviation of the paper's bookkeeping, not of time.
+- Time: FLOPs / (peak x GEMM efficiency), the efficiency a saturating curve of the GEMM's
+  effective size (fitted, see hardware_spec.Efficiency); causal flash attention skips the masked
+  half of the scores and its backward does 2.5x the forward's matmuls (FlashAttention-2, Dao 2023);
+  element-wise kernels (norms, residual/dropout, activation, RoPE, softmax, cross-entropy) are
+  costed from the bytes they move at the fitted fraction of HBM bandwidth; backward moves 2x.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodels.activations import ActShape
+from costmodels.hardware_spec import Efficiency
+from costmodels.model_spec import ModelSpec
+
+ACT_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Device:
+    """What compute time depends on: peak FLOP/s, HBM bytes/s and the fitted efficiencies."""
+
+    peak_flops: float
+    hbm_bytes_per_s: float
+    eff: Efficiency
+
+
+def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
+    """Achieved fraction of peak for an (m x k) @ (k x n) GEMM.
+
+    d = 3 / (1/m + 1/k + 1/n) (harmonic mean of the three sizes: symmetric, so the two backward
+    GEMMs of a layer share the forward's efficiency); eff = gemm_max * d / (d + gemm_half_dim).
+    Small local matrices under large tp have small k or n and so a low efficiency.
+    """
+    d = 3.0 / (1.0 / m + 1.0 / k + 1.0 / n)
+    return eff.gemm_max * d / (d + eff.gemm_half_dim)
+
+
+def gemm_s(dev: Device, m: float, k: float, n: float, count: float = 1.0) -> float:
+    """Seconds for `count` GEMMs of shape (m x k) @ (k x n)."""
+    return count * 2.0 * m * k * n / (dev.peak_flops * gemm_efficiency(dev.eff, m, k, n))
+
+
+def _mlp_in(model: ModelSpec, width: float) -> float:
+    return (2 if model.activation == "swiglu" else 1) * width
+
+
+def _kv_local(model: ModelSpec, tp: int) -> float:
+    return model.kv_width / tp if model.num_kv_heads >= tp else model.head_dim
+
+
+# ---- FLOPs (forward, one micro-batch, one GPU) -------------------------------------------------
+
+
+def attention_linear_flops(model: ModelSpec, x: ActShape) -> float:
+    """QKV and output projections: 2M*h*(q + 2kv)/t + 2M*q*h/t."""
+    M, h, t = x.tokens, model.hidden_size, x.tp
+    return 2 * M * h * (model.q_width / t + 2 * _kv_local(model, t)) + 2 * M * model.q_width / t * h
+
+
+def attention_core_flops(model: ModelSpec, x: ActShape) -> float:
+    """Scores QK^T and context PV, counted in full: 4*M*s*q/t (model-FLOP convention)."""
+    return 4 * x.tokens * x.seq * model.q_width / x.tp
+
+
+def mlp_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Dense MLP 2*M*h*f*mats/t; MoE: router 2*M*h*E + top_k routed + shared experts."""
+    M, h = x.tokens, model.hidden_size
+    mats = 3 if model.activation == "swiglu" else 2
+    if not moe:
+        return 2 * M * h * model.ffn_hidden_size * mats / x.tp
+    fe = model.moe_ffn_hidden_size
+    routed = model.top_k * 2 * M * h * fe * mats
+    shared = model.num_shared_experts * 2 * M * h * fe * mats / x.tp
+    return 2 * M * h * model.num_experts + routed + shared
+
+
+def layer_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Forward FLOPs of one layer, one micro-batch, one GPU (model convention)."""
+    return attention_linear_flops(model, x) + attention_core_flops(model, x) + mlp_flops(model, x, moe)
+
+
+def logits_flops(model: ModelSpec, x: ActShape) -> float:
+    """Forward FLOPs of the output layer: 2*M*h*V/t."""
+    return 2 * x.tokens * model.hidden_size * model.vocab_size / x.tp
+
+
+def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Extra forward FLOPs per layer that recompute adds: attention core (selective) or all (full)."""
+    if x.recompute == "full":
+        return layer_flops(model, x, moe)
+    if x.recompute == "selective":
+        return attention_core_flops(model, x)
+    return 0.0
+
+
+# ---- time (forward, one micro-batch, one GPU) ----------------------------------------------------
+
+
+def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool) -> float:
+    """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
+    M, h, t = x.tokens, model.hidden_size, x.tp
+    qkv_n = model.q_width / t + 2 * _kv_local(model, t)
+    s = gemm_s(dev, M, h, qkv_n) + gemm_s(dev, M, model.q_width / t, h)
+    if not moe:
+        f = model.ffn_hidden_size / t
+        return s + gemm_s(dev, M, h, _mlp_in(model, f)) + gemm_s(dev, M, f, h)
+    return s + _moe_gemm_s(model, x, dev)
+
+
+def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device) -> float:
+    """Router, routed experts (tokens per local expert M*k/E_local... balanced) and shared experts."""
+    M, h = x.tokens, model.hidden_size
+    fe = model.moe_ffn_hidden_size / x.etp
+    tokens = M * model.top_k * x.etp  # tokens through this GPU's experts, each 1/etp wide
+    per_expert = max(tokens * x.ep / model.num_experts, 1.0)
+    local_experts = model.num_experts / x.ep
+    routed = gemm_s(dev, per_expert, h, _mlp_in(model, fe), local_experts) + gemm_s(dev, per_expert, fe, h, local_experts)
+    s = gemm_s(dev, M, h, model.num_experts) + routed
+    if model.num_shared_experts:
+        fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
+        s += gemm_s(dev, M, h, _mlp_in(model, fs)) + gemm_s(dev, M, fs, h)
+    return s
+
+
+def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bool) -> float:
+    """Forward seconds of QK^T and PV per GPU, as (s x d x s) GEMMs; causal flash skips half."""
+    flops = attention_core_flops(model, x) * (0.5 if causal_skip else 1.0)
+    eff = gemm_efficiency(dev.eff, x.seq, model.head_dim, x.seq)
+    return flops / (dev.peak_flops * eff)
+
+
+def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:
+    """Bytes moved by a layer's memory-bound kernels in forward (reads + writes).
+
+    Two norms (read + write 2h each), two residual adds with dropout (read x and residual, write,
+    1-byte mask: 7h; 6h without dropout), the fused bias-activation (read f_in, write f), RoPE on
+    q and k (read + write), and without flash attention the softmax/dropout over a*s scores per
+    token (read 2, write 2, mask 1, dropout output 2 bytes).
+    """
+    M, h, t, u = x.tokens, model.hidden_size, x.tp, x.u
+    residual = 7 if model.dropout else 6
+    per_token = (8 + 2 * residual) * h * u
+    per_token += ACT_BYTES * (_mlp_in(model, model.ffn_hidden_size) + model.ffn_hidden_size) / t
+    if model.position_embedding == "rope":
+        per_token += 2 * ACT_BYTES * (model.q_width / t + _kv_local(model, t))
+    if not flash:
+        per_token += 7 * model.num_attention_heads / t * x.seq
+    return M * per_token
+
+
+def cross_entropy_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Bytes of the vocabulary-parallel cross-entropy, forward and backward together, 16 per logit:
+    read bf16 logits (2), write and re-read fp32 softmax (4 + 4), read it in backward (4), write the
+    bf16 gradient (2)."""
+    return x.tokens * model.vocab_size / x.tp * 16
+
+
+def memory_s(dev: Device, nbytes: float) -> float:
+    """Seconds to move `nbytes` through HBM at the fitted efficiency."""
+    return nbytes / (dev.hbm_bytes_per_s * dev.eff.hbm)

@@ -1,0 +1,155 @@
+"""Hugging Face `config.json` -> ModelSpec, for Llama-family decoder-only models.
+
+Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe. Mapping:
+
+| config.json | ModelSpec |
+|---|---|
+| num_hidden_layers, hidden_size, num_attention_heads, vocab_size | same meaning |
+| num_key_value_heads (absent: = heads), head_dim (absent/null: hidden/heads) | num_kv_heads, head_dim |
+| intermediate_size | ffn_hidden_size (dense MLP width) |
+| tie_word_embeddings (absent: false, the default of these config classes) | tied_embeddings |
+| attention_bias / mlp_bias (llama, qwen3, qwen3_moe) | linear_bias (true if either is true) |
+| attention_dropout > 0 | dropout |
+| mixtral: num_local_experts, num_experts_per_tok, intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
+| qwen3_moe: num_experts, num_experts_per_tok, moe_intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
+| qwen3_moe: mlp_only_layers = [0, 1, ..., k-1] | first_k_dense_layers = k |
+| max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
+
+Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
+three matrices; `hidden_act` only names the gate function), position_embedding rope; qk_norm true
+for qwen3 and qwen3_moe.
+
+Known deviations (parameter counts are otherwise exact):
+- qwen2 has biases on the Q, K and V projections only (no output-projection or MLP biases). ModelSpec
+  has a single `linear_bias` switch, so qwen2 maps to linear_bias=false and those biases (about
+  0.01% of the parameters) are not counted.
+- A llama config with attention_bias but not mlp_bias (or the reverse) maps to linear_bias=true,
+  overcounting the missing biases by a similarly negligible amount.
+- qwen3_moe layouts that ModelSpec cannot express are refused with a ValueError:
+  decoder_sparse_step != 1, or mlp_only_layers that are not a leading block of layers.
+- Sliding-window attention, RoPE scaling and router details (norm_topk_prob, aux-loss
+  coefficients) do not change parameter counts or the cost model and are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from costmodels.model_spec import ModelSpec
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+DEFAULT_MAX_SEQ = 4096
+
+
+def _int(config: dict, key: str, default: Any = ...) -> Any:
+    """config[key] as an int; ValueError naming the key when missing (and no default) or not an int."""
+    value = config.get(key)
+    if value is None:
+        if default is ...:
+            raise ValueError(f"config.json is missing required key {key!r}")
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"config.json key {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _first_dense_layers(config: dict, num_layers: int) -> int:
+    """qwen3_moe: number of leading dense layers; refuses layouts ModelSpec cannot express."""
+    step = _int(config, "decoder_sparse_step", 1)
+    if step != 1:
+        raise ValueError(
+            f"qwen3_moe decoder_sparse_step={step} is not supported (only 1: every non-mlp_only layer is MoE)"
+        )
+    dense = config.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
+        raise ValueError(f"qwen3_moe mlp_only_layers must be a list of layer indices, got {dense!r}")
+    if sorted(set(dense)) != list(range(len(dense))):
+        raise ValueError(
+            f"qwen3_moe mlp_only_layers={dense} is not supported: only a leading block [0, 1, ..., k-1] of dense "
+            f"layers can be expressed (first_k_dense_layers)"
+        )
+    if len(dense) >= num_layers:
+        raise ValueError(f"qwen3_moe mlp_only_layers covers all {num_layers} layers; use a dense model_type")
+    return len(dense)
+
+
+def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optional[int] = None) -> ModelSpec:
+    """Map a Hugging Face config.json dict (Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen3-MoE) to a ModelSpec.
+
+    `seq_length` overrides the default min(max_position_embeddings, 4096). Raises ValueError for an
+    unsupported or missing `model_type`, a missing required key (named), or a non-integer size.
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a JSON object (dict), got {type(config).__name__}")
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(
+            f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+
+    heads = _int(config, "num_attention_heads")
+    num_layers = _int(config, "num_hidden_layers")
+    ffn = _int(config, "intermediate_size")
+    if seq_length is None:
+        seq_length = min(_int(config, "max_position_embeddings", DEFAULT_MAX_SEQ), DEFAULT_MAX_SEQ)
+
+    spec: dict[str, Any] = dict(
+        name=name,
+        num_layers=num_layers,
+        hidden_size=_int(config, "hidden_size"),
+        num_attention_heads=heads,
+        num_kv_heads=_int(config, "num_key_value_heads", heads),
+        head_dim=_int(config, "head_dim", None),
+        ffn_hidden_size=ffn,
+        vocab_size=_int(config, "vocab_size"),
+        seq_length=seq_length,
+        activation="swiglu",
+        norm="rmsnorm",
+        position_embedding="rope",
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        linear_bias=False,
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        dropout=float(config.get("attention_dropout") or 0.0) > 0.0,
+    )
+    if model_type in ("llama", "qwen3", "qwen3_moe"):
+        spec["linear_bias"] = bool(config.get("attention_bias", False)) or bool(config.get("mlp_bias", False))
+
+    if model_type == "mixtral":
+        spec.update(num_experts=_int(config, "num_local_experts"), top_k=_int(config, "num_experts_per_tok"),
+                    moe_ffn_hidden_size=ffn)
+    elif model_type == "qwen3_moe":
+        experts = _int(config, "num_experts")
+        if experts:
+            spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"),
+                        moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
+                        first_k_dense_layers=_first_dense_layers(config, num_layers))
+    return ModelSpec.model_validate(spec)
+
+
+def load_hf_config_file(
+    path: Union[str, Path], name: Optional[str] = None, seq_length: Optional[int] = None
+) -> ModelSpec:
+    """Read a config.json and map it with `model_from_hf_config`.
+
+    The name defaults to the last part of `_name_or_path` if present, else the file's folder name.
+    Unreadable files, invalid JSON and mapping errors raise ValueError naming the path.
+    """
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read Hugging Face config: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: a Hugging Face config.json must be a JSON object")
+    if name is None:
+        origin = config.get("_name_or_path")
+        name = str(origin).rstrip("/").rsplit("/", 1)[-1] if origin else ""
+        name = name or path.resolve().parent.name or "hf-model"
+    try:
+        return model_from_hf_config(config, name=name, seq_length=seq_length)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc

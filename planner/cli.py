@@ -1,0 +1,224 @@
+"""The `parplan` command line: a thin Typer layer over costmodels and the planner.
+
+Exit codes (shared/DESIGN.md section 5): 0 success / fits, 1 does not fit or nothing fits,
+2 bad input (one message naming field and value on stderr; `--debug` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+import hardware_profiles as hp
+from costmodels.estimate import Estimate, estimate
+from costmodels.layout import Layout, LayoutError
+from costmodels.params import active_params, total_params
+from costmodels.train_spec import TrainSpec
+from planner import loading
+from planner.errors import UserError, describe_validation_error
+from planner.render import print_estimate
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+out = Console(width=110)
+err = Console(stderr=True)
+STATE = {"debug": False}
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]parplan: error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def user_errors(fn):
+    """Turn user mistakes into exit 2 with a message; tracebacks only with --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (UserError, LayoutError) as exc:
+            _maybe_trace()
+            _fail(str(exc))
+        except ValidationError as exc:
+            _maybe_trace()
+            _fail(describe_validation_error(exc, "input"))
+        except ValueError as exc:
+            _maybe_trace()
+            _fail(str(exc))
+
+    return wrapper
+
+
+def _maybe_trace() -> None:
+    if STATE["debug"]:
+        traceback.print_exc()
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+    """parplan: plan, estimate and check parallel layouts for training large transformers."""
+    STATE["debug"] = debug
+
+
+def _print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: Optional[int],
+               precision: Optional[str], layout: Optional[Layout], world: int) -> TrainSpec:
+    """TrainSpec from options over a base; without a batch, one that gives 4*pp micro-batches (1 at pp=1)."""
+    data = base.model_dump() if base else {}
+    if global_batch is not None:
+        data["global_batch_size"] = global_batch
+    if seq_len is not None:
+        data["seq_length"] = seq_len
+    if precision is not None:
+        data["precision"] = precision
+    if "global_batch_size" not in data:
+        lay = layout or Layout()
+        dp = lay.dp or max(world // lay.model_parallel_size, 1)
+        data["global_batch_size"] = lay.mbs * dp * (4 * lay.pp if lay.pp > 1 else 1)
+        err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences", highlight=False)
+    return loading.validate(TrainSpec, data, "train")
+
+
+def _problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
+    if loading.is_plan_file(model):
+        prob = loading.load_plan(Path(model))
+        resized = loading.resize_cluster(prob.cluster, nodes, gpus)
+        if cluster:
+            resized = loading.load_cluster(cluster, nodes, gpus)
+        return loading.Problem(prob.model, resized, prob.train, prob.layout)
+    if not cluster:
+        raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
+    return loading.Problem(loading.load_model(model), loading.load_cluster(cluster, nodes, gpus), None)
+
+
+MODEL_ARG = typer.Argument(..., help="Model preset, spec file, Hugging Face config.json, or plan file.")
+CLUSTER_OPT = typer.Option(None, "--cluster", "-c", help="Cluster preset or spec file.")
+NODES_OPT = typer.Option(None, "--nodes", min=1, help="Number of nodes (overrides the cluster's).")
+GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or part of one node).")
+GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
+SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
+PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
+
+
+@app.command("estimate")
+@user_errors
+def estimate_cmd(
+    model: str = MODEL_ARG,
+    cluster: Optional[str] = CLUSTER_OPT,
+    layout: Optional[str] = typer.Option(
+        None, "--layout", "-l", help='e.g. "tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1"'),
+    nodes: Optional[int] = NODES_OPT,
+    gpus: Optional[int] = GPUS_OPT,
+    global_batch: Optional[int] = GBS_OPT,
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Predict per-GPU memory per pipeline stage (and step time) of one layout.
+
+    MFU and model TFLOP/s count model FLOPs only (PaLM/Korthikanti convention: no recompute,
+    attention scores counted in full without causal halving)."""
+    prob = _problem(model, cluster, nodes, gpus)
+    lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
+    train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus)
+    result = estimate(prob.model, prob.cluster, train, lay)
+    _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}")
+
+
+def _show(result: Estimate, as_json: bool, title: str) -> None:
+    if as_json:
+        _print_json(result.model_dump(mode="json"))
+    else:
+        print_estimate(result, out, title)
+
+
+@app.command("check")
+@user_errors
+def check_cmd(
+    config: str = typer.Argument(..., help="Plan file (JSON/YAML) to check."),
+    cluster: Optional[str] = CLUSTER_OPT,
+    nodes: Optional[int] = NODES_OPT,
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input."""
+    path = Path(config)
+    if not path.exists():
+        raise UserError(f"config file {config!r} does not exist")
+    prob = loading.load_plan(path)
+    if prob.layout is None:
+        raise UserError(f"{config}: a plan file for check needs a 'layout'")
+    spec = loading.load_model(model) if model else prob.model
+    clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
+    result = estimate(spec, clus, prob.train, prob.layout)
+    _show(result, as_json, f"{config}")
+    raise typer.Exit(0 if result.fits else 1)
+
+
+@app.command("models")
+def models_cmd(as_json: bool = JSON_OPT) -> None:
+    """List the model presets."""
+    rows = []
+    for name in hp.list_models():
+        m = hp.load_model(name)
+        rows.append(dict(name=name, layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
+                         kv_heads=m.num_kv_heads, experts=m.num_experts, top_k=m.top_k,
+                         params=total_params(m), active=active_params(m), seq_length=m.seq_length))
+    if as_json:
+        return _print_json(rows)
+    table = Table(title="Model presets")
+    for col in ("name", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)", "seq"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for r in rows:
+        experts = f"{r['experts']} top-{r['top_k']}" if r["experts"] else "-"
+        table.add_row(r["name"], str(r["layers"]), str(r["hidden"]), str(r["heads"]), str(r["kv_heads"]),
+                      experts, f"{r['params'] / 1e9:.2f}", f"{r['active'] / 1e9:.2f}", str(r["seq_length"]))
+    out.print(table)
+
+
+@app.command("hardware")
+def hardware_cmd(as_json: bool = JSON_OPT) -> None:
+    """List GPU profiles and cluster presets."""
+    gpus = [hp.load_gpu(n) for n in hp.list_gpus()]
+    clusters = [hp.load_cluster(n) for n in hp.list_clusters()]
+    if as_json:
+        return _print_json({"gpus": [g.model_dump() for g in gpus],
+                            "clusters": [c.model_dump() for c in clusters]})
+    gt = Table(title="GPU profiles")
+    for col in ("name", "HBM GiB", "HBM GB/s", "BF16 TFLOP/s", "FP8 TFLOP/s"):
+        gt.add_column(col, justify="left" if col == "name" else "right")
+    for g in gpus:
+        gt.add_row(g.name, f"{g.hbm_gib:g}", f"{g.hbm_gb_per_s:g}", f"{g.bf16_tflops:g}",
+                   f"{g.fp8_tflops:g}" if g.fp8_tflops else "-")
+    ct = Table(title="Cluster presets (8 GPUs per node; --nodes sets the size)")
+    for col in ("name", "GPU", "scale-up GB/s", "scale-out GB/s", "reserve GiB"):
+        ct.add_column(col, justify="left" if col in ("name", "GPU") else "right")
+    for c in clusters:
+        ct.add_row(c.name, c.gpu_profile.name, f"{c.scale_up_gb_per_s:g}", f"{c.scale_out_gb_per_s:g}",
+                   f"{c.memory_reserve_gib:g}")
+    out.print(gt)
+    out.print(ct)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
