@@ -110,8 +110,9 @@ H100_TABLE = [  # published_numbers.md section 3b: size, heads, hidden, layers, 
 
 def megatron_h100(gpu: GPUProfile, scale_out_gb_per_s: float = 50.0) -> list[Case]:
     """Megatron-Core H100 weak scaling (published_numbers.md 3b): bf16, flash attention, gradient
-    reduce overlapped, vocabulary 131,072, sequence 4,096. Assumed where unstated: micro-batch 1,
-    no recompute, 1F1B. Step time = 72BLsh^2(1 + s/6h + V/12hL) / (GPUs x TFLOP/s)."""
+    reduce and TP communication overlapped, fp32 gradient reduction (Megatron-Core's default with
+    bf16), vocabulary 131,072, sequence 4,096. Assumed where unstated: micro-batch 1, no
+    recompute, 1F1B, distributed optimizer (zero=1). Step time = 72BLsh^2(1 + s/6h + V/12hL) / (GPUs x TFLOP/s)."""
     cases = []
     for size, a, h, L, tp, pp, dp, gpus, B, tflops in H100_TABLE:
         s, V = 4096, 131072
@@ -119,8 +120,9 @@ def megatron_h100(gpu: GPUProfile, scale_out_gb_per_s: float = 50.0) -> list[Cas
         cluster = ClusterSpec(name="dgx-h100-ref", gpu=gpu, gpus_per_node=8, num_nodes=gpus // 8,
                               scale_up_gb_per_s=450.0, scale_out_gb_per_s=scale_out_gb_per_s)
         cases.append(Case("megatron-h100", size, gpt(h, a, L, V, s), cluster,
-                          TrainSpec(global_batch_size=B, precision="bf16"),
-                          Layout(tp=tp, pp=pp, dp=dp, mbs=1, recompute="none", sp=tp > 1),
+                          TrainSpec(global_batch_size=B, precision="bf16", grad_dtype="fp32",
+                                    tp_comm_overlap=True),
+                          Layout(tp=tp, pp=pp, dp=dp, mbs=1, zero=1, recompute="none", sp=tp > 1),
                           flops / (gpus * tflops * 1e12)))
     return cases
 

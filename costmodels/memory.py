@@ -79,16 +79,16 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     if stage == lay.pp - 1:
         per_mb += act.head_bytes(model, x)
     inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
-    working = act.recompute_working_bytes(model, x, n_moe > 0)
+    working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
     return per_mb * inflight + working
 
 
 def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
-    """ZeRO-3 gathers whole layers: the current and the prefetched layer's weights, one layer's grads."""
+    """ZeRO-3 gathers whole layers: the current and the prefetched layer's weights, one layer's grads.
+    For MoE models the MoE layer is taken on every stage (conservative where a stage is all dense)."""
     if lay.zero < 3:
         return 0.0
-    n_moe, _ = stage_layer_mix(model, lay.stage_layers, stage)
-    layer = local_layer_params(model, n_moe > 0, lay.tp, lay.ep, lay.etp).total
+    layer = local_layer_params(model, model.is_moe, lay.tp, lay.ep, lay.etp).total
     return layer * (2 * train.weight_bytes_per_param + train.grad_bytes_per_param)
 
 

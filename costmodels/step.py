@@ -39,24 +39,31 @@ def _stage_params(c: Context, stage: int) -> ParamCount:
     return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
 
 
-def dp_comm_s(c: Context, params: ParamCount) -> float:
-    """Data-parallel traffic of one stage per step (before overlap), dense and expert groups."""
+def dp_comm_s(c: Context, params: ParamCount) -> tuple[float, float]:
+    """(gradient reduction, weight gathering) seconds of one stage per step, before overlap.
+
+    ZeRO 0: all-reduce of the gradients, nothing gathered. ZeRO 1-2: reduce-scatter of gradients,
+    all-gather of the updated 16-bit weights. ZeRO-3: per micro-batch, weights gathered in forward
+    and backward and gradients reduce-scattered. Dense parameters over dp*cp (stride tp), experts
+    over edp (stride etp*ep).
+    """
     lay, train = c.lay, c.train
     groups = [(params.dense, lay.dp * lay.cp, lay.tp)]
     if params.expert:
         groups.append((params.expert, expert_dp_size(c), lay.etp * lay.ep))
-    total = 0.0
+    reduce = gather = 0.0
     for n_params, size, stride in groups:
         grads = n_params * train.grad_bytes_per_param
         weights = n_params * train.weight_bytes_per_param
         if lay.zero == 0:
-            total += comm.all_reduce_s(c.links, size, stride, grads)
+            reduce += comm.all_reduce_s(c.links, size, stride, grads)
         elif lay.zero < 3:
-            total += comm.reduce_scatter_s(c.links, size, stride, grads) + comm.all_gather_s(c.links, size, stride, weights)
+            reduce += comm.reduce_scatter_s(c.links, size, stride, grads)
+            gather += comm.all_gather_s(c.links, size, stride, weights)
         else:
-            per_mb = 2 * comm.all_gather_s(c.links, size, stride, weights) + comm.reduce_scatter_s(c.links, size, stride, grads)
-            total += per_mb * lay.num_microbatches
-    return total
+            reduce += comm.reduce_scatter_s(c.links, size, stride, grads) * lay.num_microbatches
+            gather += 2 * comm.all_gather_s(c.links, size, stride, weights) * lay.num_microbatches
+    return reduce, gather
 
 
 def expert_dp_size(c: Context) -> int:
@@ -65,14 +72,19 @@ def expert_dp_size(c: Context) -> int:
 
 
 def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:
-    """Data-parallel time left on the critical path: ZeRO-3 hides behind all compute, others behind
-    the last micro-batch's backward when overlap_grad_reduce is on."""
-    traffic = dp_comm_s(c, params)
+    """Data-parallel time left on the critical path.
+
+    ZeRO-3 prefetches behind all of the step's compute. With overlap_grad_reduce (Megatron
+    --overlap-grad-reduce --overlap-param-gather) the gradient reduction hides behind the last
+    micro-batch's backward (2/3 of its time) and the weight gathering behind the first forward
+    (1/3); without it (Megatron of 2021, vTrain's runs) both are exposed.
+    """
+    reduce, gather = dp_comm_s(c, params)
     if c.lay.zero >= 3:
-        return max(0.0, traffic - c.lay.num_microbatches * micro.total_s)
-    if c.train.overlap_grad_reduce:  # backward is about 2/3 of a micro-batch's forward + backward
-        return max(0.0, traffic - micro.total_s * 2 / 3)
-    return traffic
+        return max(0.0, reduce + gather - c.lay.num_microbatches * micro.total_s)
+    if c.train.overlap_grad_reduce:
+        return max(0.0, reduce - micro.total_s * 2 / 3) + max(0.0, gather - micro.total_s / 3)
+    return reduce + gather
 
 
 def optimizer_s(c: Context, params: ParamCount) -> float:

@@ -4,7 +4,8 @@ Notation: M tokens per micro-batch per GPU, h hidden, k top_k, m micro-batches, 
 Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x flash attention):
 - compute: costmodels.compute (GEMMs at the fitted efficiency, attention core, memory-bound work);
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
-  reduce-scatter each, the same bytes), not overlapped (Korthikanti et al. section 4.2.2);
+  reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
+  tp_comm_overlap, which hides it behind the layer's GEMMs up to their duration;
 - ep: all-to-all dispatch + combine of M*k*h*2 bytes per MoE layer, forward and backward;
 - cp: ring exchange of the local K/V chunk (cp - 1) times in forward, twice that in backward,
   hidden behind the attention core up to its duration;
@@ -96,7 +97,10 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     cp_fwd = _cp_exchange_s(c)
     cp = max(0.0, cp_fwd - core) + max(0.0, 2 * cp_fwd - core * (2.5 if flash else 2.0))
     recompute, extra_passes = _recompute(c, fwd, core)
-    t = MicroTime(compute, recompute, tp_pass * (2 + extra_passes), cp, ep_pass * (2 + extra_passes))
+    tp = tp_pass * (2 + extra_passes)
+    if c.train.tp_comm_overlap:  # hidden behind the projection and MLP GEMMs of the same passes
+        tp = max(0.0, tp - lin * (3 + extra_passes))
+    t = MicroTime(compute, recompute, tp, cp, ep_pass * (2 + extra_passes))
     host = c.dev.eff.layer_overhead_s * (1 + extra_passes / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
 

@@ -29,6 +29,9 @@ class TrainSpec(BaseModel):
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam (2 fp32 moments) or sgd (1 fp32 momentum).")
     master_weights: bool = Field(True, description="Keep an fp32 master copy of the weights in the optimizer.")
     flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
+    tp_comm_overlap: bool = Field(
+        False, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE)."
+    )
     overlap_grad_reduce: bool = Field(
         True, description="Data-parallel gradient reduction overlaps the last backward (Megatron --overlap-grad-reduce)."
     )
