@@ -6,8 +6,9 @@ What fits what (the rest of each data set is held out and reported by benchmarks
 - a100-80gb: every other row of vTrain single-node and of vTrain multi-node (the odd rows are
   held out), plus Korthikanti Table 4. Narayanan Table 1 is never fitted on: it is pure validation.
   Fitted: gemm_max, gemm_half_dim, hbm, scale_up, scale_out, layer_overhead_s, step_overhead_s.
-- h100-sxm: the Megatron-Core H100 table (9 rows): gemm_max and gemm_half_dim only; the link,
-  HBM and host-overhead fractions are carried over from the A100 fit (same NCCL, same framework).
+- h100-sxm: the Megatron-Core H100 table (9 rows): gemm_max, gemm_half_dim, layer_overhead_s
+  (a newer software stack) and scale_out (NDR InfiniBand); scale_up, hbm and step_overhead_s are
+  carried over from the A100 fit.
 - a100-40gb copies a100-80gb; h800 and h200 copy h100-sxm (same compute die); b200 and mi300x
   copy h100-sxm's fractions, unfitted (no public measurement here), and say so in `fitted_on`.
 Objective: mean |relative error| of step time, each data set weighted equally; Nelder-Mead on
@@ -115,8 +116,8 @@ def fit_h100(a100_params):
     sets = [prepared(megatron_h100(gpu))]
     start = [a100_params[k] for k in H100_PARAMS]
     params, obj = fit(gpu, H100_PARAMS, start, sets)
-    note = ("gemm_max, gemm_half_dim fitted by benchmarks/calibrate.py on the Megatron-Core H100 table "
-            f"(mean |err| {obj:.3f}); link, HBM and overhead fractions carried over from a100-80gb")
+    note = (f"{', '.join(H100_PARAMS)} fitted by benchmarks/calibrate.py on the Megatron-Core H100 table "
+            f"(mean |err| {obj:.3f}); the other fractions carried over from a100-80gb")
     return {**a100_params, **params}, note
 
 
