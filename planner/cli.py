@@ -16,6 +16,7 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import hardware_profiles as hp
@@ -34,7 +35,7 @@ STATE = {"debug": False}
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]parplan: error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[bold red]parplan: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

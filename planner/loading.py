@@ -93,6 +93,15 @@ def _preset(loader: Callable[[str], T], name: str) -> T:
         raise UserError(str(err)) from None
 
 
+SPEC_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def _is_preset_name(arg: str, presets: list[str]) -> bool:
+    """A preset, or a name that is neither an existing path nor a spec-file name (a preset typo)."""
+    path = Path(arg)
+    return arg in presets or not (path.exists() or path.suffix.lower() in SPEC_SUFFIXES)
+
+
 def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     """A preset name, an inline ModelSpec mapping or a Hugging Face config mapping."""
     if isinstance(data, str):
@@ -107,9 +116,9 @@ def model_from_data(data: Any, where: str = "model") -> ModelSpec:
 
 def load_model(arg: str) -> ModelSpec:
     """MODEL argument: a preset name, a spec file (YAML/JSON) or a Hugging Face config.json."""
-    path = Path(arg)
-    if arg in hp.list_models() or not (path.suffix or path.exists()):
+    if _is_preset_name(arg, hp.list_models()):
         return _preset(hp.load_model, arg)
+    path = Path(arg)
     return model_from_data(read_mapping(path), where=str(path))
 
 
@@ -154,9 +163,9 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
 
 def load_cluster(arg: str, nodes: Optional[int] = None, gpus: Optional[int] = None) -> ClusterSpec:
     """CLUSTER option: a preset name or a spec file."""
-    path = Path(arg)
-    if arg in hp.list_clusters() or not (path.suffix or path.exists()):
+    if _is_preset_name(arg, hp.list_clusters()):
         return cluster_from_data(arg, nodes, gpus)
+    path = Path(arg)
     return cluster_from_data(read_mapping(path), nodes, gpus, where=str(path))
 
 
@@ -195,7 +204,7 @@ def problem_from_plan(data: dict, where: str) -> Problem:
     """A plan file's mapping: model, cluster, train, layout (each a preset name or inline spec)."""
     unknown = set(data) - PLAN_KEYS - PLAN_EXTRA_KEYS
     if unknown:
-        raise UserError(f"{where}: unknown plan-file keys {sorted(unknown)}; expected {sorted(PLAN_KEYS)}")
+        raise UserError(f"{where}: unknown plan-file keys {sorted(map(str, unknown))}; expected {sorted(PLAN_KEYS)}")
     for key in ("model", "cluster", "train"):
         if key not in data:
             raise UserError(f"{where}: plan file lacks {key!r}")

@@ -1,0 +1,155 @@
+"""The cost of a pipeline stage as an affine function of its layer counts, for the planner.
+
+Given every layout choice except the stage split, memory and time of stage i are affine in
+(n_dense_i, n_moe_i), its dense and MoE layer counts:
+    value_i = fixed_i + per_dense * n_dense_i + per_moe * n_moe_i.
+This module extracts those coefficients from the same primitives memory.py and timing.py use,
+so that the planner can search stage splits without re-evaluating the cost model; tests check
+that the coefficients reproduce memory_by_stage and step_time. Stages differ only in their
+in-flight micro-batches (activations) and in the embedding (first) and output layer (last).
+The per-layer primitives depend on the activation shape alone; `LayerCosts` holds them so a
+caller can reuse them across layouts that share a shape.
+
+The step time from stage values (used by step.step_time, stated here for the planner):
+    step = (m - 1/v) * max_i t_i + sum_i t_i / v + pp_comm + max_i dp_i + max_i opt_i + overhead
+    dp_i = max(0, R_i + G_i - m*t_i)                     (ZeRO-3, prefetched behind compute)
+         = max(0, R_i - 2t_i/3) + max(0, G_i - t_i/3)    (overlap_grad_reduce)
+         = R_i + G_i                                     (otherwise)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodels import activations as act
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.memory import expert_dp, zero_state_bytes
+from costmodels.model_spec import ModelSpec
+from costmodels.params import ParamCount, local_layer_params, local_stage_params
+from costmodels.step import dp_comm_s, optimizer_s, pp_comm_s
+from costmodels.timing import Context, head_time, layer_time, make_context
+from costmodels.train_spec import TrainSpec
+
+
+@dataclass(frozen=True)
+class Affine:
+    """fixed + per_dense * n_dense + per_moe * n_moe."""
+
+    fixed: float
+    per_dense: float
+    per_moe: float
+
+    def at(self, n_dense: int, n_moe: int) -> float:
+        """Value for a stage with these layer counts."""
+        return self.fixed + self.per_dense * n_dense + self.per_moe * n_moe
+
+
+@dataclass(frozen=True)
+class StageCoefficients:
+    """Affine costs of one pipeline rank (per GPU)."""
+
+    time_s: Affine  # one micro-batch, forward + backward
+    memory_bytes: Affine  # peak total
+    dp_reduce_s: Affine  # data-parallel gradient reduction per step, before overlap
+    dp_gather_s: Affine  # data-parallel weight gathering per step, before overlap
+    optimizer_s: Affine
+
+
+@dataclass(frozen=True)
+class LayoutCoefficients:
+    """Everything the planner needs about one layout choice, stage split left open."""
+
+    stages: list[StageCoefficients]
+    pp_comm_s: float
+    overhead_s: float
+    num_microbatches: int
+    vpp: int
+    zero: int
+    overlap_grad_reduce: bool
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    """Per-layer primitives that depend only on the activation shape (and model, cluster, train)."""
+
+    time_s: tuple[float, float]  # (dense, MoE) layer, one micro-batch fwd + bwd
+    act_bytes: tuple[float, float]  # (dense, MoE) stored activations, one micro-batch
+    head_time_s: float
+    head_act_bytes: float
+    embedding_act_bytes: float
+    working_bytes: float
+
+
+def layer_costs(c: Context) -> LayerCosts:
+    """The shape-dependent primitives of a context."""
+    m, x = c.model, c.x
+    return LayerCosts(
+        time_s=(layer_time(c, False).total_s, layer_time(c, True).total_s if m.is_moe else 0.0),
+        act_bytes=(act.layer_bytes(m, x, False), act.layer_bytes(m, x, True) if m.is_moe else 0.0),
+        head_time_s=head_time(c).total_s,
+        head_act_bytes=act.head_bytes(m, x),
+        embedding_act_bytes=act.embedding_bytes(m, x),
+        working_bytes=act.recompute_working_bytes(m, x, m.is_moe),
+    )
+
+
+def _state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
+    dense = sum(zero_state_bytes(params.dense, lay.dp * lay.cp, lay.zero, train))
+    return dense + sum(zero_state_bytes(params.expert, edp, lay.zero, train))
+
+
+def _zero3_buffers(c: Context) -> float:
+    if c.lay.zero < 3:
+        return 0.0
+    layer = local_layer_params(c.model, c.model.is_moe, c.lay.tp, c.lay.ep, c.lay.etp).total
+    return layer * (2 * c.train.weight_bytes_per_param + c.train.grad_bytes_per_param)
+
+
+def _param_affine(f, extras: ParamCount, dense: ParamCount, moe: ParamCount) -> Affine:
+    """A function affine in the parameter count (alpha-beta collectives, optimizer), read off
+    evaluations with at least one layer (collectives of zero bytes cost nothing). The expert
+    group's per-collective latency is left out (a few microseconds per step on MoE stages)."""
+    base = f(extras + dense)
+    two = f(extras + dense + dense)
+    with_moe = f(extras + dense + moe)
+    return Affine(2 * base - two, two - base, f(extras + dense + moe + moe) - with_moe)
+
+
+def _stage_class(c: Context, costs: LayerCosts, stage: int, layer_params: tuple[ParamCount, ParamCount]):
+    """Coefficients of `stage` except for activations, which scale with its in-flight count."""
+    lay, model, train = c.lay, c.model, c.train
+    edp = expert_dp(c.cluster, lay)
+    last = stage == lay.pp - 1
+    extras = local_stage_params(model, [0] * lay.pp, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
+    dense, moe = layer_params
+    return dict(
+        time_s=Affine(costs.head_time_s if last else 0.0, *costs.time_s),
+        states=(_state_bytes(extras, lay, edp, train), _state_bytes(dense, lay, edp, train),
+                _state_bytes(moe, lay, edp, train)),
+        act_fixed=(costs.embedding_act_bytes if stage == 0 else 0.0) + (costs.head_act_bytes if last else 0.0),
+        dp_reduce_s=_param_affine(lambda p: dp_comm_s(c, p)[0], extras, dense, moe),
+        dp_gather_s=_param_affine(lambda p: dp_comm_s(c, p)[1], extras, dense, moe),
+        optimizer_s=_param_affine(lambda p: optimizer_s(c, p), extras, dense, moe),
+    )
+
+
+def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout,
+                        costs: LayerCosts | None = None) -> LayoutCoefficients:
+    """Coefficients of every stage; `lay` must be resolved (its stage_layers are ignored)."""
+    c = make_context(model, cluster, train, lay)
+    costs = costs or layer_costs(c)
+    params = tuple(local_layer_params(model, moe, lay.tp, lay.ep, lay.etp) for moe in (False, True))
+    classes: dict[int, dict] = {}
+    fixed_extra = costs.working_bytes + _zero3_buffers(c)
+    stages = []
+    for i in range(lay.pp):
+        key = 0 if i == 0 else (2 if i == lay.pp - 1 else 1)
+        k = classes.setdefault(key, _stage_class(c, costs, i, params))
+        inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
+        s = k["states"]
+        memory = Affine(s[0] + k["act_fixed"] * inflight + fixed_extra,
+                        s[1] + costs.act_bytes[0] * inflight, s[2] + costs.act_bytes[1] * inflight)
+        stages.append(StageCoefficients(k["time_s"], memory, k["dp_reduce_s"], k["dp_gather_s"], k["optimizer_s"]))
+    return LayoutCoefficients(stages, pp_comm_s(c), c.dev.eff.step_overhead_s, lay.num_microbatches, lay.vpp,
+                              lay.zero, train.overlap_grad_reduce)
