@@ -170,4 +170,6 @@ def _batch_problems(train: TrainSpec, lay: Layout, dp: int) -> list[str]:
     m = gbs // (lay.mbs * dp)
     if lay.num_microbatches is not None and lay.num_microbatches != m:
         return [f"num_microbatches={lay.num_microbatches} but global_batch/(mbs*dp)={gbs}/({lay.mbs}*{dp})={m}"]
+    if lay.vpp > 1 and m % lay.pp:
+        return [f"interleaved schedule (vpp={lay.vpp}) needs num_microbatches={m} divisible by pp={lay.pp} (Megatron)"]
     return []

@@ -94,7 +94,8 @@ def layer_costs(c: Context) -> LayerCosts:
     )
 
 
-def _state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
+def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
+    """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
     dense = sum(zero_state_bytes(params.dense, lay.dp * lay.cp, lay.zero, train))
     return dense + sum(zero_state_bytes(params.expert, edp, lay.zero, train))
 
@@ -125,8 +126,8 @@ def _stage_class(c: Context, costs: LayerCosts, stage: int, layer_params: tuple[
     dense, moe = layer_params
     return dict(
         time_s=Affine(costs.head_time_s if last else 0.0, *costs.time_s),
-        states=(_state_bytes(extras, lay, edp, train), _state_bytes(dense, lay, edp, train),
-                _state_bytes(moe, lay, edp, train)),
+        states=(state_bytes(extras, lay, edp, train), state_bytes(dense, lay, edp, train),
+                state_bytes(moe, lay, edp, train)),
         act_fixed=(costs.embedding_act_bytes if stage == 0 else 0.0) + (costs.head_act_bytes if last else 0.0),
         dp_reduce_s=_param_affine(lambda p: dp_comm_s(c, p)[0], extras, dense, moe),
         dp_gather_s=_param_affine(lambda p: dp_comm_s(c, p)[1], extras, dense, moe),

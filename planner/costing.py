@@ -1,0 +1,118 @@
+"""Costing candidates for the search: cheap lower bounds, integer tables, a balanced first split.
+
+Everything numeric comes from costmodels (stage_linear, memory, params); this module caches the
+shape-dependent primitives (a layer's time and activations depend only on tp, sp, cp, ep, etp,
+mbs and recompute) so that tens of thousands of candidates cost milliseconds each, and derives
+bounds that never exceed the true optimum (used to prune without losing it):
+- memory: the largest stage holds at least the average of all stages' states + activations;
+- time: the slowest stage takes at least the average stage time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from costmodels import activations as act
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.memory import expert_dp
+from costmodels.model_spec import ModelSpec
+from costmodels.params import local_layer_params
+from costmodels.stage_linear import LayerCosts, state_bytes, layer_costs, layout_coefficients
+from costmodels.timing import make_context
+from costmodels.train_spec import TrainSpec
+from planner.tables import Table, make_table, stage_counts
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Lower bounds of one candidate: peak bytes and step seconds over all its stage splits."""
+
+    memory_bytes: float
+    step_s: float
+
+
+@dataclass
+class Coster:
+    """Caches per problem (model, cluster, train)."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    train: TrainSpec
+    _layers: dict = field(default_factory=dict)
+    _params: dict = field(default_factory=dict)
+
+    def layer(self, lay: Layout) -> LayerCosts:
+        """Per-layer costs for the layout's activation shape (cached)."""
+        key = (lay.tp, lay.sp, lay.cp, lay.ep, lay.etp, lay.mbs, lay.recompute)
+        if key not in self._layers:
+            self._layers[key] = layer_costs(make_context(self.model, self.cluster, self.train, lay))
+        return self._layers[key]
+
+    def params(self, lay: Layout):
+        """(dense layer, MoE layer) parameters on one GPU (cached)."""
+        key = (lay.tp, lay.ep, lay.etp)
+        if key not in self._params:
+            self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
+        return self._params[key]
+
+    def bounds(self, lay: Layout) -> Bounds:
+        """Lower bounds on the peak memory and the step time of any split of this candidate."""
+        m, L = self.model, self.model.num_layers
+        n_moe = m.num_moe_layers
+        costs, params = self.layer(lay), self.params(lay)
+        edp = expert_dp(self.cluster, lay)
+        states = [state_bytes(p, lay, edp, self.train) for p in params]
+        inflight = min(act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
+                       for i in (0, lay.pp - 1))
+        per = [states[j] + costs.act_bytes[j] * inflight for j in (0, 1)]
+        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + costs.working_bytes
+        total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
+        step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
+        return Bounds(memory, step + self.cluster.gpu_profile.efficiency.step_overhead_s)
+
+    def table(self, lay: Layout) -> Table:
+        """The candidate's integer table."""
+        k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay))
+        return make_table(lay, k, self.cluster.usable_bytes, self.train.overlap_grad_reduce)
+
+
+def balanced_split(model: ModelSpec, table: Table) -> list[int]:
+    """Stage sizes (multiples of vpp) that equalise stage times, ignoring memory: a first split."""
+    pp, v, L = table.layout.pp, table.layout.vpp, model.num_layers
+    if pp == 1:
+        return [L]
+    per_layer = [max(a.dense if not model.is_moe else a.moe, 1) for a in table.time]
+    fixed = [a.fixed for a in table.time]
+    target = (sum(fixed) + sum(p * L / pp for p in per_layer)) / pp
+    ideal = [max(v, (target - f) / p) for f, p in zip(fixed, per_layer)]
+    scale = L / sum(ideal)
+    units = [max(1, int(x * scale / v)) for x in ideal]
+    order = sorted(range(pp), key=lambda i: (ideal[i] * scale / v) - int(ideal[i] * scale / v), reverse=True)
+    i = 0
+    while sum(units) != L // v:
+        j = order[i % pp]
+        if sum(units) < L // v:
+            units[j] += 1
+        elif units[j] > 1:
+            units[j] -= 1
+        i += 1
+    return [u * v for u in units]
+
+
+def first_objective(model: ModelSpec, table: Table) -> tuple[int, list[int]] | None:
+    """Objective of the balanced split, moving layers off overflowing stages if needed."""
+    stages = balanced_split(model, table)
+    v = table.layout.vpp
+    for _ in range(4 * len(stages)):
+        value = table.objective(stage_counts(model, stages))
+        if value is not None:
+            return value, stages
+        counts = stage_counts(model, stages)
+        slack = [table.cap - mem.at(*n) for mem, n in zip(table.memory, counts)]
+        worst, best = min(range(len(stages)), key=slack.__getitem__), max(range(len(stages)), key=slack.__getitem__)
+        if stages[worst] <= v or slack[best] <= 0:
+            return None
+        stages[worst] -= v
+        stages[best] += v
+    return None

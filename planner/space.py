@@ -1,0 +1,104 @@
+"""The layout space: every combination of degrees and choices Megatron-LM accepts for a problem.
+
+Rules mirror costmodels.layout (Megatron's argument checks, shared/reference/launch_formats.md);
+stage splits are left open here (the search chooses them). Three choices are fixed by dominance
+under parplan's cost model, and `DOMINATED` says why:
+- sp is on whenever tp > 1 (same communication volume, less memory, less element-wise work);
+- GPipe is never listed (same time as 1F1B, more micro-batches in flight);
+- ZeRO > 0 is skipped when nothing shards it (dp * cp = 1 and one expert data-parallel rank).
+Interleaving (vpp > 1) needs the micro-batch count divisible by pp, as Megatron's interleaved
+schedule asserts. Virtual stages are limited to divisors of 60 up to max_vpp, so that the solver's integer
+objective is exact (planner.tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+
+RECOMPUTE = ("none", "selective", "full")
+VPP_CHOICES = (1, 2, 3, 4, 5, 6)
+DOMINATED = [
+    "sp=0 with tp>1: same communication bytes as sp=1, more activation memory and element-wise time",
+    "schedule=gpipe: same step time as 1f1b under the cost model, more micro-batches in flight",
+    "zero>0 with dp*cp=1 (and edp=1): nothing to shard over",
+]
+
+
+@dataclass(frozen=True)
+class SpaceOptions:
+    """Limits of the search space (defaults cover what practitioners run)."""
+
+    tp_across_nodes: bool = False
+    max_cp: int = 64
+    max_mbs: int = 64
+    max_vpp: int = 6
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def tp_choices(model: ModelSpec, cluster: ClusterSpec, opts: SpaceOptions) -> list[int]:
+    """tp dividing heads and ffn, kv heads a multiple or divisor of tp, inside a node unless allowed."""
+    limit = cluster.num_gpus if opts.tp_across_nodes else cluster.gpus_per_node
+    kv = model.num_kv_heads
+    return [t for t in divisors(limit) if cluster.num_gpus % t == 0 and model.num_attention_heads % t == 0
+            and model.ffn_hidden_size % t == 0 and (kv % t == 0 or t % kv == 0)]
+
+
+def expert_choices(model: ModelSpec, world: int, tp: int, pp: int) -> list[tuple[int, int]]:
+    """(ep, etp) pairs: ep divides the experts, etp is 1 or tp, etp*ep*pp divides the world."""
+    if not model.is_moe:
+        return [(1, 1)]
+    out = []
+    for etp in sorted({1, tp}):
+        if model.moe_ffn_hidden_size % etp:
+            continue
+        out += [(ep, etp) for ep in divisors(model.num_experts) if world % (etp * ep * pp) == 0]
+    return out
+
+
+def vpp_choices(num_layers: int, pp: int, opts: SpaceOptions) -> list[int]:
+    """Virtual stages: 1, or v > 1 with pp > 1, v | layers and at least v layers per stage."""
+    if pp == 1:
+        return [1]
+    return [v for v in VPP_CHOICES if v <= opts.max_vpp and (v == 1 or (num_layers % v == 0 and num_layers // v >= pp))]
+
+
+def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
+                      opts: SpaceOptions = SpaceOptions()) -> Iterator[Layout]:
+    """Every candidate layout (without stage_layers; dp, schedule and num_microbatches filled)."""
+    world, seq, gbs = cluster.num_gpus, train.seq_len(model), train.global_batch_size
+    for tp in tp_choices(model, cluster, opts):
+        for cp in divisors(world // tp):
+            if cp > opts.max_cp or (cp > 1 and seq % (2 * cp)):
+                continue
+            for pp in divisors(world // (tp * cp)):
+                dp = world // (tp * cp * pp)
+                if pp > model.num_layers or gbs % dp:
+                    continue
+                for ep, etp in expert_choices(model, world, tp, pp):
+                    yield from _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp)
+
+
+def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp) -> Iterator[Layout]:
+    edp = world // (etp * ep * pp)
+    zeros = [z for z in opts.zero_stages if z == 0 or dp * cp > 1 or edp > 1]
+    for vpp in vpp_choices(model.num_layers, pp, opts):
+        for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
+            for zero in zeros:
+                for recompute in opts.recompute:
+                    yield Layout.model_construct(
+                        tp=tp, sp=tp > 1, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, zero=zero, mbs=mbs,
+                        recompute=recompute, schedule="interleaved" if vpp > 1 else "1f1b",
+                        stage_layers=None, num_microbatches=gbs // (mbs * dp))

@@ -1,0 +1,118 @@
+"""Integer cost tables: what the CP-SAT model and the brute-force oracle index, never compute.
+
+Scale (one, documented): time in units of TIME_UNIT_S = 0.1 microsecond, rounded to nearest;
+memory in units of MEM_UNIT_BYTES = 1 KiB, coefficients rounded up and capacity down (so a
+split the tables accept fits the float model too); the objective in units of
+TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 60 so that (m - 1/v) and the 1/3, 2/3 overlap
+shares are exact integers for v in 1..6 (costmodels.stage_linear gives the step formula).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.stage_linear import Affine, LayoutCoefficients
+
+TIME_UNIT_S = 1e-7
+MEM_UNIT_BYTES = 1024
+OBJ_PER_TIME = 60
+
+
+@dataclass(frozen=True)
+class IntAffine:
+    """fixed + dense * n_dense + moe * n_moe, integers."""
+
+    fixed: int
+    dense: int
+    moe: int
+
+    def at(self, n_dense: int, n_moe: int) -> int:
+        """Value for a stage with these layer counts."""
+        return self.fixed + self.dense * n_dense + self.moe * n_moe
+
+
+def _time(a: Affine) -> IntAffine:
+    return IntAffine(*(round(v / TIME_UNIT_S) for v in (a.fixed, a.per_dense, a.per_moe)))
+
+
+def _memory(a: Affine) -> IntAffine:
+    return IntAffine(*(math.ceil(v / MEM_UNIT_BYTES) for v in (a.fixed, a.per_dense, a.per_moe)))
+
+
+@dataclass(frozen=True)
+class Table:
+    """One candidate layout's integer costs, stage by stage."""
+
+    layout: Layout
+    time: tuple[IntAffine, ...]
+    memory: tuple[IntAffine, ...]
+    reduce: tuple[IntAffine, ...]
+    gather: tuple[IntAffine, ...]
+    optimizer: tuple[IntAffine, ...]
+    const: int  # p2p + fixed overhead, time units
+    cap: int  # usable memory, memory units
+    dp_mode: str  # "zero3", "overlap" or "exposed"
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per step."""
+        return self.layout.num_microbatches
+
+    @property
+    def v(self) -> int:
+        """Virtual stages per rank."""
+        return self.layout.vpp
+
+    def dp_term(self, r: int, g: int, t: int) -> int:
+        """Exposed data-parallel time of one stage, objective units."""
+        if self.dp_mode == "zero3":
+            return OBJ_PER_TIME * max(0, r + g - self.m * t)
+        if self.dp_mode == "overlap":
+            return OBJ_PER_TIME // 3 * (max(0, 3 * r - 2 * t) + max(0, 3 * g - t))
+        return OBJ_PER_TIME * (r + g)
+
+    def objective(self, counts: list[tuple[int, int]]) -> int | None:
+        """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows."""
+        if any(mem.at(*n) > self.cap for mem, n in zip(self.memory, counts)):
+            return None
+        t = [a.at(*n) for a, n in zip(self.time, counts)]
+        dp = max(self.dp_term(r.at(*n), g.at(*n), ti) for r, g, n, ti in zip(self.reduce, self.gather, counts, t))
+        opt = max(o.at(*n) for o, n in zip(self.optimizer, counts))
+        q = OBJ_PER_TIME
+        return (q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
+
+
+def make_table(layout: Layout, k: LayoutCoefficients, usable_bytes: int, overlap: bool) -> Table:
+    """Integerize a layout's coefficients."""
+    mode = "zero3" if layout.zero >= 3 else ("overlap" if overlap else "exposed")
+    st = k.stages
+    return Table(
+        layout=layout,
+        time=tuple(_time(s.time_s) for s in st),
+        memory=tuple(_memory(s.memory_bytes) for s in st),
+        reduce=tuple(_time(s.dp_reduce_s) for s in st),
+        gather=tuple(_time(s.dp_gather_s) for s in st),
+        optimizer=tuple(_time(s.optimizer_s) for s in st),
+        const=round((k.pp_comm_s + k.overhead_s) / TIME_UNIT_S),
+        cap=usable_bytes // MEM_UNIT_BYTES,
+        dp_mode=mode,
+    )
+
+
+def objective_seconds(value: int) -> float:
+    """Objective units to seconds."""
+    return value * TIME_UNIT_S / OBJ_PER_TIME
+
+
+def stage_counts(model: ModelSpec, stage_layers: list[int]) -> list[tuple[int, int]]:
+    """(n_dense, n_moe) of each stage: layers below first_k_dense_layers are dense in MoE models."""
+    out, start = [], 0
+    k = model.first_k_dense_layers if model.is_moe else model.num_layers
+    for n in stage_layers:
+        dense = max(0, min(start + n, k) - start)
+        out.append((dense, n - dense))
+        start += n
+    return out
