@@ -117,40 +117,47 @@ def _param_affine(f, extras: ParamCount, dense: ParamCount, moe: ParamCount) -> 
     return Affine(2 * base - two, two - base, f(extras + dense + moe + moe) - with_moe)
 
 
-def _stage_class(c: Context, costs: LayerCosts, stage: int, layer_params: tuple[ParamCount, ParamCount]):
-    """Coefficients of `stage` except for activations, which scale with its in-flight count."""
+def _param_class(c: Context, stage: int, layer_params: tuple[ParamCount, ParamCount]) -> tuple:
+    """(states bytes (fixed, dense, MoE), dp reduce, dp gather, optimizer) of a stage: what depends on
+    its parameters, not on the activation shape."""
     lay, model, train = c.lay, c.model, c.train
     edp = expert_dp(c.cluster, lay)
-    last = stage == lay.pp - 1
     extras = local_stage_params(model, [0] * lay.pp, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
     dense, moe = layer_params
-    return dict(
-        time_s=Affine(costs.head_time_s if last else 0.0, *costs.time_s),
-        states=(state_bytes(extras, lay, edp, train), state_bytes(dense, lay, edp, train),
-                state_bytes(moe, lay, edp, train)),
-        act_fixed=(costs.embedding_act_bytes if stage == 0 else 0.0) + (costs.head_act_bytes if last else 0.0),
-        dp_reduce_s=_param_affine(lambda p: dp_comm_s(c, p)[0], extras, dense, moe),
-        dp_gather_s=_param_affine(lambda p: dp_comm_s(c, p)[1], extras, dense, moe),
-        optimizer_s=_param_affine(lambda p: optimizer_s(c, p), extras, dense, moe),
-    )
+    states = tuple(state_bytes(p, lay, edp, train) for p in (extras, dense, moe))
+    return (states,
+            _param_affine(lambda p: dp_comm_s(c, p)[0], extras, dense, moe),
+            _param_affine(lambda p: dp_comm_s(c, p)[1], extras, dense, moe),
+            _param_affine(lambda p: optimizer_s(c, p), extras, dense, moe))
+
+
+def param_key(lay: Layout, stage_class: int) -> tuple:
+    """What _param_class depends on, for callers that memoize it across layouts."""
+    return (stage_class, lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.zero,
+            lay.num_microbatches if lay.zero >= 3 else 0)
 
 
 def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout,
-                        costs: LayerCosts | None = None) -> LayoutCoefficients:
-    """Coefficients of every stage; `lay` must be resolved (its stage_layers are ignored)."""
+                        costs: LayerCosts | None = None, memo: dict | None = None) -> LayoutCoefficients:
+    """Coefficients of every stage; `lay` must be resolved (its stage_layers are ignored).
+    `costs` and `memo` let a caller reuse the shape- and parameter-dependent parts."""
     c = make_context(model, cluster, train, lay)
     costs = costs or layer_costs(c)
+    memo = {} if memo is None else memo
     params = tuple(local_layer_params(model, moe, lay.tp, lay.ep, lay.etp) for moe in (False, True))
-    classes: dict[int, dict] = {}
     fixed_extra = costs.working_bytes + _zero3_buffers(c)
     stages = []
     for i in range(lay.pp):
-        key = 0 if i == 0 else (2 if i == lay.pp - 1 else 1)
-        k = classes.setdefault(key, _stage_class(c, costs, i, params))
+        first, last = i == 0, i == lay.pp - 1
+        key = param_key(lay, 0 if first else (2 if last else 1)) + ((first, last),)
+        if key not in memo:
+            memo[key] = _param_class(c, i, params)
+        states, reduce, gather, opt = memo[key]
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
-        s = k["states"]
-        memory = Affine(s[0] + k["act_fixed"] * inflight + fixed_extra,
-                        s[1] + costs.act_bytes[0] * inflight, s[2] + costs.act_bytes[1] * inflight)
-        stages.append(StageCoefficients(k["time_s"], memory, k["dp_reduce_s"], k["dp_gather_s"], k["optimizer_s"]))
+        act_fixed = (costs.embedding_act_bytes if first else 0.0) + (costs.head_act_bytes if last else 0.0)
+        memory = Affine(states[0] + act_fixed * inflight + fixed_extra,
+                        states[1] + costs.act_bytes[0] * inflight, states[2] + costs.act_bytes[1] * inflight)
+        time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
+        stages.append(StageCoefficients(time, memory, reduce, gather, opt))
     return LayoutCoefficients(stages, pp_comm_s(c), c.dev.eff.step_overhead_s, lay.num_microbatches, lay.vpp,
                               lay.zero, train.overlap_grad_reduce)

@@ -26,12 +26,16 @@ from costmodels.params import active_params, total_params
 from costmodels.train_spec import TrainSpec
 from planner import loading
 from planner.errors import UserError, describe_validation_error
-from planner.render import print_estimate
+from planner.explain import why_nothing_fits, why_winner
+from planner.planfile import save_plan
+from planner.render import print_estimate, print_plan
+from planner.search import search
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 out = Console(width=110)
 err = Console(stderr=True)
 STATE = {"debug": False}
+DEFAULT_PLAN_BATCH = 512
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -146,6 +150,57 @@ def _show(result: Estimate, as_json: bool, title: str) -> None:
         _print_json(result.model_dump(mode="json"))
     else:
         print_estimate(result, out, title)
+
+
+@app.command("plan")
+@user_errors
+def plan_cmd(
+    model: str = MODEL_ARG,
+    cluster: Optional[str] = CLUSTER_OPT,
+    nodes: Optional[int] = NODES_OPT,
+    gpus: Optional[int] = GPUS_OPT,
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1,
+                                               help="Global batch in sequences (default 512)."),
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
+    time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
+    as_json: bool = JSON_OPT,
+    save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+) -> None:
+    """Search every layout for the fastest that fits; exit 1 when nothing fits.
+
+    MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
+    prob = _problem(model, cluster, nodes, gpus)
+    base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
+    train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus)
+    if save is not None and save.exists() and not force:
+        raise UserError(f"{save} exists; pass --force to overwrite it")
+    with err.status("searching layouts...", spinner="dots") as status:
+        result = search(prob.model, prob.cluster, train, top=top, time_limit_s=time_limit,
+                        progress=lambda msg: status.update(msg))
+    reasons = (why_winner(result) if result.plans
+               else why_nothing_fits(prob.model, prob.cluster, train, result))
+    if save is not None and result.plans:
+        save_plan(save, prob.model, prob.cluster, train, result.plans[0], force)
+    if as_json:
+        _print_json(plan_json(result, reasons))
+    else:
+        print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
+                   f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
+                   f"{train.seq_len(prob.model)} tokens")
+    raise typer.Exit(0 if result.plans else 1)
+
+
+def plan_json(result, reasons: list[str]) -> dict:
+    """The `plan --json` document (DESIGN.md section 6)."""
+    stats = result.stats
+    return {"status": result.status, "plans": [p.model_dump(mode="json") for p in result.plans],
+            "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
+                       "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
+                       "solver_candidates": stats.solver_candidates, "gap": result.gap},
+            "reasons": reasons}
 
 
 @app.command("check")

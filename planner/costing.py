@@ -41,6 +41,8 @@ class Coster:
     train: TrainSpec
     _layers: dict = field(default_factory=dict)
     _params: dict = field(default_factory=dict)
+    _states: dict = field(default_factory=dict)
+    _memo: dict = field(default_factory=dict)
 
     def layer(self, lay: Layout) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
@@ -56,13 +58,20 @@ class Coster:
             self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
         return self._params[key]
 
+    def states(self, lay: Layout) -> tuple[float, float]:
+        """Model-state bytes of one (dense, MoE) layer on one GPU (cached)."""
+        key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp)
+        if key not in self._states:
+            edp = expert_dp(self.cluster, lay)
+            self._states[key] = tuple(state_bytes(p, lay, edp, self.train) for p in self.params(lay))
+        return self._states[key]
+
     def bounds(self, lay: Layout) -> Bounds:
         """Lower bounds on the peak memory and the step time of any split of this candidate."""
         m, L = self.model, self.model.num_layers
         n_moe = m.num_moe_layers
         costs, params = self.layer(lay), self.params(lay)
-        edp = expert_dp(self.cluster, lay)
-        states = [state_bytes(p, lay, edp, self.train) for p in params]
+        states = self.states(lay)
         inflight = min(act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
                        for i in (0, lay.pp - 1))
         per = [states[j] + costs.act_bytes[j] * inflight for j in (0, 1)]
@@ -73,7 +82,7 @@ class Coster:
 
     def table(self, lay: Layout) -> Table:
         """The candidate's integer table."""
-        k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay))
+        k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
         return make_table(lay, k, self.cluster.usable_bytes, self.train.overlap_grad_reduce)
 
 

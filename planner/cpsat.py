@@ -15,7 +15,7 @@ from typing import Optional
 from ortools.sat.python import cp_model
 
 from costmodels.model_spec import ModelSpec
-from planner.tables import OBJ_PER_TIME, Table, stage_counts
+from planner.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
 
 
 
@@ -117,9 +117,24 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
     m.Add(Z >= obj).OnlyEnforceIf(x)
 
 
+def _add_hint(m, model, tables, xs, groups, Z, hint) -> None:
+    idx, stages, value = hint
+    for i, x in xs:
+        m.AddHint(x, i == idx)
+    pp = tables[idx].layout.pp
+    if pp > 1:
+        for n, size in zip(groups[pp].n, stages):
+            m.AddHint(n, size)
+    m.AddHint(Z, value)
+
+
 def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exclude: frozenset = frozenset(),
-          workers: int = 2) -> Optional[Solution]:
-    """The best candidate and split among `tables` (indices in `exclude` skipped); None if none fits."""
+          workers: int = 2, hint: Optional[tuple[int, list[int], int]] = None) -> Optional[Solution]:
+    """The best candidate and split among `tables` (indices in `exclude` skipped); None if none fits.
+
+    `hint` = (index, stage_layers, objective) of a known solution, to start from. Every candidate's
+    lower bound (planner.tables.lower_bound) is added as a redundant constraint on Z, which lets
+    the solver discard candidates without exploring their splits."""
     m = cp_model.CpModel()
     ub = _bounds(tables, model.num_layers)
     Z = m.NewIntVar(0, ub["Z"], "Z")
@@ -140,6 +155,9 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     if not xs:
         return None
     m.AddExactlyOne(x for _, x in xs)
+    m.Add(Z >= sum((lower_bound(tables[i], model) or 0) * x for i, x in xs))
+    if hint is not None and hint[0] not in exclude:
+        _add_hint(m, model, tables, xs, groups, Z, hint)
     m.Minimize(Z)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s

@@ -79,3 +79,41 @@ def print_estimate(e: Estimate, console: Console, title: str) -> None:
     console.print(Group(*parts))
     if line := throughput_line(e):
         console.print(line)
+
+
+def plans_table(plans: list[Estimate]) -> Table:
+    """The ranked layouts: degrees, stage layers, peak memory, step time, tokens/s, MFU."""
+    table = Table(title="Best layouts (fastest first)")
+    for col in ("#", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "mbs", "recompute", "stage layers",
+                "peak GiB", "step s", "tokens/s", "MFU"):
+        table.add_column(col, justify="left" if col in ("recompute", "stage layers") else "right")
+    for i, e in enumerate(plans, 1):
+        lay = e.layout
+        stages = _stages_text(lay.stage_layers)
+        table.add_row(str(i), str(lay.tp), str(lay.pp), str(lay.dp), str(lay.cp), str(lay.ep), str(lay.vpp),
+                      str(lay.zero), str(lay.mbs), lay.recompute, stages,
+                      f"{gib(e.memory.peak_bytes)}/{gib(e.memory.usable_bytes)}", f"{e.time.step_s:.3f}",
+                      f"{e.throughput.tokens_per_s:,.0f}", f"{e.throughput.mfu:.1%}")
+    return table
+
+
+def _stages_text(stages: list[int]) -> str:
+    if len(set(stages)) == 1:
+        return f"{len(stages)} x {stages[0]}"
+    text = ",".join(map(str, stages))
+    return text if len(text) <= 24 else f"{stages[0]},{stages[1]},..,{stages[-1]}"
+
+
+def print_plan(result, reasons: list[str], console: Console, title: str) -> None:
+    """Render a search result: ranked table, the winner's breakdown, the reasons."""
+    s = result.stats
+    console.print(f"[bold]{title}[/]")
+    console.print(f"search: {s.layouts_considered:,} layouts, {s.memory_pruned:,} cannot fit, "
+                  f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
+                  f"{result.seconds:.2f} s; status {result.status}"
+                  + (f" (gap {result.gap:.1%})" if result.gap else ""), highlight=False)
+    if result.plans:
+        console.print(plans_table(result.plans))
+        print_estimate(result.plans[0], console, "winner")
+    for line in reasons:
+        console.print(f"• {line}", highlight=False)

@@ -5,8 +5,8 @@
 3. In order of their step-time lower bound, build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
-4. CP-SAT (planner.cpsat) picks the best candidate and stage split among the survivors, then the
-   next K-1 with the earlier choices excluded.
+4. CP-SAT (planner.cpsat) picks the best candidate and stage split among the survivors, then
+   the next K-1 with the earlier choices excluded.
 5. Each winner is re-estimated with costmodels.estimate (the numbers people see).
 """
 
@@ -23,8 +23,9 @@ from costmodels.train_spec import TrainSpec
 from planner import cpsat
 from planner.costing import Coster, first_objective
 from planner.space import SpaceOptions, enumerate_layouts
-from planner.tables import Table, objective_seconds
+from planner.tables import Table, lower_bound, objective_seconds
 
+NEAR_MISS = 1.5  # a layout needing up to 1.5x the usable memory counts as a near miss (explanations)
 PRUNE_MARGIN = 1e-3  # relative slack between float bounds and integer objectives
 
 
@@ -37,7 +38,8 @@ class SearchStats:
     bound_pruned: int = 0
     tabled: int = 0
     solver_candidates: int = 0
-    smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout)
+    smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout), over all layouts
+    fastest_pruned: Optional[tuple[float, float, object]] = None  # (step bound s, bytes, layout), near misses
 
 
 @dataclass
@@ -59,30 +61,42 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats)
     for lay in enumerate_layouts(model, cluster, train, opts):
         stats.layouts_considered += 1
         b = coster.bounds(lay)
+        if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
+            stats.smallest_memory_bound = (b.memory_bytes, lay)
         if b.memory_bytes > usable:
             stats.memory_pruned += 1
-            if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
-                stats.smallest_memory_bound = (b.memory_bytes, lay)
+            near = b.memory_bytes <= NEAR_MISS * usable
+            if near and (stats.fastest_pruned is None or b.step_s < stats.fastest_pruned[0]):
+                stats.fastest_pruned = (b.step_s, b.memory_bytes, lay)
             continue
         kept.append((b.step_s, lay))
     kept.sort(key=lambda item: item[0])
     return kept
 
 
-def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats) -> list[Table]:
-    tables: list[Table] = []
-    best: list[float] = []  # sorted first-split objectives, seconds
+def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats) -> list[tuple[int, Table, tuple]]:
+    """(integer lower bound, table, first split) of every candidate that might enter the top K,
+    ordered by bound. Float bounds stop the costing; integer bounds (planner.tables.lower_bound,
+    which adds the pipeline sends) then drop what the K-th best first split already beats."""
+    out: list[tuple[int, Table, tuple]] = []
+    best: list[int] = []  # the K smallest first-split objectives
     for i, (lb, lay) in enumerate(kept):
-        if len(best) >= top and lb > best[top - 1] * (1 + PRUNE_MARGIN):
+        if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += len(kept) - i
             break
         table = coster.table(lay)
-        tables.append(table)
         found = first_objective(model, table)
+        bound = lower_bound(table, model)
+        if bound is not None:  # None: a single-stage layout that does not fit
+            out.append((bound, table, found))
         if found is not None:
-            best = sorted(best + [objective_seconds(found[0])])[: max(top, 1)]
-    stats.tabled = len(tables)
-    return tables
+            best = sorted(best + [found[0]])[:top]
+    stats.tabled = len(out)
+    if len(best) >= top:
+        kept_out = [item for item in out if item[0] <= best[-1]]
+        stats.bound_pruned += len(out) - len(kept_out)
+        out = kept_out
+    return sorted(out, key=lambda item: item[0])
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
@@ -94,23 +108,32 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     progress("enumerating layouts")
     kept = _candidates(coster, model, cluster, train, opts, stats)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
-    tables = _survivors(coster, model, kept, top, stats)
-    stats.solver_candidates = len(tables)
-    progress(f"CP-SAT over {len(tables)} candidates")
-    solutions, optimal, gap = _solve_top(model, tables, top, time_limit_s, start)
+    survivors = _survivors(coster, model, kept, top, stats)
+    progress(f"CP-SAT over up to {len(survivors)} candidates")
+    solutions, optimal, gap, used = _solve_all(model, survivors, top, time_limit_s, start)
+    stats.solver_candidates = used
     plans = [_estimate(model, cluster, train, s) for s in solutions]
     status = "infeasible" if not plans else ("optimal" if optimal else "feasible")
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
-                        time.perf_counter() - start, stats, gap, tables)
+                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors])
 
 
-def _solve_top(model, tables, top, time_limit_s, start):
+def _solve_all(model, survivors, top, time_limit_s, start):
+    """CP-SAT over every survivor (each could still enter the top K), K times with exclusions."""
+    tables = [t for _, t, _ in survivors]
+    firsts = sorted((f[0], i, f[1]) for i, (_, _, f) in enumerate(survivors) if f is not None)
+    solutions, optimal, gap = _solve_top(model, tables, top, time_limit_s, start, firsts)
+    return solutions, optimal, gap, len(tables)
+
+
+def _solve_top(model, tables, top, time_limit_s, start, firsts):
     solutions: list[cpsat.Solution] = []
     excluded: set[int] = set()
     optimal, gap = True, 0.0
     for _ in range(top):
         left = max(0.1, time_limit_s - (time.perf_counter() - start))
-        sol = cpsat.solve(model, tables, left, frozenset(excluded))
+        hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
+        sol = cpsat.solve(model, tables, left, frozenset(excluded), hint=hint)
         if sol is None:
             break
         solutions.append(sol)

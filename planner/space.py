@@ -7,7 +7,7 @@ under parplan's cost model, and `DOMINATED` says why:
 - GPipe is never listed (same time as 1F1B, more micro-batches in flight);
 - ZeRO > 0 is skipped when nothing shards it (dp * cp = 1 and one expert data-parallel rank).
 Interleaving (vpp > 1) needs the micro-batch count divisible by pp, as Megatron's interleaved
-schedule asserts. Virtual stages are limited to divisors of 60 up to max_vpp, so that the solver's integer
+schedule asserts. Virtual stages are limited to 1..8 (max_vpp), so that the solver's integer
 objective is exact (planner.tables).
 """
 
@@ -22,7 +22,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 
 RECOMPUTE = ("none", "selective", "full")
-VPP_CHOICES = (1, 2, 3, 4, 5, 6)
+VPP_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 DOMINATED = [
     "sp=0 with tp>1: same communication bytes as sp=1, more activation memory and element-wise time",
     "schedule=gpipe: same step time as 1f1b under the cost model, more micro-batches in flight",
@@ -37,7 +37,7 @@ class SpaceOptions:
     tp_across_nodes: bool = False
     max_cp: int = 64
     max_mbs: int = 64
-    max_vpp: int = 6
+    max_vpp: int = 8
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
 

@@ -3,8 +3,8 @@
 Scale (one, documented): time in units of TIME_UNIT_S = 0.1 microsecond, rounded to nearest;
 memory in units of MEM_UNIT_BYTES = 1 KiB, coefficients rounded up and capacity down (so a
 split the tables accept fits the float model too); the objective in units of
-TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 60 so that (m - 1/v) and the 1/3, 2/3 overlap
-shares are exact integers for v in 1..6 (costmodels.stage_linear gives the step formula).
+TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 840 = lcm(1..8) so that (m - 1/v) and the 1/3,
+2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from costmodels.stage_linear import Affine, LayoutCoefficients
 
 TIME_UNIT_S = 1e-7
 MEM_UNIT_BYTES = 1024
-OBJ_PER_TIME = 60
+OBJ_PER_TIME = 840
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,31 @@ class Table:
         opt = max(o.at(*n) for o, n in zip(self.optimizer, counts))
         q = OBJ_PER_TIME
         return (q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
+
+
+def _sum_over_stages(affines: tuple[IntAffine, ...], n_dense: int, n_moe: int) -> int:
+    """Sum over stages of an affine whose per-layer coefficients are the same on every stage:
+    a constant whatever the split (fixed parts plus per-layer costs of all layers)."""
+    per = affines[0]
+    return sum(a.fixed for a in affines) + per.dense * n_dense + per.moe * n_moe
+
+
+def lower_bound(table: Table, model: ModelSpec) -> int | None:
+    """An objective no split can beat. Per-layer coefficients are the same on every stage, so the
+    sums over stages of t_i, R_i, G_i and opt_i are constants; a maximum over stages is at least
+    the mean, and the mean of max(0, a_i) is at least max(0, mean a_i) (convexity)."""
+    if table.layout.pp == 1:  # one split only: the bound is the objective itself (None: it overflows)
+        return table.objective(stage_counts(model, [model.num_layers]))
+    q, p = OBJ_PER_TIME, table.layout.pp
+    counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
+    t, r, g, o = (_sum_over_stages(a, *counts) for a in (table.time, table.reduce, table.gather, table.optimizer))
+    if table.dp_mode == "zero3":
+        dp = q * max(0, r + g - table.m * t) // p
+    elif table.dp_mode == "overlap":
+        dp = q // 3 * (max(0, 3 * r - 2 * t) + max(0, 3 * g - t)) // p
+    else:
+        dp = q * (r + g) // p
+    return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
 
 
 def make_table(layout: Layout, k: LayoutCoefficients, usable_bytes: int, overlap: bool) -> Table:

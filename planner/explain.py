@@ -1,0 +1,119 @@
+"""Why the winner won, what binds it, and — when nothing fits — why not and what would help.
+
+Every statement carries numbers from the cost model; nothing here computes costs itself beyond
+calling costmodels (estimates) and planner.costing (memory lower bounds).
+"""
+
+from __future__ import annotations
+
+import hardware_profiles as hp
+from costmodels.estimate import Estimate
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+from planner.costing import Coster
+from planner.search import SearchResult
+from planner.space import SpaceOptions, enumerate_layouts
+
+GIB = 2**30
+TIME_PARTS = ("compute_s", "recompute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
+              "dp_comm_exposed_s", "optimizer_s")
+
+
+def layout_text(lay) -> str:
+    """Degrees and choices of a layout in one compact string (degrees of 1 left out but tp, pp, dp)."""
+    parts = [f"tp={lay.tp}", f"pp={lay.pp}", f"dp={lay.dp}"]
+    parts += [f"{k}={getattr(lay, k)}" for k in ("cp", "ep", "etp", "vpp") if getattr(lay, k) > 1]
+    return " ".join(parts + [f"zero={lay.zero}", f"mbs={lay.mbs}", f"recompute={lay.recompute}"])
+
+
+def short_layout(e: Estimate) -> str:
+    """layout_text of an Estimate's layout."""
+    return layout_text(e.layout)
+
+
+def why_winner(result: SearchResult) -> list[str]:
+    """Reasons, in numbers: the winner against the runner-up, its binding constraint, the faster
+    layouts that did not fit."""
+    if not result.plans:
+        return []
+    win = result.plans[0]
+    out = [f"winner {short_layout(win)}: step {win.time.step_s * 1e3:.1f} ms, MFU {win.throughput.mfu:.1%}, "
+           f"peak {win.memory.peak_bytes / GIB:.1f} of {win.memory.usable_bytes / GIB:.1f} GiB usable "
+           f"(stage {win.memory.peak_stage})"]
+    if len(result.plans) > 1:
+        out.append(_versus(win, result.plans[1]))
+    fastest = result.stats.fastest_pruned
+    if fastest is not None and fastest[0] < win.time.step_s:
+        out.append(f"binding constraint: memory — {layout_text(fastest[2])} could take as little as "
+                   f"{fastest[0] * 1e3:.1f} ms but needs at least {fastest[1] / GIB:.1f} GiB per GPU "
+                   f"(usable {win.memory.usable_bytes / GIB:.1f})")
+    else:
+        out.append("binding constraint: time — no faster layout was rejected for memory")
+    return out
+
+
+def _versus(win: Estimate, other: Estimate) -> str:
+    """The runner-up's largest differences, part by part."""
+    diffs = sorted(((getattr(other.time, k) - getattr(win.time, k), k) for k in TIME_PARTS), reverse=True)
+    worse = [f"{k.removesuffix('_s').replace('_', ' ')} +{d * 1e3:.1f} ms" for d, k in diffs[:2] if d > 0]
+    better = [f"{k.removesuffix('_s').replace('_', ' ')} {d * 1e3:.1f} ms" for d, k in diffs[-2:] if d < 0]
+    slower = other.time.step_s / win.time.step_s - 1
+    text = f"runner-up {short_layout(other)} is {slower:.1%} slower"
+    if worse:
+        text += ": " + ", ".join(worse)
+    if better:
+        text += " (it saves " + ", ".join(better) + ")"
+    return text
+
+
+def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, opts: SpaceOptions):
+    """(bytes, layout) of the smallest per-GPU memory lower bound over the whole space."""
+    coster = Coster(model, cluster, train)
+    best = None
+    for lay in enumerate_layouts(model, cluster, train, opts):
+        b = coster.bounds(lay).memory_bytes
+        if best is None or b < best[0]:
+            best = (b, lay)
+    return best
+
+
+def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
+                     opts: SpaceOptions = SpaceOptions()) -> list[str]:
+    """Numbers that explain infeasibility and the changes that would make a layout fit."""
+    usable = cluster.usable_bytes
+    smallest = result.stats.smallest_memory_bound
+    if smallest is None:
+        return [f"no layout of the {result.stats.layouts_considered} considered has a stage split that fits "
+                f"{usable / GIB:.1f} GiB usable per GPU"]
+    need, lay = smallest
+    out = [f"nothing fits: the smallest per-GPU memory any of {result.stats.layouts_considered} layouts can reach "
+           f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
+           f"(already including full recompute and ZeRO-3 in the search)"]
+    out += _suggestions(model, cluster, train, need, opts)
+    return out
+
+
+def _suggestions(model, cluster, train, need, opts) -> list[str]:
+    out = []
+    bigger = [g for g in (hp.load_gpu(n) for n in hp.list_gpus())
+              if g.hbm_bytes - cluster.memory_reserve_gib * GIB >= need]
+    if bigger:
+        out.append("a GPU with more HBM: " + ", ".join(f"{g.name} ({g.hbm_gib:g} GiB)" for g in bigger))
+    for factor in (2, 4, 8):
+        bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
+        found = min_memory_bound(model, bigger_cluster, train, opts)
+        if found and found[0] <= bigger_cluster.usable_bytes:
+            out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x) reach {found[0] / GIB:.1f} GiB "
+                       f"({layout_text(found[1])})")
+            break
+    seq = train.seq_len(model)
+    if seq >= 256:
+        shorter = train.model_copy(update={"seq_length": seq // 2})
+        found = min_memory_bound(model, cluster, shorter, opts)
+        if found and found[0] <= cluster.usable_bytes:
+            out.append(f"a shorter sequence: {seq // 2} tokens reaches {found[0] / GIB:.1f} GiB")
+    if not out:
+        out.append("none of: a bigger GPU preset, up to 8x the GPUs, half the sequence length, is enough alone")
+    return out
+
