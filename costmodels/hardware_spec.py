@@ -11,6 +11,8 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from costmodels.errors import SpecError
+
 GIB = 2**30
 GB = 1e9
 TFLOP = 1e12
@@ -74,7 +76,7 @@ class GPUProfile(BaseModel):
         """Dense peak in FLOP/s for a precision; fp8 without support is an error."""
         tflops = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops, "fp8": self.fp8_tflops}[precision]
         if tflops is None:
-            raise ValueError(f"gpu {self.name!r} has no fp8 peak (fp8_tflops is null); use precision bf16 or fp16")
+            raise SpecError(f"gpu {self.name!r} has no fp8 peak (fp8_tflops is null); use precision bf16 or fp16")
         return tflops * TFLOP
 
 

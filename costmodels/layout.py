@@ -12,6 +12,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import MAX_LAYERS, ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -22,7 +23,7 @@ Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
 
 
-class LayoutError(ValueError):
+class LayoutError(SpecError):
     """A layout that breaks a divisibility or consistency rule; the message lists every rule broken."""
 
 

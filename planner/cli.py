@@ -1,7 +1,8 @@
 """The `parplan` command line: a thin Typer layer over costmodels and the planner.
 
 Exit codes (shared/DESIGN.md section 5): 0 success / fits, 1 does not fit or nothing fits,
-2 bad input (one message naming field and value on stderr; `--debug` shows the traceback).
+2 bad input (one message naming field and value on stderr; `--debug` shows the traceback),
+3 an internal error (a bug in parplan: please report it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from rich.table import Table
 
 import hardware_profiles as hp
 from costmodels.estimate import Estimate, estimate
-from costmodels.layout import Layout, LayoutError
+from costmodels.errors import SpecError
+from costmodels.layout import Layout
 from costmodels.params import active_params, total_params
 from costmodels.train_spec import TrainSpec
 from planner import loading
@@ -52,15 +54,15 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
-        except (UserError, LayoutError) as exc:
+        except (UserError, SpecError) as exc:
             _maybe_trace()
             _fail(str(exc))
         except ValidationError as exc:
             _maybe_trace()
             _fail(describe_validation_error(exc, "input"))
-        except ValueError as exc:
+        except Exception as exc:  # a bug in parplan, not the user's input
             _maybe_trace()
-            _fail(str(exc))
+            _fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
 
     return wrapper
 

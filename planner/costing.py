@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
-from costmodels.layout import Layout
+from planner.space import Candidate
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
@@ -44,21 +44,21 @@ class Coster:
     _states: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict)
 
-    def layer(self, lay: Layout) -> LayerCosts:
+    def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
         key = (lay.tp, lay.sp, lay.cp, lay.ep, lay.etp, lay.mbs, lay.recompute)
         if key not in self._layers:
             self._layers[key] = layer_costs(make_context(self.model, self.cluster, self.train, lay))
         return self._layers[key]
 
-    def params(self, lay: Layout):
+    def params(self, lay: Candidate):
         """(dense layer, MoE layer) parameters on one GPU (cached)."""
         key = (lay.tp, lay.ep, lay.etp)
         if key not in self._params:
             self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
         return self._params[key]
 
-    def states(self, lay: Layout) -> tuple[float, float]:
+    def states(self, lay: Candidate) -> tuple[float, float]:
         """Model-state bytes of one (dense, MoE) layer on one GPU (cached)."""
         key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp)
         if key not in self._states:
@@ -66,21 +66,21 @@ class Coster:
             self._states[key] = tuple(state_bytes(p, lay, edp, self.train) for p in self.params(lay))
         return self._states[key]
 
-    def bounds(self, lay: Layout) -> Bounds:
+    def bounds(self, lay: Candidate) -> Bounds:
         """Lower bounds on the peak memory and the step time of any split of this candidate."""
         m, L = self.model, self.model.num_layers
         n_moe = m.num_moe_layers
         costs, params = self.layer(lay), self.params(lay)
         states = self.states(lay)
-        inflight = min(act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
-                       for i in (0, lay.pp - 1))
+        # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
+        inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
         per = [states[j] + costs.act_bytes[j] * inflight for j in (0, 1)]
         memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + costs.working_bytes
         total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
         step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
         return Bounds(memory, step + self.cluster.gpu_profile.efficiency.step_overhead_s)
 
-    def table(self, lay: Layout) -> Table:
+    def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
         k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
         return make_table(lay, k, self.cluster.usable_bytes, self.train.overlap_grad_reduce)

@@ -7,11 +7,11 @@ calling costmodels (estimates) and planner.costing (memory lower bounds).
 from __future__ import annotations
 
 import hardware_profiles as hp
-from costmodels.estimate import Estimate
+from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner.costing import Coster
+from planner.costing import Coster, balanced_split
 from planner.search import SearchResult
 from planner.space import SpaceOptions, enumerate_layouts
 
@@ -90,8 +90,19 @@ def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, r
     out = [f"nothing fits: the smallest per-GPU memory any of {result.stats.layouts_considered} layouts can reach "
            f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
            f"(already including full recompute and ZeRO-3 in the search)"]
+    out.append(_peak_of(model, cluster, train, lay))
     out += _suggestions(model, cluster, train, need, opts)
     return out
+
+
+def _peak_of(model, cluster, train, lay) -> str:
+    """The real per-stage peak of a candidate with a time-balanced stage split."""
+    table = Coster(model, cluster, train).table(lay)
+    est = estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
+    stage = est.memory.stages[est.memory.peak_stage]
+    return (f"with balanced stages it peaks at {est.memory.peak_bytes / GIB:.1f} GiB on stage {stage.stage} "
+            f"(weights {stage.weights_bytes / GIB:.1f}, grads {stage.grads_bytes / GIB:.1f}, optimizer "
+            f"{stage.optimizer_bytes / GIB:.1f}, activations {stage.activations_bytes / GIB:.1f} GiB)")
 
 
 def _suggestions(model, cluster, train, need, opts) -> list[str]:
@@ -100,7 +111,7 @@ def _suggestions(model, cluster, train, need, opts) -> list[str]:
               if g.hbm_bytes - cluster.memory_reserve_gib * GIB >= need]
     if bigger:
         out.append("a GPU with more HBM: " + ", ".join(f"{g.name} ({g.hbm_gib:g} GiB)" for g in bigger))
-    for factor in (2, 4, 8):
+    for factor in (2, 4, 8, 16, 32, 64):
         bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
         found = min_memory_bound(model, bigger_cluster, train, opts)
         if found and found[0] <= bigger_cluster.usable_bytes:
@@ -114,6 +125,6 @@ def _suggestions(model, cluster, train, need, opts) -> list[str]:
         if found and found[0] <= cluster.usable_bytes:
             out.append(f"a shorter sequence: {seq // 2} tokens reaches {found[0] / GIB:.1f} GiB")
     if not out:
-        out.append("none of: a bigger GPU preset, up to 8x the GPUs, half the sequence length, is enough alone")
+        out.append("none of: a bigger GPU preset, up to 64x the GPUs, half the sequence length, is enough alone")
     return out
 

@@ -121,6 +121,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
 def _solve_all(model, survivors, top, time_limit_s, start):
     """CP-SAT over every survivor (each could still enter the top K), K times with exclusions."""
     tables = [t for _, t, _ in survivors]
+    if not tables:
+        return [], True, 0.0, 0
     firsts = sorted((f[0], i, f[1]) for i, (_, _, f) in enumerate(survivors) if f is not None)
     solutions, optimal, gap = _solve_top(model, tables, top, time_limit_s, start, firsts)
     return solutions, optimal, gap, len(tables)
@@ -145,6 +147,4 @@ def _solve_top(model, tables, top, time_limit_s, start, firsts):
 
 
 def _estimate(model, cluster, train, sol: cpsat.Solution) -> Estimate:
-    lay = sol.table.layout
-    layout = lay.model_copy(update={"stage_layers": sol.stage_layers, "num_microbatches": None, "dp": lay.dp})
-    return estimate(model, cluster, train, type(lay).model_validate(layout.model_dump()))
+    return estimate(model, cluster, train, sol.table.layout.to_layout(sol.stage_layers))

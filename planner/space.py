@@ -30,6 +30,37 @@ DOMINATED = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A layout without its stage split: the same field names as costmodels.layout.Layout, as a
+    plain dataclass (building tens of thousands of validated Layouts would dominate the search)."""
+
+    tp: int
+    sp: bool
+    cp: int
+    ep: int
+    etp: int
+    pp: int
+    vpp: int
+    dp: int
+    zero: int
+    mbs: int
+    recompute: str
+    schedule: str
+    num_microbatches: int
+    stage_layers: None = None
+
+    @property
+    def model_parallel_size(self) -> int:
+        """tp * cp * pp."""
+        return self.tp * self.cp * self.pp
+
+    def to_layout(self, stage_layers: list[int]) -> Layout:
+        """The validated Layout with this stage split."""
+        fields = {k: getattr(self, k) for k in self.__slots__ if k not in ("stage_layers", "num_microbatches")}
+        return Layout(**fields, stage_layers=list(stage_layers))
+
+
 @dataclass(frozen=True)
 class SpaceOptions:
     """Limits of the search space (defaults cover what practitioners run)."""
@@ -76,7 +107,7 @@ def vpp_choices(num_layers: int, pp: int, opts: SpaceOptions) -> list[int]:
 
 
 def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
-                      opts: SpaceOptions = SpaceOptions()) -> Iterator[Layout]:
+                      opts: SpaceOptions = SpaceOptions()) -> Iterator[Candidate]:
     """Every candidate layout (without stage_layers; dp, schedule and num_microbatches filled)."""
     world, seq, gbs = cluster.num_gpus, train.seq_len(model), train.global_batch_size
     for tp in tp_choices(model, cluster, opts):
@@ -91,14 +122,12 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                     yield from _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp)
 
 
-def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp) -> Iterator[Layout]:
+def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp) -> Iterator[Candidate]:
     edp = world // (etp * ep * pp)
     zeros = [z for z in opts.zero_stages if z == 0 or dp * cp > 1 or edp > 1]
     for vpp in vpp_choices(model.num_layers, pp, opts):
         for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
             for zero in zeros:
                 for recompute in opts.recompute:
-                    yield Layout.model_construct(
-                        tp=tp, sp=tp > 1, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, zero=zero, mbs=mbs,
-                        recompute=recompute, schedule="interleaved" if vpp > 1 else "1f1b",
-                        stage_layers=None, num_microbatches=gbs // (mbs * dp))
+                    yield Candidate(tp, tp > 1, cp, ep, etp, pp, vpp, dp, zero, mbs, recompute,
+                                    "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp))

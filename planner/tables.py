@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.stage_linear import Affine, LayoutCoefficients
+from planner.space import Candidate
 
 TIME_UNIT_S = 1e-7
 MEM_UNIT_BYTES = 1024
@@ -46,7 +46,7 @@ def _memory(a: Affine) -> IntAffine:
 class Table:
     """One candidate layout's integer costs, stage by stage."""
 
-    layout: Layout
+    layout: Candidate
     time: tuple[IntAffine, ...]
     memory: tuple[IntAffine, ...]
     reduce: tuple[IntAffine, ...]
@@ -110,7 +110,7 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
 
 
-def make_table(layout: Layout, k: LayoutCoefficients, usable_bytes: int, overlap: bool) -> Table:
+def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int, overlap: bool) -> Table:
     """Integerize a layout's coefficients."""
     mode = "zero3" if layout.zero >= 3 else ("overlap" if overlap else "exposed")
     st = k.stages

@@ -1,0 +1,81 @@
+"""`parplan plan`: ranked output, JSON contract, plan files that estimate/check accept, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+SMALL = ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "32", "--seq-len", "4096"]
+
+
+@pytest.fixture(scope="module")
+def plan_json() -> dict:
+    result = runner.invoke(app, SMALL + ["--top", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_plan_prints_ranked_table():
+    result = runner.invoke(app, SMALL)
+    assert result.exit_code == 0, result.output
+    assert "Best layouts" in result.stdout and "winner" in result.stdout and "MFU" in result.stdout
+
+
+def test_plan_json_contract(plan_json: dict):
+    """DESIGN.md section 6: status, plans (Estimates), search.seconds/layouts_considered, reasons."""
+    assert plan_json["status"] == "optimal"
+    assert {"seconds", "layouts_considered"} <= set(plan_json["search"])
+    assert plan_json["search"]["layouts_considered"] > 100
+    assert 1 <= len(plan_json["plans"]) <= 3 and plan_json["reasons"]
+    steps = [p["time"]["step_s"] for p in plan_json["plans"]]
+    assert steps == sorted(steps)
+    for p in plan_json["plans"]:
+        assert p["fits"] and p["memory"]["peak_bytes"] <= p["memory"]["usable_bytes"]
+        lay = p["layout"]
+        assert lay["tp"] * lay["cp"] * lay["pp"] * lay["dp"] == 8
+        assert sum(lay["stage_layers"]) == 32
+        assert lay["mbs"] * lay["dp"] * lay["num_microbatches"] == 32
+
+
+def test_saved_plan_round_trips(tmp_path: Path, plan_json: dict):
+    """--save writes a plan file; estimate and check reproduce the plan's numbers from it."""
+    path = tmp_path / "plan.json"
+    assert runner.invoke(app, SMALL + ["--save", str(path)]).exit_code == 0
+    est = runner.invoke(app, ["estimate", str(path), "--json"])
+    assert est.exit_code == 0, est.output
+    estimate = json.loads(est.stdout)
+    assert estimate["time"]["step_s"] == pytest.approx(plan_json["plans"][0]["time"]["step_s"], rel=1e-12)
+    assert estimate["memory"]["peak_bytes"] == plan_json["plans"][0]["memory"]["peak_bytes"]
+    assert runner.invoke(app, ["check", str(path)]).exit_code == 0
+
+
+def test_save_never_clobbers(tmp_path: Path):
+    path = tmp_path / "plan.json"
+    path.write_text("keep me")
+    result = runner.invoke(app, SMALL + ["--save", str(path)])
+    assert result.exit_code == 2 and "--force" in result.stderr
+    assert path.read_text() == "keep me"
+    assert runner.invoke(app, SMALL + ["--save", str(path), "--force"]).exit_code == 0
+    assert json.loads(path.read_text())["layout"]["tp"] >= 1
+
+
+def test_nothing_fits_exits_1_with_numbers():
+    """405B on one 8 x A100-80GB node cannot fit: exit 1, the smallest reachable memory and remedies."""
+    result = runner.invoke(app, ["plan", "llama3.1-405b", "--cluster", "dgx-a100", "--nodes", "1",
+                                 "--global-batch", "8", "--json"])
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "infeasible" and data["plans"] == []
+    text = " ".join(data["reasons"])
+    assert "GiB" in text and "more GPUs" in text
+
+
+def test_plan_bad_input_exits_2():
+    result = runner.invoke(app, ["plan", "llama3-8", "--cluster", "dgx-h100"])
+    assert result.exit_code == 2 and "llama3-8b" in result.stderr and "Traceback" not in result.output
