@@ -29,7 +29,7 @@ from costmodels.train_spec import TrainSpec
 from planner import loading
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
-from planner.planfile import save_plan
+from planner.planfile import plan_document, save_plan
 from planner.render import print_estimate, print_plan
 from planner.search import search
 
@@ -185,7 +185,8 @@ def plan_cmd(
     reasons = (why_winner(result) if result.plans
                else why_nothing_fits(prob.model, prob.cluster, train, result))
     if save is not None and result.plans:
-        save_plan(save, prob.model, prob.cluster, train, result.plans[0], force)
+        doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
+        save_plan(save, doc, force)
     if as_json:
         _print_json(plan_json(result, reasons))
     else:

@@ -24,7 +24,7 @@ from planner.errors import UserError, describe_validation_error
 
 MAX_FILE_BYTES = 4 * 2**20
 PLAN_KEYS = {"model", "cluster", "train", "layout"}
-PLAN_EXTRA_KEYS = {"parplan_version", "estimate", "search"}
+PLAN_EXTRA_KEYS = {"parplan_version", "estimate", "search", "alternatives", "reasons"}
 
 T = TypeVar("T", bound=BaseModel)
 

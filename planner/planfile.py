@@ -16,12 +16,15 @@ from planner.errors import UserError
 VERSION = "0.1.0"
 
 
-def plan_document(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, plan: Estimate) -> dict:
-    """A plan file's content: the four specs inline, the version and the estimate it was saved with."""
+def plan_document(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, plan: Estimate,
+                  alternatives: list[Estimate] = (), reasons: list[str] = ()) -> dict:
+    """A plan file's content: the four specs inline, the version, the estimate it was saved with,
+    and (from `plan`) the runner-up layouts and the reasons the winner won."""
     layout = plan.layout.model_dump(mode="json")
     return {"parplan_version": VERSION, "model": model.model_dump(mode="json"),
             "cluster": cluster.model_dump(mode="json"), "train": train.model_dump(mode="json"),
-            "layout": layout, "estimate": plan.model_dump(mode="json")}
+            "layout": layout, "estimate": plan.model_dump(mode="json"),
+            "alternatives": [a.model_dump(mode="json") for a in alternatives], "reasons": list(reasons)}
 
 
 def write_atomic(path: Path, text: str, force: bool) -> None:
@@ -40,6 +43,6 @@ def write_atomic(path: Path, text: str, force: bool) -> None:
         raise
 
 
-def save_plan(path: Path, model, cluster, train, plan: Estimate, force: bool) -> None:
-    """Save the winning plan as JSON."""
-    write_atomic(path, json.dumps(plan_document(model, cluster, train, plan), indent=2) + "\n", force)
+def save_plan(path: Path, doc: dict, force: bool) -> None:
+    """Save a plan document as JSON."""
+    write_atomic(path, json.dumps(doc, indent=2) + "\n", force)
