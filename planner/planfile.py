@@ -27,8 +27,9 @@ def plan_document(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, plan
             "alternatives": [a.model_dump(mode="json") for a in alternatives], "reasons": list(reasons)}
 
 
-def write_atomic(path: Path, text: str, force: bool) -> None:
-    """Write `text` to `path` through a temporary file and a rename; refuse to overwrite without force."""
+def write_atomic(path: Path, text: str, force: bool, mode: int = 0o666) -> None:
+    """Write `text` to `path` through a temporary file and a rename; refuse to overwrite without force.
+    `mode` (before the umask): 0o777 for scripts."""
     if path.exists() and not force:
         raise UserError(f"{path} exists; pass --force to overwrite it")
     if path.parent and not path.parent.exists():
@@ -37,6 +38,9 @@ def write_atomic(path: Path, text: str, force: bool) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, mode & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
