@@ -116,10 +116,11 @@ def layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
 
 
 def recompute_working_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
-    """Full recompute rebuilds one layer at a time in backward: one layer's full activations, transient."""
+    """Full recompute rebuilds one layer at a time in backward: that layer's full activations exist
+    transiently beside the kept inputs; its own kept input is part of them, so it is not counted twice."""
     if x.recompute != "full":
         return 0.0
-    return layer_bytes(m, replace(x, recompute="none"), moe)
+    return layer_bytes(m, replace(x, recompute="none"), moe) - layer_input_bytes(m, x)
 
 
 def embedding_bytes(m: ModelSpec, x: ActShape) -> float:

@@ -31,6 +31,7 @@ from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
 from planner.planfile import plan_document, save_plan
 from planner.render import print_estimate, print_plan
+from planner.schema import json_schema
 from planner.search import search
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
@@ -202,7 +203,8 @@ def plan_json(result, reasons: list[str]) -> dict:
     return {"status": result.status, "plans": [p.model_dump(mode="json") for p in result.plans],
             "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
-                       "solver_candidates": stats.solver_candidates, "gap": result.gap},
+                       "solver_candidates": stats.solver_candidates, "gap": result.gap,
+                       "time_limit_reached": stats.truncated},
             "reasons": reasons}
 
 
@@ -272,6 +274,20 @@ def hardware_cmd(as_json: bool = JSON_OPT) -> None:
                    f"{c.memory_reserve_gib:g}")
     out.print(gt)
     out.print(ct)
+
+
+@app.command("schema")
+def schema_cmd(
+    name: Optional[str] = typer.Argument(None, help="Print only this definition (e.g. Estimate, PlanFile)."),
+) -> None:
+    """Print the JSON Schema of spec files and of parplan's JSON output."""
+    schema = json_schema()
+    if name is None:
+        return _print_json(schema)
+    defs = schema["$defs"]
+    if name not in defs:
+        _fail(f"schema: no definition {name!r}; known: {', '.join(sorted(defs))}")
+    _print_json({"$schema": schema["$schema"], "$defs": defs, **defs[name]})
 
 
 def main() -> None:

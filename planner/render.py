@@ -104,14 +104,19 @@ def _stages_text(stages: list[int]) -> str:
     return text if len(text) <= 24 else f"{stages[0]},{stages[1]},..,{stages[-1]}"
 
 
+def _gap_text(result) -> str:
+    if result.stats.truncated:
+        return " (time limit reached before every layout was costed: not proven optimal)"
+    return f" (gap {result.gap:.1%})" if result.gap else ""
+
+
 def print_plan(result, reasons: list[str], console: Console, title: str) -> None:
     """Render a search result: ranked table, the winner's breakdown, the reasons."""
     s = result.stats
     console.print(f"[bold]{title}[/]")
     console.print(f"search: {s.layouts_considered:,} layouts, {s.memory_pruned:,} cannot fit, "
                   f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
-                  f"{result.seconds:.2f} s; status {result.status}"
-                  + (f" (gap {result.gap:.1%})" if result.gap else ""), highlight=False)
+                  f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
         console.print(plans_table(result.plans))
         print_estimate(result.plans[0], console, "winner")

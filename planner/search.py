@@ -40,6 +40,7 @@ class SearchStats:
     solver_candidates: int = 0
     smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout), over all layouts
     fastest_pruned: Optional[tuple[float, float, object]] = None  # (step bound s, bytes, layout), near misses
+    truncated: bool = False  # the time limit stopped enumeration or costing early
 
 
 @dataclass
@@ -51,14 +52,17 @@ class SearchResult:
     objectives_s: list[float]
     seconds: float
     stats: SearchStats
-    gap: float = 0.0
+    gap: Optional[float] = 0.0  # relative optimality gap; None when the time limit cut the enumeration
     tables: list[Table] = field(default_factory=list)
 
 
-def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats):
+def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float):
     usable = cluster.usable_bytes
     kept = []
     for lay in enumerate_layouts(model, cluster, train, opts):
+        if stats.layouts_considered % 512 == 0 and time.perf_counter() > deadline:
+            stats.truncated = True
+            break
         stats.layouts_considered += 1
         b = coster.bounds(lay)
         if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
@@ -74,7 +78,8 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats)
     return kept
 
 
-def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats) -> list[tuple[int, Table, tuple]]:
+def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
+               deadline: float) -> list[tuple[int, Table, tuple]]:
     """(integer lower bound, table, first split) of every candidate that might enter the top K,
     ordered by bound. Float bounds stop the costing; integer bounds (planner.tables.lower_bound,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
@@ -83,6 +88,9 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats) -> lis
     for i, (lb, lay) in enumerate(kept):
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += len(kept) - i
+            break
+        if i % 64 == 0 and time.perf_counter() > deadline and best:
+            stats.truncated = True
             break
         table = coster.table(lay)
         found = first_objective(model, table)
@@ -101,19 +109,25 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats) -> lis
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None) -> SearchResult:
-    """Find the `top` fastest layouts that fit, best first."""
+    """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds:
+    when the limit stops the search early, the best found is returned with status "feasible"."""
     start = time.perf_counter()
+    deadline = start + time_limit_s
     stats = SearchStats()
     coster = Coster(model, cluster, train)
     progress("enumerating layouts")
-    kept = _candidates(coster, model, cluster, train, opts, stats)
+    kept = _candidates(coster, model, cluster, train, opts, stats, deadline)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
-    survivors = _survivors(coster, model, kept, top, stats)
+    survivors = _survivors(coster, model, kept, top, stats, deadline)
     progress(f"CP-SAT over up to {len(survivors)} candidates")
     solutions, optimal, gap, used = _solve_all(model, survivors, top, time_limit_s, start)
     stats.solver_candidates = used
     plans = [_estimate(model, cluster, train, s) for s in solutions]
-    status = "infeasible" if not plans else ("optimal" if optimal else "feasible")
+    status = "infeasible" if not plans else ("optimal" if optimal and not stats.truncated else "feasible")
+    if not plans and stats.truncated:
+        status = "feasible"  # nothing found in time: not a proof that nothing fits
+    if stats.truncated:
+        gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
                         time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors])
 
@@ -136,6 +150,8 @@ def _solve_top(model, tables, top, time_limit_s, start, firsts):
         left = max(0.1, time_limit_s - (time.perf_counter() - start))
         hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
         sol = cpsat.solve(model, tables, left, frozenset(excluded), hint=hint)
+        if sol is None and hint is not None and time.perf_counter() - start >= time_limit_s:
+            sol = _from_first_split(model, tables, hint)  # out of time: the best balanced split known
         if sol is None:
             break
         solutions.append(sol)
@@ -144,6 +160,12 @@ def _solve_top(model, tables, top, time_limit_s, start, firsts):
         if not sol.optimal and sol.objective:
             gap = max(gap, (sol.objective - sol.bound) / sol.objective)
     return solutions, optimal, gap
+
+
+def _from_first_split(model, tables, hint) -> cpsat.Solution:
+    index, stages, value = hint
+    bound = lower_bound(tables[index], model) or 0
+    return cpsat.Solution(index, tables[index], stages, value, False, min(bound, value))
 
 
 def _estimate(model, cluster, train, sol: cpsat.Solution) -> Estimate:

@@ -1,0 +1,72 @@
+"""The published JSON Schema: spec files people write and the JSON parplan prints.
+
+`parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
+TrainSpec, Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
+Estimate (`estimate --json`) and PlanOutput (`plan --json`). It is generated from the Pydantic
+models, so it cannot drift from what the loaders accept.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import models_json_schema
+
+from costmodels.estimate import Estimate
+from costmodels.hardware_spec import ClusterSpec, GPUProfile
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+
+
+class ClusterPreset(BaseModel):
+    """A cluster preset with overrides, e.g. {preset: dgx-h100, num_nodes: 8}."""
+
+    model_config = ConfigDict(extra="allow")
+    preset: str = Field(..., description="Cluster preset name (parplan hardware).")
+
+
+class PlanFile(BaseModel):
+    """A plan file: each part a preset name or an inline spec (model also a Hugging Face config.json)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: Union[str, ModelSpec, dict] = Field(..., description="Preset name, ModelSpec or Hugging Face config.")
+    cluster: Union[str, ClusterPreset, ClusterSpec] = Field(..., description="Preset name, preset + overrides, spec.")
+    train: TrainSpec
+    layout: Optional[Union[Layout, str]] = Field(None, description="Layout or a layout string (tp=8,pp=4,...).")
+    parplan_version: Optional[str] = None
+    estimate: Optional[Estimate] = Field(None, description="The estimate the plan was saved with.")
+    alternatives: list[Estimate] = Field(default_factory=list, description="Runner-up layouts from `plan`.")
+    reasons: list[str] = Field(default_factory=list, description="Why the winner won.")
+    search: Optional[dict] = None
+
+
+class SearchInfo(BaseModel):
+    """What the search looked at."""
+
+    model_config = ConfigDict(extra="allow")
+    seconds: float
+    layouts_considered: int
+
+
+class PlanOutput(BaseModel):
+    """`plan --json`."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["optimal", "feasible", "infeasible"]
+    plans: list[Estimate]
+    search: SearchInfo
+    reasons: list[str]
+
+
+MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Layout, PlanFile, Estimate, PlanOutput]
+
+
+def json_schema() -> dict:
+    """One JSON Schema document with every model under $defs."""
+    _, schema = models_json_schema([(m, "validation") for m in MODELS], ref_template="#/$defs/{model}")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "parplan specs and outputs"
+    schema["description"] = __doc__.strip().split("\n\n")[1]
+    return schema

@@ -1,0 +1,182 @@
+"""Issue 6 invariants: JSON output validates against `parplan schema`; monotonicity of the cost model;
+`plan` returns or explains, never crashes; the time limit is honoured."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from helpers import cluster, gpt, llama_like
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import hardware_profiles as hp
+from costmodels.estimate import estimate
+from costmodels.layout import Layout, LayoutError
+from costmodels.train_spec import TrainSpec
+from planner.cli import app
+from planner.explain import why_nothing_fits, why_winner
+from planner.schema import json_schema
+from planner.search import search
+from planner.space import SpaceOptions
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "docs" / "examples").glob("*.json"))
+SCHEMA = json_schema()
+runner = CliRunner()
+FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _validate(instance: dict, name: str) -> None:
+    jsonschema.validate(instance, {"$defs": SCHEMA["$defs"], **SCHEMA["$defs"][name]})
+
+
+def test_schema_command_prints_every_definition():
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    defs = json.loads(result.stdout)["$defs"]
+    assert {"ModelSpec", "ClusterSpec", "GPUProfile", "TrainSpec", "Layout", "PlanFile", "Estimate",
+            "PlanOutput"} <= set(defs)
+    assert "description" in defs["ModelSpec"]["properties"]["num_kv_heads"]  # documents the spec files
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_example_plan_files_validate(path: Path):
+    _validate(json.loads(path.read_text()), "PlanFile")
+
+
+def test_cli_json_validates():
+    est = runner.invoke(app, ["estimate", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch",
+                              "64", "--layout", "tp=1,pp=4,ep=8,mbs=1,zero=1,recompute=full", "--json"])
+    _validate(json.loads(est.stdout), "Estimate")
+    plan = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "16", "--json"])
+    _validate(json.loads(plan.stdout), "PlanOutput")
+
+
+# ---- random problems -------------------------------------------------------------------------------
+
+H100 = hp.load_gpu("h100-sxm")
+
+
+@st.composite
+def problems(draw):
+    layers = draw(st.integers(2, 12))
+    if draw(st.booleans()):
+        model = gpt(draw(st.sampled_from([128, 256, 512])), 8, layers, vocab=2048, seq=draw(st.sampled_from([256, 512])))
+    else:
+        model = llama_like(512, 8, draw(st.sampled_from([1, 2, 8])), layers, 1024, vocab=2048, seq=512)
+    gpus = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    hbm = draw(st.floats(0.05, 4.0))
+    clus = cluster(gpus, gpu=H100.model_copy(update={"hbm_gib": hbm}), memory_reserve_gib=0.0)
+    train = TrainSpec(global_batch_size=draw(st.sampled_from([8, 16, 32])))
+    return model, clus, train
+
+
+OPTS = SpaceOptions(max_cp=2, max_mbs=4, max_vpp=2)
+
+
+def _check_plans(model, clus, train, result) -> None:
+    for p in result.plans:
+        lay = p.layout
+        assert lay.tp * lay.cp * lay.pp * lay.dp == clus.num_gpus
+        assert sum(lay.stage_layers) == model.num_layers
+        assert lay.mbs * lay.dp * lay.num_microbatches == train.global_batch_size
+        assert p.fits and p.memory.peak_bytes <= p.memory.usable_bytes
+        again = estimate(model, clus, train, lay)
+        assert again.time.step_s == p.time.step_s and again.memory.peak_bytes == p.memory.peak_bytes
+
+
+def _plan_returns_or_explains(problem) -> None:
+    model, clus, train = problem
+    result = search(model, clus, train, top=2, opts=OPTS)
+    if result.plans:
+        assert result.status == "optimal" and why_winner(result)
+        _check_plans(model, clus, train, result)
+    else:
+        assert result.status == "infeasible"
+        assert why_nothing_fits(model, clus, train, result, OPTS)
+
+
+@FAST
+@given(problems())
+def test_plan_returns_or_explains(problem):
+    _plan_returns_or_explains(problem)
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(problems())
+def test_plan_returns_or_explains_fuzz(problem):
+    _plan_returns_or_explains(problem)
+
+
+@st.composite
+def layouts(draw):
+    model, clus, train = draw(problems())
+    tp = draw(st.sampled_from([t for t in (1, 2, 4, 8) if clus.num_gpus % t == 0 and 8 % t == 0]))
+    pp = draw(st.sampled_from([p for p in (1, 2) if clus.num_gpus % (tp * p) == 0]))
+    lay = Layout(tp=tp, sp=tp > 1 and draw(st.booleans()), pp=pp, mbs=draw(st.sampled_from([1, 2])),
+                 zero=draw(st.integers(0, 3)), recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                 stage_layers=None if model.num_layers % pp == 0 else [model.num_layers // 2,
+                                                                       model.num_layers - model.num_layers // 2])
+    return model, clus, train, lay
+
+
+def _estimate_or_skip(model, clus, train, lay):
+    try:
+        return estimate(model, clus, train, lay)
+    except LayoutError:
+        return None
+
+
+@FAST
+@given(layouts(), st.floats(1.01, 8.0))
+def test_more_hbm_never_unfits(case, factor):
+    model, clus, train, lay = case
+    base = _estimate_or_skip(model, clus, train, lay)
+    if base is None or not base.fits:
+        return
+    bigger = clus.model_copy(update={"gpu": clus.gpu_profile.model_copy(update={"hbm_gib": clus.gpu_profile.hbm_gib
+                                                                                * factor})})
+    assert estimate(model, bigger, train, lay).fits
+
+
+@FAST
+@given(layouts(), st.floats(1.01, 10.0), st.floats(1.01, 10.0))
+def test_more_bandwidth_never_slows(case, up, out):
+    model, clus, train, lay = case
+    base = _estimate_or_skip(model, clus, train, lay)
+    if base is None:
+        return
+    faster = clus.model_copy(update={"scale_up_gb_per_s": clus.scale_up_gb_per_s * up,
+                                     "scale_out_gb_per_s": clus.scale_out_gb_per_s * out})
+    assert estimate(model, faster, train, lay).time.step_s <= base.time.step_s * (1 + 1e-12)
+
+
+@FAST
+@given(layouts())
+def test_more_recompute_never_adds_activation_memory(case):
+    """none -> selective -> full, with flash attention (without it, full recompute's one-layer
+    working set holds the s x s scores that selective never keeps)."""
+    model, clus, train, lay = case
+    acts = []
+    for rc in ("none", "selective", "full"):
+        e = _estimate_or_skip(model, clus, train, lay.model_copy(update={"recompute": rc}))
+        if e is None:
+            return
+        acts.append([s.activations_bytes for s in e.memory.stages])
+    for more, less in zip(acts[1:], acts):
+        assert all(a <= b + 1 for a, b in zip(more, less))
+
+
+def test_time_limit_is_honoured():
+    """A tiny limit on the largest ladder problem returns quickly with status feasible, not optimal."""
+    model, clus = hp.load_model("llama3.1-405b"), hp.load_cluster("dgx-h100", 2048)
+    start = time.perf_counter()
+    result = search(model, clus, TrainSpec(global_batch_size=2048, seq_length=8192), top=1, time_limit_s=0.2)
+    assert time.perf_counter() - start < 3.0
+    assert result.status == "feasible" and result.stats.truncated and result.gap is None
