@@ -7,31 +7,13 @@ traffic + optimizer step + fitted per-step overhead. See costmodels.timing for t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from costmodels import comm
 from costmodels import compute as cmp
 from costmodels.activations import ActShape
+from costmodels.outputs import TimeOut
 from costmodels.params import ParamCount, local_stage_params
 from costmodels.pipeline import bubble_s, p2p_transfers
 from costmodels.timing import ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, stage_time
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """Seconds of one optimizer step, by part (DESIGN.md section 6 `time.*`)."""
-
-    step_s: float
-    compute_s: float
-    recompute_s: float
-    bubble_s: float
-    tp_comm_s: float
-    cp_comm_s: float
-    ep_comm_s: float
-    pp_comm_s: float
-    dp_comm_exposed_s: float
-    optimizer_s: float
-    overhead_s: float
 
 
 def _stage_params(c: Context, stage: int) -> ParamCount:
@@ -106,7 +88,7 @@ def pp_comm_s(c: Context) -> float:
     return p2p_transfers(lay.pp, lay.num_microbatches, lay.vpp) * comm.p2p_s(c.links, crosses, nbytes)
 
 
-def step_time(c: Context) -> StepTime:
+def step_time(c: Context) -> TimeOut:
     """The step time of a resolved layout and its breakdown on the critical stage."""
     lay = c.lay
     micro = [stage_time(c, i) for i in range(lay.pp)]
@@ -119,8 +101,9 @@ def step_time(c: Context) -> StepTime:
     bubble, pp = bubble_s(totals, lay.vpp), pp_comm_s(c)
     overhead = c.dev.eff.step_overhead_s
     step = t.total_s + bubble + pp + dp + opt + overhead
-    return StepTime(step, t.compute_s, t.recompute_s, bubble, t.tp_comm_s, t.cp_comm_s, t.ep_comm_s,
-                    pp, dp, opt, overhead)
+    return TimeOut(step_s=step, compute_s=t.compute_s, recompute_s=t.recompute_s, bubble_s=bubble,
+                   tp_comm_s=t.tp_comm_s, cp_comm_s=t.cp_comm_s, ep_comm_s=t.ep_comm_s, pp_comm_s=pp,
+                   dp_comm_exposed_s=dp, optimizer_s=opt, overhead_s=overhead)
 
 
 def model_flops_per_step(c: Context) -> tuple[float, float]:

@@ -1,0 +1,80 @@
+"""Output models: the Estimate and its parts (JSON keys: shared/DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodels.layout import Layout
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StageOut(_Out):
+    """Memory of one GPU on one pipeline stage, bytes."""
+
+    stage: int = Field(..., description="Pipeline rank, 0 = first.")
+    layers: int = Field(..., description="Transformer layers on this rank.")
+    weights_bytes: int = Field(..., description="Working weights.")
+    grads_bytes: int = Field(..., description="Gradients.")
+    optimizer_bytes: int = Field(..., description="Optimizer states incl. fp32 master weights.")
+    activations_bytes: int = Field(..., description="Activations kept for backward at the peak.")
+    other_bytes: int = Field(..., description="ZeRO-3 gathered-layer buffers.")
+    total_bytes: int = Field(..., description="Sum of the above.")
+
+
+class MemoryOut(_Out):
+    """Per-GPU memory against capacity."""
+
+    hbm_bytes: int = Field(..., description="Device memory.")
+    usable_bytes: int = Field(..., description="Device memory minus the cluster's reserve.")
+    peak_bytes: int = Field(..., description="Largest stage total.")
+    peak_stage: int = Field(..., description="Stage with the largest total.")
+    stages: list[StageOut]
+
+
+class TimeOut(_Out):
+    """Step time and its parts, seconds, on the critical (slowest) stage; they add up to step_s.
+    Communication terms count only what is not hidden behind compute."""
+
+    step_s: float = Field(..., description="One optimizer step.")
+    compute_s: float = Field(..., description="GEMMs, attention and memory-bound kernels, forward + backward.")
+    recompute_s: float = Field(..., description="The extra forward that recompute adds.")
+    bubble_s: float = Field(..., description="Pipeline fill and drain.")
+    tp_comm_s: float = Field(..., description="Tensor-parallel all-reduces (or all-gather + reduce-scatter).")
+    cp_comm_s: float = Field(..., description="Context-parallel K/V exchange not hidden by attention.")
+    ep_comm_s: float = Field(..., description="Expert-parallel all-to-all dispatch and combine.")
+    pp_comm_s: float = Field(..., description="Pipeline sends of activations and gradients.")
+    dp_comm_exposed_s: float = Field(..., description="Data-parallel traffic not hidden by backward/forward.")
+    optimizer_s: float = Field(..., description="Optimizer step over the local shard.")
+    overhead_s: float = Field(0.0, description="Fixed per-step overhead (fitted).")
+
+
+class ThroughputOut(_Out):
+    """Model-FLOP throughput (PaLM/Korthikanti convention: no recompute, full attention scores)."""
+
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hardware_tflops_per_gpu: float = Field(0.0, description="Including recompute FLOPs.")
+
+
+class ParamsOut(_Out):
+    """Parameter counts."""
+
+    total: int
+    active: int
+
+
+class Estimate(_Out):
+    """Everything parplan predicts for one layout."""
+
+    layout: Layout
+    fits: bool
+    memory: MemoryOut
+    time: Optional[TimeOut] = None
+    throughput: Optional[ThroughputOut] = None
+    params: ParamsOut
