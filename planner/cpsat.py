@@ -163,6 +163,8 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.num_workers = workers
     status = solver.Solve(m)
+    if status == cp_model.MODEL_INVALID:  # a bug in the model building, never "nothing fits"
+        raise RuntimeError(f"CP-SAT rejected the model: {m.Validate()}")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     chosen = next(i for i, x in xs if solver.BooleanValue(x))
