@@ -18,15 +18,12 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-import hardware_profiles as hp
 from costmodels.estimate import Estimate, estimate
 from costmodels.errors import SpecError
 from costmodels.layout import Layout
-from costmodels.params import active_params, total_params
 from costmodels.train_spec import TrainSpec
-from planner import loading
+from planner import listing, loading
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
 from planner.planfile import plan_document, save_plan
@@ -233,47 +230,20 @@ def check_cmd(
 
 @app.command("models")
 def models_cmd(as_json: bool = JSON_OPT) -> None:
-    """List the model presets."""
-    rows = []
-    for name in hp.list_models():
-        m = hp.load_model(name)
-        rows.append(dict(name=name, layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
-                         kv_heads=m.num_kv_heads, experts=m.num_experts, top_k=m.top_k,
-                         params=total_params(m), active=active_params(m), seq_length=m.seq_length))
+    """List the model presets (with their sources in --json)."""
+    rows = listing.model_rows()
     if as_json:
         return _print_json(rows)
-    table = Table(title="Model presets")
-    for col in ("name", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)", "seq"):
-        table.add_column(col, justify="left" if col == "name" else "right")
-    for r in rows:
-        experts = f"{r['experts']} top-{r['top_k']}" if r["experts"] else "-"
-        table.add_row(r["name"], str(r["layers"]), str(r["hidden"]), str(r["heads"]), str(r["kv_heads"]),
-                      experts, f"{r['params'] / 1e9:.2f}", f"{r['active'] / 1e9:.2f}", str(r["seq_length"]))
-    out.print(table)
+    out.print(listing.models_table(rows))
 
 
 @app.command("hardware")
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     """List GPU profiles and cluster presets."""
-    gpus = [hp.load_gpu(n) for n in hp.list_gpus()]
-    clusters = [hp.load_cluster(n) for n in hp.list_clusters()]
     if as_json:
-        return _print_json({"gpus": [g.model_dump() for g in gpus],
-                            "clusters": [c.model_dump() for c in clusters]})
-    gt = Table(title="GPU profiles")
-    for col in ("name", "HBM GiB", "HBM GB/s", "BF16 TFLOP/s", "FP8 TFLOP/s"):
-        gt.add_column(col, justify="left" if col == "name" else "right")
-    for g in gpus:
-        gt.add_row(g.name, f"{g.hbm_gib:g}", f"{g.hbm_gb_per_s:g}", f"{g.bf16_tflops:g}",
-                   f"{g.fp8_tflops:g}" if g.fp8_tflops else "-")
-    ct = Table(title="Cluster presets (8 GPUs per node; --nodes sets the size)")
-    for col in ("name", "GPU", "scale-up GB/s", "scale-out GB/s", "reserve GiB"):
-        ct.add_column(col, justify="left" if col in ("name", "GPU") else "right")
-    for c in clusters:
-        ct.add_row(c.name, c.gpu_profile.name, f"{c.scale_up_gb_per_s:g}", f"{c.scale_out_gb_per_s:g}",
-                   f"{c.memory_reserve_gib:g}")
-    out.print(gt)
-    out.print(ct)
+        return _print_json(listing.hardware_data())
+    for table in listing.hardware_tables():
+        out.print(table)
 
 
 @app.command("schema")

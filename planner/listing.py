@@ -1,0 +1,55 @@
+"""`parplan models` and `parplan hardware`: the presets as rows (JSON) and as Rich tables."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+import hardware_profiles as hp
+from costmodels.params import active_params, total_params
+
+
+def model_rows() -> list[dict]:
+    """One row per model preset, raw numbers."""
+    rows = []
+    for name in hp.list_models():
+        m = hp.load_model(name)
+        rows.append(dict(name=name, layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
+                         kv_heads=m.num_kv_heads, experts=m.num_experts, top_k=m.top_k,
+                         params=total_params(m), active=active_params(m), seq_length=m.seq_length,
+                         sources=hp.model_sources(name)))
+    return rows
+
+
+def models_table(rows: list[dict]) -> Table:
+    """Model presets with parameter counts in billions."""
+    table = Table(title="Model presets")
+    for col in ("name", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)", "seq"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for r in rows:
+        experts = f"{r['experts']} top-{r['top_k']}" if r["experts"] else "-"
+        table.add_row(r["name"], str(r["layers"]), str(r["hidden"]), str(r["heads"]), str(r["kv_heads"]),
+                      experts, f"{r['params'] / 1e9:.2f}", f"{r['active'] / 1e9:.2f}", str(r["seq_length"]))
+    return table
+
+
+def hardware_data() -> dict:
+    """GPU profiles and cluster presets as JSON-ready dicts."""
+    return {"gpus": [hp.load_gpu(n).model_dump() for n in hp.list_gpus()],
+            "clusters": [hp.load_cluster(n).model_dump() for n in hp.list_clusters()]}
+
+
+def hardware_tables() -> list[Table]:
+    """A GPU table and a cluster table."""
+    gt = Table(title="GPU profiles")
+    for col in ("name", "HBM GiB", "HBM GB/s", "BF16 TFLOP/s", "FP8 TFLOP/s"):
+        gt.add_column(col, justify="left" if col == "name" else "right")
+    for g in (hp.load_gpu(n) for n in hp.list_gpus()):
+        gt.add_row(g.name, f"{g.hbm_gib:g}", f"{g.hbm_gb_per_s:g}", f"{g.bf16_tflops:g}",
+                   f"{g.fp8_tflops:g}" if g.fp8_tflops else "-")
+    ct = Table(title="Cluster presets (8 GPUs per node; --nodes sets the size)")
+    for col in ("name", "GPU", "scale-up GB/s", "scale-out GB/s", "reserve GiB"):
+        ct.add_column(col, justify="left" if col in ("name", "GPU") else "right")
+    for c in (hp.load_cluster(n) for n in hp.list_clusters()):
+        ct.add_row(c.name, c.gpu_profile.name, f"{c.scale_up_gb_per_s:g}", f"{c.scale_out_gb_per_s:g}",
+                   f"{c.memory_reserve_gib:g}")
+    return [gt, ct]
