@@ -26,6 +26,8 @@ from costmodels.train_spec import TrainSpec
 from planner import listing, loading
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
+from planner.exporters import run_export
+from planner.native import load_native
 from planner.planfile import plan_document, save_plan
 from planner.render import print_estimate, print_plan
 from planner.schema import json_schema
@@ -167,6 +169,8 @@ def plan_cmd(
     time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
     as_json: bool = JSON_OPT,
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
+    export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
+    fmt: str = typer.Option("all", "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
 ) -> None:
     """Search every layout for the fastest that fits; exit 1 when nothing fits.
@@ -182,9 +186,12 @@ def plan_cmd(
                         progress=lambda msg: status.update(msg))
     reasons = (why_winner(result) if result.plans
                else why_nothing_fits(prob.model, prob.cluster, train, result))
-    if save is not None and result.plans:
-        doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
+    doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
+           if result.plans else None)
+    if save is not None and doc is not None:
         save_plan(save, doc, force)
+    if export_dir is not None and doc is not None:
+        _report_export(run_export(doc, fmt, export_dir, force))
     if as_json:
         _print_json(plan_json(result, reasons))
     else:
@@ -205,24 +212,50 @@ def plan_json(result, reasons: list[str]) -> dict:
             "reasons": reasons}
 
 
+def _report_export(result) -> None:
+    for path in result.written:
+        err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    for name, reason in result.refused.items():
+        err.print(f"note: {name} not written: {reason}", highlight=False, soft_wrap=True)
+
+
+@app.command("export")
+@user_errors
+def export_cmd(
+    plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
+    fmt: str = typer.Option(..., "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
+    out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+) -> None:
+    """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
+    _report_export(run_export(loading.read_mapping(plan), fmt, out_dir, force))
+
+
 @app.command("check")
 @user_errors
 def check_cmd(
-    config: str = typer.Argument(..., help="Plan file (JSON/YAML) to check."),
+    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON or torchtitan TOML."),
     cluster: Optional[str] = CLUSTER_OPT,
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input."""
+    """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
+
+    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and
+    torchtitan TOML need --model and --cluster."""
     path = Path(config)
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
-    prob = loading.load_plan(path)
-    if prob.layout is None:
-        raise UserError(f"{config}: a plan file for check needs a 'layout'")
-    spec = loading.load_model(model) if model else prob.model
-    clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
+    if loading.is_plan_file(config):
+        prob = loading.load_plan(path)
+        if prob.layout is None:
+            raise UserError(f"{config}: a plan file for check needs a 'layout'")
+        spec = loading.load_model(model) if model else prob.model
+        clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
+    else:
+        prob = load_native(path, model, cluster, nodes)
+        spec, clus = prob.model, prob.cluster
     result = estimate(spec, clus, prob.train, prob.layout)
     _show(result, as_json, f"{config}")
     raise typer.Exit(0 if result.fits else 1)

@@ -79,3 +79,25 @@ def test_nothing_fits_exits_1_with_numbers():
 def test_plan_bad_input_exits_2():
     result = runner.invoke(app, ["plan", "llama3-8", "--cluster", "dgx-h100"])
     assert result.exit_code == 2 and "llama3-8b" in result.stderr and "Traceback" not in result.output
+
+
+def test_export_command_and_native_check(tmp_path: Path):
+    """plan --save, export --format all, then check the Megatron script and the torchtitan TOML."""
+    plan = tmp_path / "plan.json"
+    assert runner.invoke(app, SMALL + ["--save", str(plan)]).exit_code == 0
+    out = tmp_path / "launch"
+    result = runner.invoke(app, ["export", str(plan), "--format", "all", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "launch_megatron.sh").exists() and (out / "launch_slurm.sbatch").exists()
+    again = runner.invoke(app, ["export", str(plan), "--format", "megatron", "--out", str(out)])
+    assert again.exit_code == 2 and "--force" in again.stderr
+    checked = runner.invoke(app, ["check", str(out / "launch_megatron.sh"), "--cluster", "dgx-h100", "--json"])
+    assert checked.exit_code == 0, checked.output
+    saved = json.loads(plan.read_text())["estimate"]["memory"]["peak_bytes"]
+    assert json.loads(checked.stdout)["memory"]["peak_bytes"] == pytest.approx(saved, rel=0.01)
+
+
+def test_plan_export_flag(tmp_path: Path):
+    result = runner.invoke(app, SMALL + ["--export", str(tmp_path / "x"), "--format", "torchrun"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "x" / "launch_torchrun.sh").exists()

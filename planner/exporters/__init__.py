@@ -1,0 +1,95 @@
+"""Exporters: turn a saved plan into launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM.
+
+Source: shared/reference/launch_formats.md (one section per target; each module names its own).
+`export` checks every target path before writing any, writes atomically (planner.planfile.write_atomic)
+and never overwrites without `force`. A target that cannot express the plan raises ExportRefused
+(a UserError: exit 2); with fmt="all" such refusals are collected instead, and only an export in
+which every target refuses fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from planner.errors import UserError
+from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
+from planner.exporters.common import ExportPlan, ExportRefused, plan_from_doc
+from planner.planfile import write_atomic
+
+FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
+RENDERERS = {"megatron": megatron.render, "deepspeed": deepspeed.render, "torchrun": torchrun.render,
+             "torchtitan": torchtitan.render, "slurm": slurm.render}
+
+__all__ = ["FORMATS", "ExportRefused", "ExportResult", "export", "run_export", "render_all"]
+
+
+@dataclass
+class ExportResult:
+    """Files written, in order, and the formats that refused (format -> reason)."""
+
+    written: list[Path] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def _formats(fmt: str) -> tuple[str, ...]:
+    if fmt == "all":
+        return FORMATS
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}, all")
+    return (fmt,)
+
+
+def render_all(plan: ExportPlan, fmt: str) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
+    """({file name: (text, mode)}, {format: refusal}) without touching the disk."""
+    files: dict[str, tuple[str, int]] = {}
+    refused: dict[str, str] = {}
+    for name in _formats(fmt):
+        try:
+            files.update(RENDERERS[name](plan))
+        except ExportRefused as err:
+            if fmt != "all":
+                raise
+            refused[name] = str(err)
+    if not files:
+        raise ExportRefused("no format can express this plan: " + "; ".join(refused.values()))
+    return files, refused
+
+
+def _check_targets(out_dir: Path, names: list[str], force: bool) -> list[Path]:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {str(out_dir)!r} exists and is not a folder")
+    paths = [out_dir / name for name in names]
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise UserError(f"{', '.join(existing)} exist(s); pass --force to overwrite (nothing was written)")
+    return paths
+
+
+def run_export(doc: dict, fmt: str, out_dir: Path, force: bool) -> ExportResult:
+    """Render, check every target path, then write; returns what was written and what refused."""
+    plan = plan_from_doc(doc)
+    files, refused = render_all(plan, fmt)
+    out_dir = Path(out_dir)
+    paths = _check_targets(out_dir, list(files), force)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create folder {str(out_dir)!r}: {err.strerror or err}") from None
+    for path in paths:
+        text, mode = files[path.name]
+        write_atomic(path, text, force, mode)
+    return ExportResult(written=paths, refused=refused)
+
+
+def export(doc: dict, fmt: str, out_dir: Path, force: bool,
+           refusals: Optional[dict[str, str]] = None) -> list[Path]:
+    """Write the launch files of `fmt` (one of FORMATS, or "all") for the plan document `doc`.
+
+    Returns the written paths. With "all", formats that refuse are skipped and, when `refusals`
+    is given, recorded there as {format: reason}."""
+    result = run_export(doc, fmt, out_dir, force)
+    if refusals is not None:
+        refusals.update(result.refused)
+    return result.written

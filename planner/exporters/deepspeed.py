@@ -1,0 +1,132 @@
+"""DeepSpeed exporter: `ds_config.json`, `hostfile`, `launch_deepspeed.sh`, `PLAN-NOTES.txt`.
+
+Source: shared/reference/launch_formats.md, section "DeepSpeed" (keys, the batch rule
+train_batch_size == micro * GAS * DP, strict sections, no "auto" values, ZeRO < 2 with pipeline
+parallelism, launcher flags with underscores, hostfile lines `host slots=N`).
+JSON has no comments, so ds_config.json stays clean and the header goes into the launcher script
+and PLAN-NOTES.txt.
+"""
+
+from __future__ import annotations
+
+import json
+
+from planner.exporters.common import (
+    ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, layout_string, script,
+)
+
+TARGET = "DeepSpeed 0.19 (ds_config.json + deepspeed launcher)"
+CONFIG, HOSTFILE, SCRIPT, NOTES = "ds_config.json", "hostfile", "launch_deepspeed.sh", "PLAN-NOTES.txt"
+
+OPTIMIZER = {"adam": "Adam", "sgd": "SGD"}
+PRECISION_KEY = {"bf16": "bf16", "fp16": "fp16"}
+
+
+def refusal(plan: ExportPlan) -> None:
+    """Raise ExportRefused for layouts plain DeepSpeed cannot express."""
+    lay, why = plan.layout, []
+    if lay.tp > 1:
+        why.append(f"tp={lay.tp}: a DeepSpeed config has no tensor parallelism (that needs Megatron-DeepSpeed; "
+                   "use --format megatron)")
+    if lay.cp > 1:
+        why.append(f"cp={lay.cp}: plain DeepSpeed has no ring/all-gather context parallelism")
+    if lay.ep > 1:
+        why.append(f"ep={lay.ep}: expert parallelism is set in the model code (deepspeed.moe), not in "
+                   "ds_config.json")
+    if lay.zero >= 2 and lay.pp > 1:
+        why.append(f"zero={lay.zero} with pp={lay.pp}: DeepSpeed's pipeline engine only runs ZeRO stage 0 or 1")
+    if lay.pp > 1 and lay.vpp > 1:
+        why.append(f"vpp={lay.vpp}: DeepSpeed's pipeline engine has no interleaved schedule")
+    if lay.pp > 1 and lay.schedule == "gpipe":
+        why.append("schedule=gpipe: DeepSpeed's pipeline engine always runs its 1F1B-style TrainSchedule")
+    if lay.pp > 1 and not plan.uniform_stages:
+        why.append(f"stage_layers={lay.stage_layers}: the pipeline section only partitions uniformly")
+    if plan.train.precision == "fp8":
+        why.append("precision=fp8: ds_config.json has no FP8 training switch (needs Transformer Engine in the model)")
+    if why:
+        raise ExportRefused("deepspeed: " + "; ".join(why))
+
+
+def ds_config(plan: ExportPlan) -> dict:
+    """The DeepSpeed config: numbers only, sections DeepSpeed validates strictly."""
+    lay, train = plan.layout, plan.train
+    zero: dict = {"stage": lay.zero}
+    if lay.zero >= 1:
+        zero.update(offload_optimizer={"device": "none"}, overlap_comm=train.overlap_grad_reduce,
+                    contiguous_gradients=True)
+    if lay.zero == 3:
+        zero["offload_param"] = {"device": "none"}
+    cfg: dict = {
+        "train_batch_size": train.global_batch_size,
+        "train_micro_batch_size_per_gpu": lay.mbs,
+        "gradient_accumulation_steps": lay.num_microbatches,
+        "optimizer": {"type": OPTIMIZER[train.optimizer], "params": {"lr": 3.0e-4}},
+        "gradient_clipping": 1.0,
+        "zero_optimization": zero,
+        PRECISION_KEY[train.precision]: {"enabled": True},
+        "steps_per_print": 10,
+    }
+    if lay.recompute != "none":
+        cfg["activation_checkpointing"] = {"partition_activations": False, "contiguous_memory_optimization": False,
+                                           "cpu_checkpointing": False, "number_checkpoints": None,
+                                           "synchronize_checkpoint_boundary": False, "profile": False}
+    if lay.pp > 1:
+        cfg["pipeline"] = {"stages": lay.pp, "partition": "uniform",
+                           "activation_checkpoint_interval": 1 if lay.recompute != "none" else 0}
+    return cfg
+
+
+def hostfile(plan: ExportPlan) -> str:
+    head = comment_block(header_lines(plan, TARGET) + [
+        "EDIT: node-0 ... are placeholders; put your hosts' names (one line each, slots = GPUs per node)."])
+    return head + "".join(f"node-{i} slots={plan.gpus_per_node}\n" for i in range(plan.nodes))
+
+
+def train_args(plan: ExportPlan) -> list:
+    """Arguments for the user's training script: the plan in clearly named flags."""
+    lay = plan.layout
+    return ["--deepspeed", "--deepspeed_config", Raw('"$HERE/ds_config.json"'),
+            "--model-name", plan.model.name, "--seq-length", plan.seq,
+            "--pipeline-stages", lay.pp, "--recompute", lay.recompute,
+            "--parplan-layout", layout_string(lay)]
+
+
+def launcher(plan: ExportPlan) -> str:
+    body = (
+        'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
+        "# EDIT: TRAIN_SCRIPT is your DeepSpeed training script (it must accept --deepspeed_config).\n"
+        'TRAIN_SCRIPT="${TRAIN_SCRIPT:-train.py}"\n'
+        f"# Run on the first host of the hostfile; DeepSpeed starts the other {plan.nodes - 1} over ssh.\n"
+    )
+    words = ["deepspeed", "--hostfile", Raw('"$HERE/hostfile"'), "--num_nodes", plan.nodes,
+             "--num_gpus", plan.gpus_per_node, "--master_addr", Raw('"${MASTER_ADDR:-node-0}"'),
+             "--master_port", Raw('"${MASTER_PORT:-29500}"'), Raw('"$TRAIN_SCRIPT"')] + train_args(plan)
+    return script(plan, TARGET, body + command(words))
+
+
+def notes(plan: ExportPlan) -> str:
+    lay = plan.layout
+    lines = header_lines(plan, TARGET) + [
+        "",
+        f"{CONFIG}: train_batch_size {plan.train.global_batch_size} = micro {lay.mbs} x gradient accumulation "
+        f"{lay.num_microbatches} x data parallel {lay.dp}.",
+        f"ZeRO stage {lay.zero}, offload off; pipeline stages {lay.pp} (partition uniform)."
+        if lay.pp > 1 else f"ZeRO stage {lay.zero}, offload off; no pipeline section (pp=1).",
+        f"recompute={lay.recompute}: " + (
+            "activation_checkpointing configures deepspeed.checkpointing, which the model code must call "
+            "on every transformer layer (full) or only the attention core (selective)."
+            if lay.recompute != "none" else "no activation checkpointing."),
+        f"{HOSTFILE}: placeholder host names node-0..node-{plan.nodes - 1}; replace them (EDIT).",
+        f"{SCRIPT}: the deepspeed launcher command; TRAIN_SCRIPT is your training script (EDIT).",
+        "The optimizer learning rate in ds_config.json (3e-4) is a placeholder (EDIT).",
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
+    """{file name: (text, mode)}; raises ExportRefused."""
+    refusal(plan)
+    return {CONFIG: (json.dumps(ds_config(plan), indent=2) + "\n", 0o666),
+            HOSTFILE: (hostfile(plan), 0o666),
+            SCRIPT: (launcher(plan), 0o777),
+            NOTES: (notes(plan), 0o666)}

@@ -1,0 +1,269 @@
+"""Read a Megatron-LM launch script or argument file back into parplan's vocabulary.
+
+Source: shared/reference/launch_formats.md, section "Megatron-LM" (flag names and meanings: the
+inverse of planner.exporters.megatron's mapping tables). Megatron's defaults apply to flags left
+out: dropout on, gelu, LayerNorm, learned positions, tied embeddings, biases, expert tensor
+parallel size = tensor parallel size, and fp32 main gradients with --bf16 unless
+--grad-reduce-in-bf16. Used by planner.native (parplan check) and planner.exporters.validate.
+Every bad value raises UserError naming the flag and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from planner.errors import UserError
+from planner.exporters.megatron import NORM, POSITION, SWITCHES, ZERO_FSDP
+from planner.exporters.shellread import (
+    find_launch, flag_dict, parse_flags, read_script, split_at_script,
+)
+
+NORM_BACK = {v: k for k, v in NORM.items()}
+POSITION_BACK = {v: k for k, v in POSITION.items()}
+FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
+VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                 "--pipeline-model-parallel-layout")
+
+
+@dataclass
+class MegatronArgs:
+    """Flags given to pretrain_gpt.py, the torchrun options before it, and the script's environment."""
+
+    pairs: list = field(default_factory=list)
+    torchrun: Optional[list[str]] = None
+    env: dict = field(default_factory=dict)
+
+    @property
+    def flags(self) -> dict:
+        return flag_dict(self.pairs)
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+    def str(self, flag: str, default: Optional[str] = None) -> Optional[str]:
+        value = self.flags.get(flag, default)
+        return default if value is None and flag not in self.flags else value
+
+    def int(self, flag: str, default: Optional[int] = None, minimum: int = 1) -> Optional[int]:
+        if flag not in self.flags:
+            return default
+        value = self.flags[flag]
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise UserError(f"{flag} {value!r}: expected a whole number") from None
+        if number < minimum:
+            raise UserError(f"{flag} {number}: must be at least {minimum}")
+        return number
+
+    def require_int(self, flag: str) -> int:
+        if flag not in self.flags:
+            raise UserError(f"{flag} is missing (Megatron needs it)")
+        return self.int(flag)
+
+
+def read_megatron(text: str) -> MegatronArgs:
+    """The first launch of a .py script (torchrun or python), or every flag of an argument file."""
+    sh = read_script(text)
+    for launcher in ("torchrun", "python", "python3"):
+        for argv in find_launch(sh, launcher):
+            opts, script, args = split_at_script(argv)
+            if script is not None:
+                return MegatronArgs(parse_flags(args, SWITCHES), opts if launcher == "torchrun" else None, sh.env)
+    words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
+    return MegatronArgs(parse_flags(words, SWITCHES), None, sh.env)
+
+
+def model_data(a: MegatronArgs) -> dict:
+    """ModelSpec fields from the shape flags."""
+    heads = a.require_int("--num-attention-heads")
+    hidden = a.require_int("--hidden-size")
+    data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
+            "vocab_size": a.require_int("--vocab-size"), "seq_length": seq_length(a),
+            "activation": "swiglu" if a.has("--swiglu") else "gelu",
+            "norm": _choice(a, "--normalization", NORM_BACK, "LayerNorm"),
+            "position_embedding": _choice(a, "--position-embedding-type", POSITION_BACK, "learned_absolute"),
+            "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
+            "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
+            "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout"))}
+    data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
+    for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
+        if a.has(flag):
+            data[key] = a.int(flag)
+    if a.has("--group-query-attention"):
+        data["num_kv_heads"] = a.int("--num-query-groups", 1)
+    return {**data, **moe_data(a, data["num_layers"])}
+
+
+def seq_length(a: MegatronArgs) -> int:
+    seq = a.int("--seq-length")
+    if seq is None:
+        raise UserError("--seq-length is missing (Megatron needs it for GPT training)")
+    return seq
+
+
+def _choice(a: MegatronArgs, flag: str, table: dict, default: str) -> str:
+    value = a.str(flag, default)
+    if value not in table:
+        raise UserError(f"{flag} {value!r}: parplan knows {', '.join(table)}")
+    return table[value]
+
+
+def _zero(a: MegatronArgs, flag: str) -> bool:
+    try:
+        return a.has(flag) and float(a.str(flag)) == 0.0
+    except (TypeError, ValueError):
+        raise UserError(f"{flag} {a.str(flag)!r}: expected a number") from None
+
+
+def moe_data(a: MegatronArgs, layers: int) -> dict:
+    experts = a.int("--num-experts", 0, minimum=0)
+    if not experts:
+        return {}
+    data = {"num_experts": experts, "top_k": a.int("--moe-router-topk", 2)}
+    if a.has("--moe-ffn-hidden-size"):
+        data["moe_ffn_hidden_size"] = a.int("--moe-ffn-hidden-size")
+    data["first_k_dense_layers"] = dense_prefix(a.str("--moe-layer-freq", "1"), layers)
+    shared = a.int("--moe-shared-expert-intermediate-size", 0, minimum=0)
+    if shared:
+        width = data.get("moe_ffn_hidden_size") or a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size")
+        if shared % width:
+            raise UserError(f"--moe-shared-expert-intermediate-size {shared}: not a multiple of the expert width {width}")
+        data["num_shared_experts"] = shared // width
+    if a.has("--moe-expert-capacity-factor"):
+        try:
+            data["capacity_factor"] = float(a.str("--moe-expert-capacity-factor"))
+        except (TypeError, ValueError):
+            raise UserError(f"--moe-expert-capacity-factor {a.str('--moe-expert-capacity-factor')!r}: "
+                            "expected a number") from None
+    return data
+
+
+def dense_prefix(freq: str, layers: int) -> int:
+    """First-k-dense from --moe-layer-freq: 1, or a pattern "([0]*k+[1]*n)" (other patterns refused)."""
+    text = str(freq).replace(" ", "")
+    if text == "1":
+        return 0
+    m = re.fullmatch(r"\(?\[0\]\*(\d+)\+\[1\]\*(\d+)\)?", text)
+    if not m or int(m.group(1)) + int(m.group(2)) != layers:
+        raise UserError(f"--moe-layer-freq {freq!r}: parplan reads only 1 or '([0]*K+[1]*N)' with K+N = "
+                        f"--num-layers ({layers})")
+    return int(m.group(1))
+
+
+# ---- layout and training ------------------------------------------------------------------------
+
+def layout_data(a: MegatronArgs, model: dict) -> dict:
+    """Layout fields from the parallel, memory, recompute and batch flags (dp left to be derived)."""
+    tp = a.int("--tensor-model-parallel-size", 1)
+    pp = a.int("--pipeline-model-parallel-size", 1)
+    moe = bool(model.get("num_experts"))
+    data = {"tp": tp, "pp": pp, "cp": a.int("--context-parallel-size", 1),
+            "ep": a.int("--expert-model-parallel-size", 1),
+            "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
+            "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
+            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size")}
+    stages, vpp = stage_split(a, model["num_layers"], pp)
+    data["vpp"] = vpp
+    if stages is not None:
+        data["stage_layers"] = stages
+    return data
+
+
+def zero_stage(a: MegatronArgs) -> int:
+    if a.has("--use-megatron-fsdp"):
+        strategy = a.str("--data-parallel-sharding-strategy", "optim_grads_params")
+        if strategy not in FSDP_BACK:
+            raise UserError(f"--data-parallel-sharding-strategy {strategy!r}: expected one of {', '.join(FSDP_BACK)}")
+        return max(FSDP_BACK[strategy], 1 if a.has("--use-distributed-optimizer") else 0)
+    return 1 if a.has("--use-distributed-optimizer") else 0
+
+
+def recompute(a: MegatronArgs) -> str:
+    granularity = a.str("--recompute-granularity", None)
+    if granularity in (None, "selective", "full"):
+        return granularity or "none"
+    raise UserError(f"--recompute-granularity {granularity!r}: expected full or selective")
+
+
+def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int]:
+    """(layers per pipeline rank or None for an even split, virtual stages per rank)."""
+    given = [f for f in VIRTUAL_FLAGS if a.has(f)]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)}: Megatron accepts only one of them")
+    if a.has("--pipeline-model-parallel-layout"):
+        return layout_stages(a.str("--pipeline-model-parallel-layout"), layers, pp)
+    vpp = 1
+    if a.has("--num-layers-per-virtual-pipeline-stage"):
+        per = a.int("--num-layers-per-virtual-pipeline-stage")
+        if layers % pp or (layers // pp) % per:
+            raise UserError(f"--num-layers-per-virtual-pipeline-stage {per}: layers per pipeline rank "
+                            f"({layers}/{pp}) must be a whole multiple of it")
+        vpp = layers // pp // per
+    elif a.has("--num-virtual-stages-per-pipeline-rank"):
+        vpp = a.int("--num-virtual-stages-per-pipeline-rank")
+    return uneven_stages(a, layers, pp), vpp
+
+
+def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
+    first = a.int("--decoder-first-pipeline-num-layers")
+    last = a.int("--decoder-last-pipeline-num-layers")
+    if first is None and last is None:
+        return None
+    rest = layers - (first or 0) - (last or 0)
+    middle = pp - (first is not None) - (last is not None)
+    if bool(rest) != bool(middle) or (middle and rest % middle) or rest < 0:
+        raise UserError(f"--decoder-first-pipeline-num-layers {first}, --decoder-last-pipeline-num-layers {last}: "
+                        f"the other {rest} layers do not split evenly over {middle} middle stages (pp={pp})")
+    inner = [rest // middle] * middle if middle else []
+    return ([first] if first is not None else []) + inner + ([last] if last is not None else [])
+
+
+def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
+    """Per-rank layer counts and vpp from a --pipeline-model-parallel-layout string."""
+    flat = text.replace(",", "").replace(" ", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        flat = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), flat)
+    chunks = flat.split("|")
+    bad = set(flat) - set("ELtm|")
+    if bad or len(chunks) % pp or flat.count("E") != 1 or flat.count("L") != 1 or not chunks[0].startswith("E") \
+            or not chunks[-1].endswith("L") or flat.count("t") != layers:
+        raise UserError(f"--pipeline-model-parallel-layout {text!r}: needs E first, L last, {layers} t's and a "
+                        f"multiple of pp={pp} stages separated by '|'")
+    vpp = len(chunks) // pp
+    return [sum(chunks[v * pp + r].count("t") for v in range(vpp)) for r in range(pp)], vpp
+
+
+def train_data(a: MegatronArgs) -> dict:
+    """TrainSpec fields (global batch may be absent: Megatron then uses micro * dp)."""
+    if a.has("--bf16") and a.has("--fp16"):
+        raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
+    if not (a.has("--bf16") or a.has("--fp16")):
+        raise UserError("neither --bf16 nor --fp16 is given: parplan models 16-bit mixed-precision training")
+    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else "fp16")
+    optimizer = a.str("--optimizer", "adam")
+    if optimizer not in ("adam", "sgd"):
+        raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
+    grad = None
+    if a.has("--accumulate-allreduce-grads-in-fp32") or (a.has("--bf16") and not a.has("--grad-reduce-in-bf16")):
+        grad = "fp32"  # Megatron's default with --bf16: fp32 main gradients
+    data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad,
+            "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
+            "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce")}
+    if a.has("--global-batch-size"):
+        data["global_batch_size"] = a.int("--global-batch-size")
+    return data
+
+
+def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[int]]:
+    """(nodes, GPUs per node) from torchrun options, when they are literal numbers."""
+    if not opts:
+        return None, None
+    flags = flag_dict(parse_flags(opts))
+    nodes = flags.get("--nnodes") or flags.get("--nnode")
+    per = flags.get("--nproc-per-node") or flags.get("--nproc_per_node")
+    nodes_n = int(nodes.split(":")[-1]) if nodes and re.fullmatch(r"\d+(:\d+)?", nodes) else None
+    per_n = int(per) if per and per.isdigit() else None
+    return nodes_n, per_n

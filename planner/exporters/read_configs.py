@@ -1,0 +1,197 @@
+"""Pure readers of DeepSpeed JSON and torchtitan 0.2.x TOML settings (no spec loading), for planner.native.
+
+Source: shared/reference/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
+* DP, "auto" is not DeepSpeed's, ZeRO < 2 with pipeline stages, offload devices) and section "torchtitan"
+(the degree keys, dp_shard -1 = the rest, the stage split of torchtitan's generate_llm_fqn_per_model_part).
+Every problem is a UserError naming the key and its value.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+from planner.errors import UserError
+
+TT_SCHEDULES_SINGLE = {"1F1B": "1f1b", "GPipe": "gpipe"}
+TT_SCHEDULES_LOOPED = {"Interleaved1F1B": "interleaved"}
+
+
+def _ds_int(cfg: dict, key: str, path: Path, section: str = "") -> Optional[int]:
+    value = cfg.get(key)
+    name = f"{section}.{key}" if section else key
+    if value is None:
+        return None
+    if value == "auto":
+        raise UserError(f"{path}: {name}=\"auto\" is a Hugging Face Trainer convention; plain DeepSpeed needs a number")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UserError(f"{path}: {name}={value!r} must be a whole number")
+    return value
+
+
+def ds_pipeline(cfg: dict, path: Path) -> int:
+    pipe = cfg.get("pipeline")
+    if pipe is None:
+        return 1
+    if not isinstance(pipe, dict):
+        raise UserError(f"{path}: pipeline={pipe!r} must be a section (mapping)")
+    return max(_ds_int(pipe, "stages", path, "pipeline") or 1, 1)
+
+
+def ds_zero(cfg: dict, path: Path, pp: int) -> int:
+    zero = cfg.get("zero_optimization") or {}
+    if not isinstance(zero, dict):
+        raise UserError(f"{path}: zero_optimization={zero!r} must be a section (mapping)")
+    stage = _ds_int(zero, "stage", path, "zero_optimization") or 0
+    if stage > 3:
+        raise UserError(f"{path}: zero_optimization.stage={stage} must be 0, 1, 2 or 3")
+    for key in ("offload_optimizer", "offload_param"):
+        device = (zero.get(key) or {}).get("device", "none") if isinstance(zero.get(key), dict) else "none"
+        if device not in ("none", None):
+            raise UserError(f"{path}: zero_optimization.{key}.device={device!r}: offloading is not modelled by parplan")
+    if stage >= 2 and pp > 1:
+        raise UserError(f"{path}: zero_optimization.stage={stage} with pipeline.stages={pp}: DeepSpeed's pipeline "
+                        "engine needs stage 0 or 1")
+    return stage
+
+
+def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
+    """(micro, GAS, train_batch_size) from any two of them; the third must agree exactly."""
+    micro = _ds_int(cfg, "train_micro_batch_size_per_gpu", path)
+    gas = _ds_int(cfg, "gradient_accumulation_steps", path)
+    total = _ds_int(cfg, "train_batch_size", path)
+    if micro is None and gas is None and total is None:
+        raise UserError(f"{path}: give at least train_batch_size or train_micro_batch_size_per_gpu")
+    if total is None:
+        micro, gas = micro or 1, gas or 1
+        total = micro * gas * dp
+    elif micro is None:
+        gas = gas or 1
+        micro, rest = divmod(total, gas * dp)
+        if rest or micro < 1:
+            raise UserError(f"{path}: train_batch_size={total} is not divisible by gradient_accumulation_steps*DP="
+                            f"{gas}*{dp}")
+    elif gas is None:
+        gas, rest = divmod(total, micro * dp)
+        if rest or gas < 1:
+            raise UserError(f"{path}: train_batch_size={total} is not divisible by train_micro_batch_size_per_gpu*DP="
+                            f"{micro}*{dp}")
+    if total != micro * gas * dp:
+        raise UserError(f"{path}: train_batch_size={total} but train_micro_batch_size_per_gpu * "
+                        f"gradient_accumulation_steps * DP = {micro}*{gas}*{dp} = {micro * gas * dp}")
+    return micro, gas, total
+
+
+def ds_precision(cfg: dict, path: Path) -> str:
+    on = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") is True]
+    if len(on) != 1:
+        raise UserError(f"{path}: exactly one of bf16.enabled / fp16.enabled must be true (got {on or 'neither'}); "
+                        "parplan models 16-bit mixed precision")
+    return on[0]
+
+
+def ds_optimizer(cfg: dict, path: Path) -> str:
+    opt = cfg.get("optimizer")
+    name = str(opt.get("type", "adam")).lower() if isinstance(opt, dict) else "adam"
+    if "adam" in name:
+        return "adam"
+    if name == "sgd":
+        return "sgd"
+    raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
+
+
+def section(cfg: dict, name: str, path: Path) -> dict:
+    value = cfg.get(name, {})
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: [{name}] must be a table")
+    return value
+
+
+def tt_int(section: dict, key: str, path: Path, default: int, name: str = "parallelism", minimum: int = 1) -> int:
+    value = section.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise UserError(f"{path}: {name}.{key}={value!r} must be a whole number >= {minimum}")
+    return value
+
+
+def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int]:
+    degrees = {k: tt_int(par, f"{k}_degree", path, 1) for k in
+               ("tensor_parallel", "context_parallel", "pipeline_parallel", "expert_parallel",
+                "data_parallel_replicate")}
+    tp, cp, pp, ep, rep = (degrees[k] for k in ("tensor_parallel", "context_parallel", "pipeline_parallel",
+                                                 "expert_parallel", "data_parallel_replicate"))
+    shard = tt_int(par, "data_parallel_shard_degree", path, -1, minimum=-1)
+    if shard == -1:
+        shard = world // (rep * cp * tp * pp)
+    if shard < 1 or rep * shard * cp * tp * pp != world:
+        raise UserError(f"{path}: data_parallel_replicate*shard*cp*tp*pp = {rep}*{shard}*{cp}*{tp}*{pp} must equal "
+                        f"the {world} GPUs")
+    if rep > 1 and shard > 1:
+        raise UserError(f"{path}: HSDP (data_parallel_replicate_degree={rep} with data_parallel_shard_degree={shard}) "
+                        "is not modelled by parplan")
+    reshard = par.get("fsdp_reshard_after_forward", "default")
+    zero = {"never": 2, "always": 3}.get(reshard, 3 if shard > 1 else 0)
+    lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
+    if pp > 1:
+        lay.update(_tt_stages(par, path, layers, pp))
+    return lay, rep * shard
+
+
+def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
+    name = par.get("pipeline_parallel_schedule", "1F1B")
+    if name not in TT_SCHEDULES_SINGLE and name not in TT_SCHEDULES_LOOPED:
+        raise UserError(f"{path}: parallelism.pipeline_parallel_schedule={name!r}: parplan models "
+                        f"{', '.join([*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])}")
+    first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0)
+    last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0)
+    per = par.get("pipeline_parallel_layers_per_stage")
+    if per is None:
+        stages = pp * (1 if name in TT_SCHEDULES_SINGLE else 2)
+    else:
+        stages = math.ceil((layers + first + last) / tt_int(par, "pipeline_parallel_layers_per_stage", path, 1))
+    if stages % pp:
+        raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
+    counts = titan_split(stages, layers, first, last)
+    vpp = stages // pp
+    per_rank = [sum(counts[v * pp + r] for v in range(vpp)) for r in range(pp)]
+    schedule = TT_SCHEDULES_SINGLE.get(name) or TT_SCHEDULES_LOOPED[name]
+    return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
+
+
+def titan_split(stages: int, layers: int, first: int, last: int) -> list[int]:
+    """Transformer layers per virtual stage as torchtitan's generate_llm_fqn_per_model_part assigns them."""
+    effective = layers + first + last
+    per, extra = divmod(effective, stages)
+    counts, left = [], layers
+    for i in range(stages):
+        n = per + (1 if i < extra else 0) - (first if i == 0 else 0) - (last if i == stages - 1 else 0)
+        n = max(0, min(n, left))
+        counts.append(n)
+        left -= n
+    return counts
+
+
+def tt_recompute(cfg: dict, path: Path) -> str:
+    mode = section(cfg, "activation_checkpoint", path).get("mode", "selective")
+    if mode not in ("none", "selective", "full"):
+        raise UserError(f"{path}: activation_checkpoint.mode={mode!r}: parplan models none, selective and full")
+    return mode
+
+
+def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
+    keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    values = [_ds_int(cfg, k, path) for k in keys]
+    if None in values or not values[1] or not values[2] or values[0] % (values[1] * values[2]):
+        return None
+    return values[0] // (values[1] * values[2]) * pp
+
+
+def tt_world(par: dict, path: Path) -> Optional[int]:
+    keys = ("data_parallel_replicate", "data_parallel_shard", "context_parallel", "tensor_parallel",
+            "pipeline_parallel")
+    shard = tt_int(par, "data_parallel_shard_degree", path, -1, minimum=-1)
+    if shard == -1:
+        return None
+    return math.prod(tt_int(par, f"{k}_degree", path, 1, minimum=-1 if k == "data_parallel_shard" else 1)
+                     for k in keys)

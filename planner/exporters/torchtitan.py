@@ -1,0 +1,159 @@
+"""torchtitan exporter: `launch_torchtitan.sh` for torchtitan 0.3.0 and `torchtitan_0.2.toml` for 0.2.x.
+
+Source: shared/reference/launch_formats.md, section "torchtitan" (0.3.0: `--module/--config` plus
+`--section.key value` overrides and the `activation-checkpoint:` subcommand, `--training.disable_cuda_graphs`
+with PP > 1; 0.2.x: a TOML job file; the degree, batch and sequence rules) and section "torchrun".
+Choices documented in the files and in docs/exporters.md:
+- data parallel: zero 0 -> data_parallel_replicate_degree = dp (DDP); zero >= 1 -> data_parallel_shard_degree
+  = dp (FSDP2) with fsdp_reshard_after_forward "never" for zero 1/2 (gradients and optimizer states sharded,
+  parameters kept after forward: no more memory than ZeRO-1 needs) and "always" for zero 3.
+  torchtitan has no ZeRO-1 proper; plain DDP would use more memory than the plan predicts.
+- batch: with PP > 1 torchtitan splits training.local_batch_size into pipeline micro-batches, so
+  local = mbs * num_microbatches; without PP it accumulates gradients, so local = mbs and
+  global / (local * dp) = num_microbatches.
+- stages: only uniform splits (pipeline_parallel_layers_per_stage, with the embedding and output not
+  counted as layers: first/last_stage_less_layers = 0).
+"""
+
+from __future__ import annotations
+
+from planner.exporters.common import (
+    ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
+)
+
+TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
+TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
+SCRIPT, TOML = "launch_torchtitan.sh", "torchtitan_0.2.toml"
+
+SCHEDULE = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe"}
+AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
+# (layers, hidden) of torchtitan's llama3 registry -> (module, 0.3.0 config function, 0.2.x flavor)
+LLAMA3 = {(32, 4096): ("llama3", "llama3_8b", "8B"), (80, 8192): ("llama3", "llama3_70b", "70B"),
+          (126, 16384): ("llama3", "llama3_405b", "405B")}
+
+
+def known_model(plan: ExportPlan):
+    """torchtitan's own config for this model shape, or None."""
+    m = plan.model
+    llama = (m.activation, m.norm, m.position_embedding, m.vocab_size, m.is_moe) == \
+        ("swiglu", "rmsnorm", "rope", 128256, False)
+    return LLAMA3.get((m.num_layers, m.hidden_size)) if llama else None
+
+
+def refusal(plan: ExportPlan) -> None:
+    lay, train, why = plan.layout, plan.train, []
+    if lay.pp > 1 and not plan.uniform_stages:
+        why.append(f"stage_layers={lay.stage_layers}: torchtitan splits layers evenly "
+                   "(pipeline_parallel_layers_per_stage); a hand split needs module_fqns_per_model_part with the "
+                   "model's module names")
+    if lay.etp > 1:
+        why.append(f"etp={lay.etp}: torchtitan 0.3.0 has no expert tensor parallelism (0.2.x only etp = tp)")
+    if train.precision != "bf16":
+        why.append(f"precision={train.precision}: torchtitan trains in bf16 mixed precision "
+                   "(fp8 needs a float8 model converter chosen in code)")
+    if train.optimizer != "adam":
+        why.append(f"optimizer={train.optimizer}: torchtitan offers Adam/AdamW only")
+    shard, _, _ = data_parallel(plan)
+    if plan.model.is_moe and (shard * lay.cp * lay.tp) % lay.ep:
+        why.append(f"ep={lay.ep}: torchtitan takes experts from dp_shard*cp*tp={shard}*{lay.cp}*{lay.tp}, "
+                   "which it does not divide")
+    if why:
+        raise ExportRefused("torchtitan: " + "; ".join(why))
+
+
+def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:
+    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward)."""
+    lay = plan.layout
+    if lay.zero == 0:
+        return 1, lay.dp, "default"
+    return lay.dp, 1, "always" if lay.zero == 3 else "never"
+
+
+def local_batch(plan: ExportPlan) -> int:
+    lay = plan.layout
+    return lay.mbs * lay.num_microbatches if lay.pp > 1 else lay.mbs
+
+
+def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
+    """Section -> [(key, value)], shared by both versions."""
+    lay = plan.layout
+    shard, replicate, reshard = data_parallel(plan)
+    par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard),
+           ("fsdp_reshard_after_forward", reshard), ("tensor_parallel_degree", lay.tp),
+           ("context_parallel_degree", lay.cp), ("pipeline_parallel_degree", lay.pp)]
+    if lay.pp > 1:
+        par += [("pipeline_parallel_schedule", SCHEDULE[lay.schedule]),
+                ("pipeline_parallel_layers_per_stage", lay.stage_layers[0] // lay.vpp),
+                ("pipeline_parallel_first_stage_less_layers", 0), ("pipeline_parallel_last_stage_less_layers", 0),
+                ("pipeline_parallel_microbatch_size", lay.mbs)]
+    if plan.model.is_moe:
+        par.append(("expert_parallel_degree", lay.ep))
+    training = [("local_batch_size", local_batch(plan)), ("global_batch_size", plan.train.global_batch_size),
+                ("seq_len", plan.seq), ("mixed_precision_param", "bfloat16")]
+    return {"parallelism": par, "training": training}
+
+
+def ac_args(plan: ExportPlan) -> list:
+    return [f"activation-checkpoint:{AC_MODE[plan.layout.recompute]}"]
+
+
+def launcher(plan: ExportPlan) -> str:
+    known = known_model(plan)
+    module, config = (known[0], known[1]) if known else ("", "")
+    overrides: list = []
+    for section, items in settings(plan).items():
+        for key, value in items:
+            overrides += [f"--{section}.{key}", value]
+    if plan.layout.pp > 1:
+        overrides.append("--training.disable_cuda_graphs")
+    body = (
+        f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
+        "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape.\n"
+        f'TT_MODULE="${{TT_MODULE:-{module}}}"\nTT_CONFIG="${{TT_CONFIG:-{config}}}"\n'
+        'if [ -z "$TT_MODULE" ] || [ -z "$TT_CONFIG" ]; then\n'
+        '    echo "set TT_MODULE and TT_CONFIG to a torchtitan config of this model (none is built in)" >&2\n'
+        "    exit 2\nfi\n"
+        f"NNODES={plan.nodes}\nGPUS_PER_NODE={plan.gpus_per_node}\n"
+        "# Run on every node with MASTER_ADDR = node 0's address and one RDZV_ID per job.\n"
+    )
+    words = ["torchrun", "--nnodes", Raw('"$NNODES"'), "--nproc-per-node", Raw('"$GPUS_PER_NODE"'),
+             "--rdzv-backend", "c10d", "--rdzv-endpoint", Raw('"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}"'),
+             "--rdzv-id", Raw('"${RDZV_ID:-parplan}"'), "-m", "torchtitan.train",
+             "--module", Raw('"$TT_MODULE"'), "--config", Raw('"$TT_CONFIG"')] + overrides + ac_args(plan)
+    return script(plan, TARGET_03, body + command(words), extra_header=notes(plan))
+
+
+def notes(plan: ExportPlan) -> list[str]:
+    lay = plan.layout
+    out = [f"Data parallel: zero={lay.zero} -> " + ("DDP (data_parallel_replicate_degree)" if lay.zero == 0 else
+           "FSDP2 (data_parallel_shard_degree), reshard after forward: " + data_parallel(plan)[2])]
+    if lay.tp > 1 and not lay.sp:
+        out.append("torchtitan always shards activations over TP (sequence parallel); the plan had sp=0, "
+                   "so memory will be lower than predicted.")
+    return out
+
+
+def toml(plan: ExportPlan) -> str:
+    known = known_model(plan)
+    flavor = known[2] if known else "EDIT-ME"
+    head = comment_block(header_lines(plan, TARGET_02) + notes(plan) + [
+        f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
+        f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
+        f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
+    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."]))
+    lay = plan.layout
+    ac = [("mode", AC_MODE[lay.recompute])] + ([("selective_ac_option", "op")] if lay.recompute == "selective" else [])
+    parts = [
+        f"[job]\ndescription = {toml_str(plan.model.name)}\ndump_folder = \"./outputs\"\n",
+        toml_table("model", [("name", "llama3"), ("flavor", flavor)]),
+        toml_table("training", settings(plan)["training"]),
+        toml_table("parallelism", settings(plan)["parallelism"]),
+        toml_table("activation_checkpoint", ac),
+    ]
+    return head + "\n" + "\n".join(parts)
+
+
+def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
+    """{file name: (text, mode)}; raises ExportRefused."""
+    refusal(plan)
+    return {SCRIPT: (launcher(plan), 0o777), TOML: (toml(plan), 0o666)}

@@ -1,0 +1,226 @@
+"""`parplan check` on native launch configs: a Megatron-LM script or argument file, a DeepSpeed JSON,
+or a torchtitan 0.2.x TOML, read into a planner.loading.Problem.
+
+Source: shared/reference/launch_formats.md, sections "Megatron-LM" (flags), "DeepSpeed" (keys and the
+batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0.2.x job file); the
+reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
+--cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
+--model. Every problem is a UserError naming the flag or key and its value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+from planner import loading
+from planner.errors import UserError
+from planner.exporters import megatron_flags as mf
+from planner.exporters import read_configs as rc
+from planner.exporters.read_configs import titan_split  # noqa: F401  (re-exported)
+from planner.exporters.shellread import sbatch_options
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    tomllib = None
+
+__all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
+
+KINDS = ("megatron", "deepspeed", "torchtitan")
+DS_TOP_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+               "zero_optimization"}
+
+
+def detect(path: Path, text: str) -> str:
+    """Which native format `text` is: by suffix first, then by content."""
+    suffix = path.suffix.lower()
+    stripped = text.lstrip()
+    if suffix == ".toml" or (not stripped.startswith("{") and "[parallelism]" in text):
+        return "torchtitan"
+    if suffix == ".json" or stripped.startswith("{"):
+        return "deepspeed"
+    if "--num-layers" in text or "pretrain_gpt" in text:
+        return "megatron"
+    raise UserError(f"{path}: not a plan file, Megatron script/argument file (no --num-layers), DeepSpeed JSON "
+                    "or torchtitan TOML")
+
+
+def is_native(path: Path) -> bool:
+    """True for an existing file that is not a parplan plan file (the CLI's routing for check)."""
+    return path.is_file() and not loading.is_plan_file(str(path))
+
+
+def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int]) -> loading.Problem:
+    """Read a native launch config into specs and a layout (dp derived).
+
+    model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
+    cluster: preset or spec file (always needed); nodes: overrides the cluster's node count (a
+    Megatron script's torchrun --nnodes, or #SBATCH --nodes, is used when given)."""
+    path = Path(path)
+    text = _read_text(path)
+    return load_native_text(text, detect(path, text), model, cluster, nodes, path)
+
+
+def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
+                     path: Path = Path("config")) -> loading.Problem:
+    """load_native on text already read; `model`/`cluster` may also be loaded specs."""
+    if kind == "megatron":
+        return _megatron(path, text, model, cluster, nodes)
+    if kind == "deepspeed":
+        return _deepspeed(path, text, model, cluster, nodes)
+    return _torchtitan(path, text, model, cluster, nodes)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    if len(raw) > loading.MAX_FILE_BYTES:
+        raise UserError(f"{path}: file is {len(raw)} bytes; configs are limited to {loading.MAX_FILE_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file") from None
+
+
+def _need_cluster(cluster, path: Path, kind: str):
+    if not cluster:
+        raise UserError(f"{path}: --cluster is required for a {kind} config: it does not say which GPUs it "
+                        "runs on (e.g. --cluster dgx-h100 [--nodes N])")
+    return cluster
+
+
+def _need_model(model, path: Path, kind: str) -> ModelSpec:
+    if not model:
+        raise UserError(f"{path}: --model is required for a {kind} config: it does not describe the model "
+                        "(a preset such as llama3-8b, a spec file or a Hugging Face config.json)")
+    return _load_model(model)
+
+
+def _load_model(model) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else loading.load_model(model)
+
+
+def _load_cluster(cluster, nodes: Optional[int] = None, gpus: Optional[int] = None) -> ClusterSpec:
+    """A preset name or spec file (str), or an already loaded ClusterSpec, resized."""
+    if isinstance(cluster, ClusterSpec):
+        return loading.resize_cluster(cluster, nodes, gpus)
+    return loading.load_cluster(cluster, nodes, gpus)
+
+
+def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
+             script_nodes: Optional[int] = None, where: str = "") -> ClusterSpec:
+    if nodes is not None and script_nodes is not None and nodes != script_nodes:
+        raise UserError(f"{where}: torchrun --nnodes {script_nodes} but --nodes {nodes}; give one or make them agree")
+    spec = _load_cluster(cluster, nodes if nodes is not None else script_nodes)
+    if per_node is not None and per_node != spec.gpus_per_node:
+        data = spec.model_dump()
+        data["gpus_per_node"] = per_node
+        spec = loading.validate(ClusterSpec, data, f"{where}: cluster with torchrun --nproc-per-node {per_node}")
+    return spec
+
+
+def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str) -> ClusterSpec:
+    """The cluster sized by --nodes, else by the GPU count the config implies, else an error."""
+    if nodes is not None:
+        return _load_cluster(cluster, nodes)
+    base = _load_cluster(cluster)
+    if world is None:
+        raise UserError(f"{path}: give --nodes: the config does not fix the GPU count (it would with {keys})")
+    if world % base.gpus_per_node and world > base.gpus_per_node:
+        raise UserError(f"{path}: the config implies {world} GPUs, not whole {base.gpus_per_node}-GPU nodes of "
+                        f"{base.name!r}; give --nodes")
+    if world < base.gpus_per_node:
+        return _load_cluster(cluster, gpus=world)
+    return _load_cluster(cluster, world // base.gpus_per_node)
+
+
+def _train(data: dict, where: str) -> TrainSpec:
+    return loading.validate(TrainSpec, data, f"{where}: training settings")
+
+
+def _layout(data: dict, where: str) -> Layout:
+    return loading.validate(Layout, data, f"{where}: layout")
+
+
+# ---- Megatron -----------------------------------------------------------------------------------
+
+def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+    args = mf.read_megatron(text)
+    shape = mf.model_data(args)
+    spec = _load_model(model) if model else loading.validate(
+        ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
+    script_nodes, per_node = mf.torchrun_size(args.torchrun)
+    sbatch = sbatch_options(text).get("--nodes", "")
+    if script_nodes is None and sbatch.isdigit():
+        script_nodes = int(sbatch)  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
+    clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path))
+    lay = _layout(mf.layout_data(args, shape), str(path))
+    train = mf.train_data(args)
+    if "global_batch_size" not in train:
+        train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
+    return loading.Problem(spec, clus, _train(train, str(path)), lay)
+
+
+# ---- DeepSpeed ----------------------------------------------------------------------------------
+
+def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
+        raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
+    spec = _need_model(model, path, "DeepSpeed")
+    pp = rc.ds_pipeline(cfg, path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp), path,
+                          "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps")
+    zero = rc.ds_zero(cfg, path, pp)
+    if clus.num_gpus % pp:
+        raise UserError(f"{path}: pipeline.stages={pp} does not divide the {clus.num_gpus} GPUs")
+    dp = clus.num_gpus // pp
+    micro, gas, total = rc.ds_batch(cfg, path, dp)
+    recompute = "full" if cfg.get("activation_checkpointing") is not None else "none"
+    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
+             "optimizer": rc.ds_optimizer(cfg, path)}
+    lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas},
+                  str(path))
+    return loading.Problem(spec, clus, _train(train, str(path)), lay)
+
+
+# ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------
+
+def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+    if tomllib is None:  # pragma: no cover
+        raise UserError("reading TOML needs Python 3.11 or newer (tomllib)")
+    try:
+        cfg = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path}: invalid TOML: {err}") from None
+    spec = _need_model(model, path, "torchtitan")
+    par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, rc.tt_world(par, path), path,
+                          "data_parallel_shard_degree")
+    lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
+    local = rc.tt_int(training, "local_batch_size", path, 8, "training")
+    gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
+    gbs = local * dp if gbs == -1 else gbs
+    lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
+    lay["recompute"] = rc.tt_recompute(cfg, path)
+    train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
+             "precision": "bf16"}
+    return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
+
+
+def describe(kind: str) -> str:
+    """One line on what each native kind needs (for --help texts)."""
+    return {"megatron": "Megatron script/args: --cluster (nodes from torchrun or --nodes)",
+            "deepspeed": "DeepSpeed JSON: --model and --cluster [--nodes]",
+            "torchtitan": "torchtitan 0.2.x TOML: --model and --cluster [--nodes]"}[kind]
