@@ -27,7 +27,7 @@ from planner import listing, loading
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
 from planner.exporters import run_export
-from planner.native import load_native
+from planner.native import is_native, load_native
 from planner.planfile import plan_document, save_plan
 from planner.render import print_estimate, print_plan
 from planner.schema import json_schema
@@ -247,7 +247,7 @@ def check_cmd(
     path = Path(config)
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
-    if loading.is_plan_file(config):
+    if not is_native(path):
         prob = loading.load_plan(path)
         if prob.layout is None:
             raise UserError(f"{config}: a plan file for check needs a 'layout'")

@@ -52,8 +52,19 @@ def detect(path: Path, text: str) -> str:
 
 
 def is_native(path: Path) -> bool:
-    """True for an existing file that is not a parplan plan file (the CLI's routing for check)."""
-    return path.is_file() and not loading.is_plan_file(str(path))
+    """The CLI's routing for check: YAML is always a plan file; JSON is native when it has DeepSpeed's
+    top-level keys and no plan-file keys; anything else (scripts, argument files, TOML) is native.
+    A broken plan file therefore gets the plan loader's precise error."""
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return False
+    if suffix == ".json":
+        try:
+            keys = set(loading.read_mapping(path))
+        except UserError:
+            return False
+        return bool(keys & DS_TOP_KEYS) and not keys & loading.PLAN_KEYS
+    return True
 
 
 def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int]) -> loading.Problem:
