@@ -28,8 +28,11 @@ from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
 from planner.exporters import run_export
 from planner.native import is_native, load_native
-from planner.planfile import plan_document, save_plan
+from planner.htmlreport import render_html
+from planner.planfile import plan_document, save_plan, write_atomic
+from planner.report_data import build as build_report
 from planner.render import print_estimate, print_plan
+from planner.termreport import print_report
 from planner.schema import json_schema
 from planner.search import search
 
@@ -119,6 +122,7 @@ GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or
 GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
 PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
+TOKENS_OPT = typer.Option(None, "--tokens", min=1, help="Token budget: the report gives the days it takes.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
 
 
@@ -171,6 +175,8 @@ def plan_cmd(
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
     export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
     fmt: str = typer.Option("all", "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
+    tokens: Optional[float] = TOKENS_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
 ) -> None:
     """Search every layout for the fastest that fits; exit 1 when nothing fits.
@@ -192,6 +198,9 @@ def plan_cmd(
         save_plan(save, doc, force)
     if export_dir is not None and doc is not None:
         _report_export(run_export(doc, fmt, export_dir, force))
+    if report is not None and doc is not None:
+        write_atomic(report, render_html(build_report(doc, tokens)), force)
+        err.print(f"wrote {report}", highlight=False, soft_wrap=True)
     if as_json:
         _print_json(plan_json(result, reasons))
     else:
@@ -229,6 +238,22 @@ def export_cmd(
 ) -> None:
     """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
     _report_export(run_export(loading.read_mapping(plan), fmt, out_dir, force))
+
+
+@app.command("report")
+@user_errors
+def report_cmd(
+    plan: Path = typer.Argument(..., help="Plan file written by `plan --save`."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file; without it, print to the terminal."),
+    tokens: Optional[float] = TOKENS_OPT,
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing HTML file."),
+) -> None:
+    """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown."""
+    data = build_report(loading.read_mapping(plan), tokens)
+    if output is None:
+        return print_report(data, out)
+    write_atomic(output, render_html(data), force)
+    err.print(f"wrote {output}", highlight=False, soft_wrap=True)
 
 
 @app.command("check")

@@ -1,0 +1,85 @@
+"""What a report shows, computed once from a plan document: the estimate, per-stage times, the
+pipeline timelines, the device mesh and its groups. Pictures (HTML, terminal) only draw this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from costmodels import comm
+from costmodels.estimate import Estimate, estimate
+from costmodels.layout import resolve_layout
+from costmodels.schedule_timeline import Block, simulate
+from costmodels.timing import make_context, stage_time
+from planner.explain import layout_text
+from planner.loading import problem_from_plan
+
+MAX_DRAWN_MICROBATCHES = 24
+EXPECTED_ERROR = [  # docs/accuracy.md (benchmarks/accuracy.py), mean / max absolute step-time error
+    ("Narayanan et al. 2021 Table 1, A100, 32-3,072 GPUs (never fitted)", "5.3%", "9.7%"),
+    ("vTrain multi-node Megatron runs, A100, up to 512 GPUs", "8.3%", "45%"),
+    ("vTrain single-node Megatron runs, A100", "8.0%", "33%"),
+    ("Megatron-Core weak scaling, H100 (fitted)", "3.9%", "18%"),
+]
+
+
+@dataclass
+class ReportData:
+    """Everything the pictures need."""
+
+    title: str
+    sentence: str
+    plan: Estimate
+    alternatives: list[Estimate]
+    reasons: list[str]
+    timelines: dict[str, list[Block]]  # schedule name -> blocks (the chosen one first)
+    drawn_microbatches: int
+    groups: list[tuple[str, int, int, bool]]  # (name, size, stride, crosses nodes)
+    gpus_per_node: int
+    num_nodes: int
+    days: Optional[float]
+
+
+def _timelines(model, cluster, train, lay) -> tuple[dict[str, list[Block]], int]:
+    ctx = make_context(model, cluster, train, lay)
+    stage_s = [stage_time(ctx, i).total_s for i in range(lay.pp)]
+    m = min(lay.num_microbatches, MAX_DRAWN_MICROBATCHES)
+    if lay.vpp > 1:
+        m = max(lay.pp, m - m % lay.pp)
+    chosen = lay.schedule
+    out = {chosen: simulate(chosen, stage_s, m, lay.vpp)}
+    for other in ("1f1b", "gpipe"):
+        if other != chosen:
+            out[other] = simulate(other, stage_s, m, 1)
+    return out, m
+
+
+def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
+    strides = {"tp": 1, "cp": lay.tp, "dp": lay.tp * lay.cp, "pp": lay.tp * lay.cp * lay.dp}
+    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
+    return [(k, sizes[k], strides[k], comm.ranks_per_node(sizes[k], strides[k], gpus_per_node) < sizes[k])
+            for k in ("tp", "cp", "dp", "pp") if sizes[k] > 1]
+
+
+def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
+    """Re-estimate the plan document's layout and gather what the pictures show."""
+    prob = problem_from_plan(doc, "plan")
+    model, cluster, train = prob.model, prob.cluster, prob.train
+    plan = estimate(model, cluster, train, prob.layout)
+    lay = resolve_layout(model, cluster, train, prob.layout)
+    timelines, drawn = _timelines(model, cluster, train, lay)
+    alternatives = [Estimate.model_validate(a) for a in doc.get("alternatives", [])]
+    t, mem = plan.throughput, plan.memory
+    sentence = (f"{model.name} on {cluster.num_gpus:,} x {cluster.gpu_profile.name}: {layout_text(plan.layout)}, "
+                f"peak {mem.peak_bytes / 2**30:.1f} of {mem.usable_bytes / 2**30:.1f} GiB, step "
+                f"{plan.time.step_s:.2f} s, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
+    days = tokens / t.tokens_per_s / 86400 if tokens else None
+    return ReportData(f"parplan: {model.name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
+                      list(doc.get("reasons", [])), timelines, drawn, _groups(lay, cluster.gpus_per_node),
+                      cluster.gpus_per_node, cluster.num_nodes, days)
+
+
+def rank_coordinates(rank: int, lay) -> dict[str, int]:
+    """Megatron rank order: tp innermost, then cp, dp, pp outermost."""
+    return {"tp": rank % lay.tp, "cp": rank // lay.tp % lay.cp, "dp": rank // (lay.tp * lay.cp) % lay.dp,
+            "pp": rank // (lay.tp * lay.cp * lay.dp)}

@@ -1,0 +1,76 @@
+"""The report's essentials in the terminal, under 100 columns: summary, memory bars per stage,
+the pipeline timeline in block characters, the step-time breakdown."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from planner.report_data import ReportData
+
+GIB = 2**30
+WIDTH = 72
+MEMORY_PARTS = [("weights_bytes", "w", "blue"), ("grads_bytes", "g", "yellow"), ("optimizer_bytes", "o", "red"),
+                ("activations_bytes", "a", "cyan"), ("other_bytes", "x", "magenta")]
+COLORS = ["blue", "yellow", "red", "cyan", "green", "magenta", "bright_blue", "bright_red", "bright_green", "white"]
+
+
+def memory_bars(d: ReportData) -> list[Text]:
+    """One bar per stage (at most 16, evenly picked), scaled to HBM, with the usable line as '|'."""
+    mem = d.plan.memory
+    scale = WIDTH / mem.hbm_bytes
+    stages = mem.stages if len(mem.stages) <= 16 else mem.stages[:: max(1, len(mem.stages) // 16)]
+    out = []
+    for s in stages:
+        line = Text(f"stage {s.stage:>3} ")
+        for key, ch, color in MEMORY_PARTS:
+            line.append(ch * round(getattr(s, key) * scale), style=color)
+        cut = round(mem.usable_bytes * scale)
+        pad = max(0, cut - (len(line) - 10))
+        line.append(" " * pad + "|" + f" {s.total_bytes / GIB:.1f} GiB")
+        out.append(line)
+    return out
+
+
+def timeline_rows(d: ReportData) -> list[Text]:
+    """The chosen schedule: one row per stage (at most 16), micro-batch digits, idle as '.'."""
+    name, blocks = next(iter(d.timelines.items()))
+    end = max(b.end_s for b in blocks)
+    ranks = 1 + max(b.rank for b in blocks)
+    rows = [[(".", "dim")] * WIDTH for _ in range(ranks)]
+    for b in blocks:
+        lo, hi = int(b.start_s / end * WIDTH), max(int(b.start_s / end * WIDTH) + 1, int(b.end_s / end * WIDTH))
+        for col in range(lo, min(hi, WIDTH)):
+            rows[b.rank][col] = (str(b.microbatch % 10), ("bold " if b.kind == "F" else "") + COLORS[b.microbatch % 10])
+    picked = range(ranks) if ranks <= 16 else range(0, ranks, max(1, ranks // 16))
+    out = []
+    for r in picked:
+        line = Text(f"stage {r:>3} ")
+        for ch, style in rows[r]:
+            line.append(ch, style=style)
+        out.append(line)
+    return out
+
+
+def breakdown_bar(d: ReportData) -> Text:
+    """The step time as one bar, a letter per part."""
+    t, line = d.plan.time, Text("step      ")
+    parts = [("compute_s", "C"), ("recompute_s", "R"), ("bubble_s", "b"), ("tp_comm_s", "T"), ("cp_comm_s", "X"),
+             ("ep_comm_s", "E"), ("pp_comm_s", "P"), ("dp_comm_exposed_s", "D"), ("optimizer_s", "O")]
+    for k, (key, ch) in enumerate(parts):
+        line.append(ch * round(getattr(t, key) / t.step_s * WIDTH), style=COLORS[k])
+    return line
+
+
+def print_report(d: ReportData, console: Console) -> None:
+    """Everything, in order."""
+    console.print(Text(d.sentence, style="bold"), width=99)
+    console.print("memory per GPU (w weights, g grads, o optimizer, a activations, x other; | usable):")
+    for line in memory_bars(d):
+        console.print(line, no_wrap=True, crop=True)
+    name = next(iter(d.timelines))
+    console.print(f"pipeline, {name}, {d.drawn_microbatches} micro-batches (bold forward, plain backward, . idle):")
+    for line in timeline_rows(d):
+        console.print(line, no_wrap=True, crop=True)
+    console.print("C compute, R recompute, b bubble, T tp, X cp, E ep, P pp, D dp, O optimizer:")
+    console.print(breakdown_bar(d), no_wrap=True, crop=True)
