@@ -12,6 +12,7 @@ from costmodels.layout import resolve_layout
 from costmodels.schedule_timeline import Block, simulate
 from costmodels.timing import make_context, stage_time
 from planner.explain import layout_text
+from planner.errors import UserError
 from planner.loading import problem_from_plan
 
 MAX_DRAWN_MICROBATCHES = 24
@@ -64,6 +65,8 @@ def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
 def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
     """Re-estimate the plan document's layout and gather what the pictures show."""
     prob = problem_from_plan(doc, "plan")
+    if prob.layout is None:
+        raise UserError("plan: a report needs a plan file with a 'layout' (plan --save writes one)")
     model, cluster, train = prob.model, prob.cluster, prob.train
     plan = estimate(model, cluster, train, prob.layout)
     lay = resolve_layout(model, cluster, train, prob.layout)

@@ -121,3 +121,10 @@ def test_hostile_input_exits_2_with_a_named_field(case: str, tmp_path: Path, mon
 def test_battery_size():
     """Issue 6 asks for at least 40 hostile inputs."""
     assert len(CASES) >= 40
+
+
+def test_report_without_layout_exits_2(tmp_path: Path):
+    plan = tmp_path / "p.json"
+    plan.write_text(_plan(layout=None))
+    result = runner.invoke(app, ["report", str(plan)])
+    assert result.exit_code == 2 and "layout" in result.stderr and "Traceback" not in result.output
