@@ -9,6 +9,7 @@ planner.tables' objective units. All numbers come from the integer tables: no co
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -16,6 +17,8 @@ from ortools.sat.python import cp_model
 
 from costmodels.model_spec import ModelSpec
 from planner.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
+
+GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one
 
 
 
@@ -87,6 +90,21 @@ class _Group:
         return self.q[v]
 
 
+def stage_capacities(t: Table, num_layers: int) -> Optional[list[int]]:
+    """The most layers each stage can hold within memory (whatever their dense/MoE mix), or None
+    when even the smallest stages overflow or all capacities together hold fewer than the model."""
+    v, caps = t.layout.vpp, []
+    for mem in t.memory:
+        per = min(mem.dense, mem.moe) if mem.moe else mem.dense
+        room = t.cap - mem.fixed
+        cap = num_layers if per <= 0 else min(num_layers, room // per)
+        cap -= cap % v
+        if room < 0 or cap < v:
+            return None
+        caps.append(cap)
+    return caps if sum(caps) >= num_layers else None
+
+
 def _affine(a, d, e):
     return a.fixed + a.dense * d + a.moe * e
 
@@ -132,32 +150,85 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
           workers: int = 2, hint: Optional[tuple[int, list[int], int]] = None) -> Optional[Solution]:
     """The best candidate and split among `tables` (indices in `exclude` skipped); None if none fits.
 
-    `hint` = (index, stage_layers, objective) of a known solution, to start from. Every candidate's
-    lower bound (planner.tables.lower_bound) is added as a redundant constraint on Z, which lets
-    the solver discard candidates without exploring their splits."""
+    One CP-SAT model per pipeline degree (candidates with the same pp share stage variables),
+    solved in the order of their best lower bound, each capped by the best objective found so far
+    (a group that cannot beat it is proven so by infeasibility). `hint` = (index, stage_layers,
+    objective) of a known feasible solution."""
+    start = time.perf_counter()
+    by_pp: dict[int, list[int]] = {}
+    for idx, t in enumerate(tables):
+        if idx not in exclude:
+            by_pp.setdefault(t.layout.pp, []).append(idx)
+    bounds = {i: lower_bound(tables[i], model) for ids in by_pp.values() for i in ids}
+    usable = [i for i in bounds if bounds[i] is not None]
+    best: Optional[Solution] = None
+    incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
+    optimal = True
+    for pp, ids in sorted(by_pp.items(), key=lambda kv: min((bounds[i] for i in kv[1] if bounds[i] is not None),
+                                                            default=2**62)):
+        ids = [i for i in ids if i in usable]
+        if not ids or (incumbent is not None and min(bounds[i] for i in ids) > incumbent):
+            continue
+        left = max(0.05, time_limit_s - (time.perf_counter() - start))
+        group_hint = hint if hint is not None and hint[0] in ids else None
+        sol, proven = _solve_group(model, tables, ids, bounds, min(left, GROUP_BUDGET_S), workers, group_hint,
+                                   incumbent)
+        if not proven and len(ids) > 1:  # rare: CP-SAT wanders on the joint model; settle it candidate by candidate
+            sol, proven = _one_by_one(model, tables, ids, bounds, start, time_limit_s, workers, incumbent, sol)
+        optimal = optimal and proven
+        if sol is not None and (best is None or sol.objective < best.objective):
+            best, incumbent = sol, sol.objective
+    if best is not None and not optimal:
+        best = Solution(best.index, best.table, best.stage_layers, best.objective, False, best.bound)
+    return best
+
+
+def _one_by_one(model, tables, ids, bounds, start, time_limit_s, workers, incumbent, best):
+    """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best."""
+    proven = True
+    for i in sorted(ids, key=bounds.__getitem__):
+        cap = best.objective if best is not None else incumbent
+        if cap is not None and bounds[i] > cap:
+            break
+        left = max(0.05, time_limit_s - (time.perf_counter() - start))
+        sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
+        proven = proven and ok
+        if sol is not None and (best is None or sol.objective < best.objective):
+            best = sol
+    return best, proven
+
+
+def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumbent):
+    """(solution or None, proven) for the candidates `ids`, which share one pipeline degree."""
     m = cp_model.CpModel()
-    ub = _bounds(tables, model.num_layers)
+    sub = [tables[i] for i in ids]
+    ub = _bounds(sub, model.num_layers)
     Z = m.NewIntVar(0, ub["Z"], "Z")
     groups: dict[int, _Group] = {}
     xs = []
-    for idx, t in enumerate(tables):
-        if idx in exclude:
-            continue
+    for idx in ids:
+        t = tables[idx]
         x = m.NewBoolVar(f"x{idx}")
         xs.append((idx, x))
         if t.layout.pp == 1:
-            value = t.objective(stage_counts(model, [model.num_layers]))
-            m.Add(x == 0) if value is None else m.Add(Z >= value).OnlyEnforceIf(x)
+            m.Add(Z >= bounds[idx]).OnlyEnforceIf(x)  # one split: the bound is the objective
+            continue
+        caps = stage_capacities(t, model.num_layers)
+        if caps is None:  # no split can fit: decided here instead of by search
+            m.Add(x == 0)
             continue
         if t.layout.pp not in groups:
             groups[t.layout.pp] = _Group(m, model, t.layout.pp, ub)
-        _add_candidate(m, groups[t.layout.pp], t, x, Z)
-    if not xs:
-        return None
+        g = groups[t.layout.pp]
+        for n, cap in zip(g.n, caps):
+            m.Add(n <= cap).OnlyEnforceIf(x)
+        _add_candidate(m, g, t, x, Z)
     m.AddExactlyOne(x for _, x in xs)
-    m.Add(Z >= sum((lower_bound(tables[i], model) or 0) * x for i, x in xs))
-    if hint is not None and hint[0] not in exclude:
+    m.Add(Z >= sum(bounds[i] * x for i, x in xs))
+    if hint is not None:
         _add_hint(m, model, tables, xs, groups, Z, hint)
+    if incumbent is not None:  # only what beats (or ties) the best so far; tight domains also keep
+        m.Add(Z <= incumbent)  # propagation over the big integers fast
     m.Minimize(Z)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
@@ -165,11 +236,14 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     status = solver.Solve(m)
     if status == cp_model.MODEL_INVALID:  # a bug in the model building, never "nothing fits"
         raise RuntimeError(f"CP-SAT rejected the model: {m.Validate()}")
+    if status == cp_model.INFEASIBLE:
+        return None, True
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
+        return None, False
     chosen = next(i for i, x in xs if solver.BooleanValue(x))
     t = tables[chosen]
     stages = [model.num_layers] if t.layout.pp == 1 else [solver.Value(n) for n in groups[t.layout.pp].n]
     exact = t.objective(stage_counts(model, stages))
-    return Solution(chosen, t, stages, exact if exact is not None else solver.Value(Z), status == cp_model.OPTIMAL,
-                    int(solver.BestObjectiveBound()))
+    sol = Solution(chosen, t, stages, exact if exact is not None else solver.Value(Z), status == cp_model.OPTIMAL,
+                   int(solver.BestObjectiveBound()))
+    return sol, status == cp_model.OPTIMAL
