@@ -59,6 +59,8 @@ def _versus(win: Estimate, other: Estimate) -> str:
     worse = [f"{k.removesuffix('_s').replace('_', ' ')} +{d * 1e3:.1f} ms" for d, k in diffs[:2] if d > 0]
     better = [f"{k.removesuffix('_s').replace('_', ' ')} {d * 1e3:.1f} ms" for d, k in diffs[-2:] if d < 0]
     slower = other.time.step_s / win.time.step_s - 1
+    if slower < 5e-4:
+        return f"runner-up {short_layout(other)} ties with the winner (same predicted step time within 0.05%)"
     text = f"runner-up {short_layout(other)} is {slower:.1%} slower"
     if worse:
         text += ": " + ", ".join(worse)
