@@ -1,7 +1,7 @@
 """The published measurements parplan is calibrated and validated against, as parplan problems.
 
 Each loader returns Cases: the model, cluster, train spec and layout of one published run and
-its measured step time in seconds. Run conditions come from shared/reference (README, NOTES.md,
+its measured step time in seconds. Run conditions come from benchmarks/data (README, NOTES.md,
 published_numbers.md); every assumption the sources leave open is named here.
 """
 
@@ -13,12 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference"
+MEGATRON_2021 = "megatron-2021"  # the stack of Narayanan's, Korthikanti's and vTrain's runs
+
+
+def megatron_2021_train(**fields) -> TrainSpec:
+    """A TrainSpec on the megatron-2021 stack (no overlap): fp16, classic attention."""
+    return hp.resolve_train(TrainSpec(precision="fp16", flash_attention=False, **fields), MEGATRON_2021)
+
+REF = Path(__file__).resolve().parent / "data"
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def narayanan(gpu: GPUProfile) -> list[Case]:
             cases.append(Case(
                 "narayanan2021", f"{r['params_billion']}B", gpt(h, a, L, V, s),
                 a100_cluster(gpu, gpus, 25.0),
-                TrainSpec(global_batch_size=B, precision="fp16", flash_attention=False, overlap_grad_reduce=False),
+                megatron_2021_train(global_batch_size=B),
                 Layout(tp=tp, pp=pp, vpp=vpp, mbs=b, recompute="full"), step))
     return cases
 
@@ -88,42 +96,9 @@ def vtrain(gpu: GPUProfile, which: str) -> list[Case]:
             cases.append(Case(
                 f"vtrain-{which}", f"row{i + 2}", gpt(h, a, L, _vtrain_vocab(tp), s),
                 a100_cluster(gpu, g("# GPUs"), 12.5),
-                TrainSpec(global_batch_size=g("global batch"), precision="fp16", flash_attention=False,
-                          overlap_grad_reduce=False),
+                megatron_2021_train(global_batch_size=g("global batch")),
                 Layout(tp=tp, pp=pp, dp=dp, mbs=g("micro batch"), recompute="full"),
                 float(r["iteration time (ms)"]) / 1e3))
-    return cases
-
-
-H100_TABLE = [  # published_numbers.md section 3b: size, heads, hidden, layers, tp, pp, dp, gpus, batch, tflops
-    ("1.7B", 16, 2048, 24, 1, 1, 48, 48, 192, 408.8),
-    ("7.1B", 32, 4096, 30, 2, 1, 48, 96, 192, 465.9),
-    ("16B", 48, 6144, 32, 4, 1, 48, 192, 192, 489.1),
-    ("32B", 56, 7168, 48, 8, 1, 48, 384, 192, 459.6),
-    ("70B", 64, 8192, 84, 8, 2, 48, 768, 384, 419.7),
-    ("119B", 80, 10240, 92, 8, 4, 48, 1536, 768, 420.5),
-    ("177B", 96, 12288, 96, 8, 6, 48, 2304, 1152, 432.8),
-    ("314B", 128, 16384, 96, 8, 8, 48, 3072, 1536, 474.4),
-    ("462B", 144, 18432, 112, 8, 16, 48, 6144, 3072, 459.9),
-]
-
-
-def megatron_h100(gpu: GPUProfile, scale_out_gb_per_s: float = 50.0) -> list[Case]:
-    """Megatron-Core H100 weak scaling (published_numbers.md 3b): bf16, flash attention, gradient
-    reduce and TP communication overlapped, fp32 gradient reduction (Megatron-Core's default with
-    bf16), vocabulary 131,072, sequence 4,096. Assumed where unstated: micro-batch 1, no
-    recompute, 1F1B, distributed optimizer (zero=1). Step time = 72BLsh^2(1 + s/6h + V/12hL) / (GPUs x TFLOP/s)."""
-    cases = []
-    for size, a, h, L, tp, pp, dp, gpus, B, tflops in H100_TABLE:
-        s, V = 4096, 131072
-        flops = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))
-        cluster = ClusterSpec(name="dgx-h100-ref", gpu=gpu, gpus_per_node=8, num_nodes=gpus // 8,
-                              scale_up_gb_per_s=450.0, scale_out_gb_per_s=scale_out_gb_per_s)
-        cases.append(Case("megatron-h100", size, gpt(h, a, L, V, s), cluster,
-                          TrainSpec(global_batch_size=B, precision="bf16", grad_dtype="fp32",
-                                    tp_comm_overlap=True),
-                          Layout(tp=tp, pp=pp, dp=dp, mbs=1, zero=1, recompute="none", sp=tp > 1),
-                          flops / (gpus * tflops * 1e12)))
     return cases
 
 
@@ -140,7 +115,7 @@ def korthikanti_layer(gpu: GPUProfile) -> list[tuple[str, ModelSpec, ClusterSpec
     """Korthikanti et al. Table 4: one 22B layer (h 6144, a 64, s 2048, b 4, t 8) on A100, fwd + bwd ms."""
     model = gpt(6144, 64, 48, 51200, 2048)
     cluster = a100_cluster(gpu, 8, 25.0)
-    train = TrainSpec(global_batch_size=4, precision="fp16", flash_attention=False)
+    train = megatron_2021_train(global_batch_size=4)
     return [(name, model, cluster, train, Layout(tp=8, sp=sp, mbs=4, recompute=rc), (f + b) / 1e3)
             for name, sp, rc, f, b in KORTHIKANTI_TABLE4]
 
@@ -152,6 +127,4 @@ def with_efficiency(gpu: GPUProfile, **eff) -> GPUProfile:
 
 def resolve_gpu(name: str, override: Optional[GPUProfile] = None) -> GPUProfile:
     """The shipped profile `name`, or `override`."""
-    import hardware_profiles as hp
-
     return override or hp.load_gpu(name)

@@ -137,11 +137,18 @@ def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device) -> float:
     return s
 
 
+def flash_efficiency(eff: Efficiency, seq: float) -> float:
+    """Achieved fraction of peak of fused attention over `seq` keys: attn_max * s / (s + attn_half_seq)."""
+    return eff.attn_max * seq / (seq + eff.attn_half_seq)
+
+
 def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bool) -> float:
-    """Forward seconds of QK^T and PV per GPU, as (s x d x s) GEMMs; causal flash skips half."""
+    """Forward seconds of QK^T and PV per GPU. Fused (flash) attention: causal skips half the scores and
+    runs at `flash_efficiency`; classic attention: two batched (s x d x s) GEMMs on the GEMM curve."""
     flops = attention_core_flops(model, x) * (0.5 if causal_skip else 1.0)
-    eff = gemm_efficiency(dev.eff, x.seq, model.head_dim, x.seq)
-    return flops / (dev.peak_flops * eff)
+    if causal_skip:
+        return flops / (dev.peak_flops * flash_efficiency(dev.eff, x.seq))
+    return flops / (dev.peak_flops * gemm_efficiency(dev.eff, x.seq, model.head_dim, x.seq))
 
 
 def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:

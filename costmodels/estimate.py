@@ -11,6 +11,7 @@ from costmodels.params import active_params, total_params
 from costmodels.step import model_flops_per_step, step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
+from costmodels.uncertainty import uncertainty
 
 __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "estimate", "estimate_memory",
            "estimate_time"]
@@ -38,6 +39,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
         time=time,
         throughput=throughput,
         params=ParamsOut(total=total_params(model), active=active_params(model)),
+        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus),
     )
 
 

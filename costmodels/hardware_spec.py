@@ -22,7 +22,9 @@ Precision = Literal["bf16", "fp16", "fp8"]
 
 
 class Efficiency(BaseModel):
-    """Achieved fractions of peak, fitted to measurements by `benchmarks/calibrate.py`.
+    """Achieved fractions of peak, fitted to measurements by `benchmarks/calibrate.py`; the collective
+    fields (scale_up, scale_out, launch_us, up_half_mib, out_half_mib, nvls_speedup) by
+    `benchmarks/calibrate_nccl.py` on published nccl-tests data (see `costmodels.comm`).
 
     GEMM efficiency follows a saturating curve of the per-GPU GEMM size (see
     `costmodels.compute.gemm_efficiency`): eff(d) = gemm_max * d / (d + gemm_half_dim),
@@ -36,8 +38,39 @@ class Efficiency(BaseModel):
         256.0, ge=0, le=1e6, description="Effective GEMM dimension at which half of gemm_max is reached."
     )
     hbm: float = Field(0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth for memory-bound kernels.")
-    scale_up: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-up (NVLink) bandwidth.")
-    scale_out: float = Field(0.8, gt=0, le=1, description="Achieved fraction of scale-out (network) bandwidth.")
+    scale_up: float = Field(
+        0.8, gt=0, le=1, description="eta_up: plateau NCCL bus bandwidth of ring collectives inside a node as a "
+        "fraction of the scale-up (NVLink) rate per direction."
+    )
+    scale_out: float = Field(
+        0.8, gt=0, le=1, description="eta_out: plateau NCCL bus bandwidth per NIC across nodes as a fraction of the "
+        "scale-out rate per GPU and direction."
+    )
+    launch_us: float = Field(
+        0.0, ge=0, le=1000, description="Launch overhead of one collective call (kernel launch and sync, one process "
+        "per GPU), microseconds; 0 = none."
+    )
+    up_half_mib: float = Field(
+        0.0, ge=0, le=1e6, description="Scale-up half-bandwidth size S_half: collective size (MiB) at which the "
+        "achieved bus bandwidth is half the plateau; 0 = plateau at every size."
+    )
+    out_half_mib: float = Field(
+        0.0, ge=0, le=1e6, description="Scale-out half-bandwidth size S_half (MiB) of collectives that cross nodes; "
+        "0 = plateau at every size."
+    )
+    nvls_speedup: float = Field(
+        1.0, ge=1, le=2, description="NVLink SHARP (NVLS) all-reduce bus bandwidth over the ring's on 8 GPUs of one "
+        "NVSwitch node; 1 = no NVLS (A100, AMD); at most 2 (the all-reduce would beat an all-gather of its buffer)."
+    )
+    attn_max: float = Field(
+        0.5, gt=0, le=1, description="Fused (flash) attention: fraction of the 16-bit peak its matmuls reach at long "
+        "sequences, forward and backward alike (FlashAttention-2 reaches 50-73% on A100, 35% on H100; "
+        "FlashAttention-3 / cuDNN 60-75% on H100: Dao 2023; Shah et al. 2024)."
+    )
+    attn_half_seq: float = Field(
+        512.0, gt=0, le=1e7, description="Sequence length (tokens) at which fused attention reaches half of attn_max "
+        "(its tiles are idle on short sequences; FlashAttention-2 Figure 4: about half speed at 512 tokens)."
+    )
     layer_overhead_s: float = Field(
         0.0, ge=0, le=1, description="Host-side launch time of one layer's forward+backward kernels (framework "
         "overhead); a layer whose GPU work is shorter waits for it."
@@ -95,9 +128,13 @@ class ClusterSpec(BaseModel):
     scale_out_gb_per_s: float = Field(
         ..., gt=0, le=1e6, description="Per GPU, per direction, across nodes (NIC share), GB/s."
     )
-    scale_up_latency_us: float = Field(3.0, ge=0, le=1e6, description="Per-message latency inside a node, microseconds.")
+    scale_up_latency_us: float = Field(
+        3.0, ge=0, le=1e6, description="alpha_up: latency of one collective step (ring hop) inside a node, "
+        "microseconds."
+    )
     scale_out_latency_us: float = Field(
-        10.0, ge=0, le=1e6, description="Per-message latency across nodes, microseconds."
+        10.0, ge=0, le=1e6, description="alpha_out: latency of one collective step of a group that crosses nodes, "
+        "microseconds."
     )
     memory_reserve_gib: float = Field(
         3.0, ge=0, le=65536, description="Kept free per GPU: CUDA context, allocator fragmentation, NCCL buffers."

@@ -41,6 +41,10 @@ class Layout(BaseModel):
     vpp: int = Field(1, ge=1, le=MAX_LAYERS, description="Virtual stages (model chunks) per pipeline rank.")
     dp: Optional[int] = Field(None, ge=1, le=MAX_DEGREE, description="Data-parallel degree; null = world/(tp*cp*pp).")
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 0 none, 1 optimizer, 2 +gradients, 3 +parameters.")
+    shard_group: Optional[int] = Field(
+        None, ge=1, le=MAX_DEGREE, description="With zero >= 1: data-parallel ranks one shard of the dense states "
+        "spans (HSDP / hybrid sharding: shard inside the group, replicate across groups); null = all dp*cp ranks."
+    )
     mbs: int = Field(1, ge=1, le=1_000_000, description="Micro-batch size in sequences.")
     recompute: Recompute = Field("none", description="Activation recompute: none, selective (attention core), full.")
     schedule: Optional[Schedule] = Field(
@@ -65,6 +69,16 @@ class Layout(BaseModel):
         """GPUs holding one replica of the dense weights: tp * cp * pp."""
         return self.tp * self.cp * self.pp
 
+    @property
+    def dense_shards(self) -> int:
+        """Ranks the dense model states are sharded over: shard_group, else dp * cp (dp resolved)."""
+        return self.shard_group or (self.dp or 1) * self.cp
+
+    @property
+    def replicas(self) -> int:
+        """Copies of each dense shard across the data-parallel ranks (1 without hybrid sharding)."""
+        return max((self.dp or 1) * self.cp // self.dense_shards, 1)
+
 
 def resolve_layout(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: Layout) -> Layout:
     """Return `layout` with dp, schedule, stage_layers and num_microbatches filled; raise LayoutError."""
@@ -74,7 +88,8 @@ def resolve_layout(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay
         raise LayoutError("; ".join(problems))
     dp = layout.dp or world // layout.model_parallel_size
     stage_layers = layout.stage_layers or _uniform_stages(model.num_layers, layout.pp)
-    problems = _stage_problems(model, layout, stage_layers) + _batch_problems(train, layout, dp)
+    problems = (_stage_problems(model, layout, stage_layers) + _batch_problems(train, layout, dp)
+                + _shard_problems(layout, dp))
     if problems:
         raise LayoutError("; ".join(problems))
     schedule = layout.schedule or ("interleaved" if layout.vpp > 1 else "1f1b")
@@ -162,6 +177,17 @@ def _stage_problems(model: ModelSpec, lay: Layout, stages: list[int]) -> list[st
     if lay.schedule in ("gpipe", "1f1b") and lay.vpp > 1:
         out.append(f"schedule={lay.schedule} cannot run virtual stages (vpp={lay.vpp}); use interleaved")
     return out
+
+
+def _shard_problems(lay: Layout, dp: int) -> list[str]:
+    group = lay.shard_group
+    if group is None:
+        return []
+    if lay.zero == 0:
+        return [f"shard_group={group} needs zero >= 1 (nothing is sharded at zero=0)"]
+    if (dp * lay.cp) % group:
+        return [f"shard_group={group} must divide dp*cp={dp}*{lay.cp}={dp * lay.cp}"]
+    return []
 
 
 def _batch_problems(train: TrainSpec, lay: Layout, dp: int) -> list[str]:

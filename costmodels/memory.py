@@ -97,7 +97,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     local: ParamCount = local_stage_params(
         model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model)
     )
-    dense = zero_state_bytes(local.dense, lay.dp * lay.cp, lay.zero, train)
+    dense = zero_state_bytes(local.dense, lay.dense_shards, lay.zero, train)
     expert = zero_state_bytes(local.expert, expert_dp(cluster, lay), lay.zero, train)
     return StageMemory(
         stage=stage,

@@ -69,6 +69,19 @@ class ParamsOut(_Out):
     active: int
 
 
+class UncertaintyOut(_Out):
+    """How far to trust `time.step_s`: the held-out error of the layout's regime (costmodels.uncertainty)."""
+
+    rel_error_p50: Optional[float] = Field(..., description="Median |relative error| of held-out runs; null = none.")
+    rel_error_p90: Optional[float] = Field(..., description="90th percentile |relative error| of held-out runs.")
+    bias: Optional[float] = Field(..., description="Median signed error (negative: predictions too fast).")
+    rows: int = Field(..., description="Held-out published runs behind the band.")
+    regime: str = Field(..., description="stack/sharding/scale of this layout.")
+    validated: bool = Field(..., description="At least 5 held-out rows in this very regime, mean error <= 15%.")
+    basis: str = Field("regime", description="Which rows the band comes from: the regime, or a fallback.")
+    mean: Optional[float] = Field(None, description="Mean |relative error| of those rows.")
+
+
 class Estimate(_Out):
     """Everything parplan predicts for one layout."""
 
@@ -78,3 +91,4 @@ class Estimate(_Out):
     time: Optional[TimeOut] = None
     throughput: Optional[ThroughputOut] = None
     params: ParamsOut
+    uncertainty: Optional[UncertaintyOut] = None

@@ -12,9 +12,9 @@ caller can reuse them across layouts that share a shape.
 
 The step time from stage values (used by step.step_time, stated here for the planner):
     step = (m - 1/v) * max_i t_i + sum_i t_i / v + pp_comm + max_i dp_i + max_i opt_i + overhead
-    dp_i = max(0, R_i + G_i - m*t_i)                     (ZeRO-3, prefetched behind compute)
-         = max(0, R_i - 2t_i/3) + max(0, G_i - t_i/3)    (overlap_grad_reduce)
-         = R_i + G_i                                     (otherwise)
+    dp_i = [max(0, R_i - 2t_i/3) or R_i] + [max(0, G_i - t_i/3) or G_i]
+with the overlapped form where costmodels.step.dp_overlap says so (ZeRO-3 without pipelining
+books its per-layer collectives in t_i and its edges, constant, in R_i).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from costmodels.layout import Layout
 from costmodels.memory import expert_dp, zero_state_bytes
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
-from costmodels.step import dp_comm_s, optimizer_s, pp_comm_s
-from costmodels.timing import Context, head_time, layer_time, make_context
+from costmodels.step import DpOverlap, dp_comm_s, dp_overlap, optimizer_s, pp_comm_s
+from costmodels.timing import Context, head_time, layer_time, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 
 
@@ -66,7 +66,7 @@ class LayoutCoefficients:
     num_microbatches: int
     vpp: int
     zero: int
-    overlap_grad_reduce: bool
+    overlap: DpOverlap
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def layer_costs(c: Context) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
-    dense = sum(zero_state_bytes(params.dense, lay.dp * lay.cp, lay.zero, train))
+    dense = sum(zero_state_bytes(params.dense, lay.dense_shards, lay.zero, train))
     return dense + sum(zero_state_bytes(params.expert, edp, lay.zero, train))
 
 
@@ -133,7 +133,7 @@ def _param_class(c: Context, stage: int, layer_params: tuple[ParamCount, ParamCo
 
 def param_key(lay: Layout, stage_class: int) -> tuple:
     """What _param_class depends on, for callers that memoize it across layouts."""
-    return (stage_class, lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.zero,
+    return (stage_class, lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.zero, lay.shard_group,
             lay.num_microbatches if lay.zero >= 3 else 0)
 
 
@@ -159,5 +159,5 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
                         states[1] + costs.act_bytes[0] * inflight, states[2] + costs.act_bytes[1] * inflight)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
         stages.append(StageCoefficients(time, memory, reduce, gather, opt))
-    return LayoutCoefficients(stages, pp_comm_s(c), c.dev.eff.step_overhead_s, lay.num_microbatches, lay.vpp,
-                              lay.zero, train.overlap_grad_reduce)
+    return LayoutCoefficients(stages, pp_comm_s(c), step_overhead_s(c), lay.num_microbatches, lay.vpp,
+                              lay.zero, dp_overlap(c))

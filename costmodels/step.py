@@ -1,19 +1,52 @@
 """From per-stage micro-batch times to the step time, its breakdown, and model-FLOP throughput.
 
 The breakdown is taken on the slowest (critical) stage, so that its parts add up to `step_s`:
-step = m * t_max (compute, recompute, tp, cp, ep parts) + bubble + p2p + exposed data-parallel
-traffic + optimizer step + fitted per-step overhead. See costmodels.timing for the terms.
+step = m * t_max (compute, recompute, tp, cp, ep, ZeRO-3 per-layer parts) + bubble + p2p + exposed
+data-parallel traffic + optimizer step + fitted per-step overhead. See costmodels.timing and
+costmodels.sharding for the terms.
+
+Data-parallel traffic per step of one stage, before overlap (R reduce, G gather):
+- ZeRO 0: R = all-reduce of the gradients (buckets); G = 0.
+- ZeRO 1-2 (Megatron distributed optimizer, DeepSpeed ZeRO-1/2): R = reduce-scatter of the
+  gradients (+ HSDP replica all-reduce), G = all-gather of the updated 16-bit weights.
+- ZeRO-3 with pipelining: as ZeRO 1-2 (one gather and one reduction per step, see sharding).
+- ZeRO-3 without pipelining: the per-layer collectives sit in the layer time; R = the last unit's
+  reduce-scatter per step plus the first unit's gather (with the embedding/head) per micro-batch.
+Exposure: R overlaps the last micro-batch's backward (2/3 of its time) when gradient reduction is
+overlapped (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
+G overlaps the first forward (1/3) when the stack overlaps the parameter gather
+(--overlap-param-gather, ZeRO-3 prefetch), else it is exposed. Both flags are `DpOverlap`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from costmodels import comm
 from costmodels import compute as cmp
+from costmodels import sharding
 from costmodels.activations import ActShape
 from costmodels.outputs import TimeOut
-from costmodels.params import ParamCount, local_stage_params
+from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.pipeline import bubble_s, p2p_transfers
-from costmodels.timing import ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, stage_time
+from costmodels.timing import (ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, stage_time,
+                               step_overhead_s)
+
+
+@dataclass(frozen=True)
+class DpOverlap:
+    """Which data-parallel terms hide behind compute: the reduction (last backward), the gather (first forward)."""
+
+    reduce: bool
+    gather: bool
+
+
+def dp_overlap(c: Context) -> DpOverlap:
+    """The overlap flags of a context (module docstring)."""
+    if c.zero3_per_microbatch:
+        return DpOverlap(False, False)
+    gather = c.stack.zero3_prefetch > 0 if c.lay.zero >= 3 else c.stack.overlap_param_gather and c.train.grad_overlap
+    return DpOverlap(c.train.grad_overlap, gather)
 
 
 def _stage_params(c: Context, stage: int) -> ParamCount:
@@ -21,61 +54,63 @@ def _stage_params(c: Context, stage: int) -> ParamCount:
     return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
 
 
-def dp_comm_s(c: Context, params: ParamCount) -> tuple[float, float]:
-    """(gradient reduction, weight gathering) seconds of one stage per step, before overlap.
-
-    ZeRO 0: all-reduce of the gradients, nothing gathered. ZeRO 1-2: reduce-scatter of gradients,
-    all-gather of the updated 16-bit weights. ZeRO-3: per micro-batch, weights gathered in forward
-    and backward and gradients reduce-scattered. Dense parameters over dp*cp (stride tp), experts
-    over edp (stride etp*ep).
-    """
-    lay, train = c.lay, c.train
-    groups = [(params.dense, lay.dp * lay.cp, lay.tp)]
-    if params.expert:
-        groups.append((params.expert, expert_dp_size(c), lay.etp * lay.ep))
-    reduce = gather = 0.0
-    for n_params, size, stride in groups:
-        grads = n_params * train.grad_bytes_per_param
-        weights = n_params * train.weight_bytes_per_param
-        if lay.zero == 0:
-            reduce += comm.all_reduce_s(c.links, size, stride, grads)
-        elif lay.zero < 3:
-            reduce += comm.reduce_scatter_s(c.links, size, stride, grads)
-            gather += comm.all_gather_s(c.links, size, stride, weights)
-        else:
-            reduce += comm.reduce_scatter_s(c.links, size, stride, grads) * lay.num_microbatches
-            gather += 2 * comm.all_gather_s(c.links, size, stride, weights) * lay.num_microbatches
-    return reduce, gather
-
-
 def expert_dp_size(c: Context) -> int:
     """edp = world / (etp * ep * pp)."""
     return c.cluster.num_gpus // (c.lay.etp * c.lay.ep * c.lay.pp)
 
 
-def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:
-    """Data-parallel time left on the critical path.
+def _grad_bucket_mparams(c: Context) -> float:
+    """Megatron's DDP bucket: max(40M, 1M * dp) parameters; other stacks their configured size."""
+    base = c.stack.grad_bucket_mparams
+    return max(base, c.lay.dp) if c.stack.framework == "megatron" else base
 
-    ZeRO-3 prefetches behind all of the step's compute. With overlap_grad_reduce (Megatron
-    --overlap-grad-reduce --overlap-param-gather) the gradient reduction hides behind the last
-    micro-batch's backward (2/3 of its time) and the weight gathering behind the first forward
-    (1/3); without it (Megatron of 2021, vTrain's runs) both are exposed.
-    """
+
+def dp_comm_s(c: Context, params: ParamCount) -> tuple[float, float]:
+    """(reduce R, gather G) seconds of one stage per step, before overlap (module docstring)."""
+    lay, train, edp = c.lay, c.train, expert_dp_size(c)
+    if c.zero3_per_microbatch:
+        return _zero3_edges_s(c, params), 0.0
+    bucket = _grad_bucket_mparams(c)
+    reduce = sharding.reduce_s(c.links, lay, params, edp, train.grad_bytes_per_param, bucket, lay.zero >= 1)
+    if lay.zero == 0:
+        return reduce, 0.0
+    gather_bucket = c.stack.zero3_bucket_mparams if lay.zero >= 3 else bucket
+    return reduce, sharding.gather_s(c.links, lay, params, edp, train.weight_bytes_per_param, gather_bucket)
+
+
+def _zero3_edges_s(c: Context, params: ParamCount) -> float:
+    """ZeRO-3 without pipelining: what no neighbour hides, the stage's parameters outside the layers
+    (embedding, head) with one layer, gathered every micro-batch and reduce-scattered once."""
+    lay, train, edp, st = c.lay, c.train, expert_dp_size(c), c.stack
+    layer = local_layer_params(c.model, False, lay.tp, lay.ep, lay.etp)
+    edge = ParamCount(dense=_extras(c) + layer.dense)
+    gather = sharding.gather_s(c.links, lay, edge, edp, train.weight_bytes_per_param, st.zero3_bucket_mparams)
+    reduce = sharding.reduce_s(c.links, lay, edge, edp, train.grad_bytes_per_param, st.zero3_bucket_mparams, True)
+    return lay.num_microbatches * gather + reduce
+
+
+def _extras(c: Context) -> int:
+    """Parameters of a pp=1 stage outside its transformer layers: embedding, positions, final norm, head."""
+    lay = c.lay
+    return local_stage_params(c.model, [0] * lay.pp, 0, lay.tp, lay.ep, lay.etp, c.x.seq).dense if lay.pp == 1 else 0
+
+
+def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:
+    """Data-parallel time left on the critical path: max(0, R - 2t/3) or R, plus max(0, G - t/3) or G."""
     reduce, gather = dp_comm_s(c, params)
-    if c.lay.zero >= 3:
-        return max(0.0, reduce + gather - c.lay.num_microbatches * micro.total_s)
-    if c.train.overlap_grad_reduce:
-        return max(0.0, reduce - micro.total_s * 2 / 3) + max(0.0, gather - micro.total_s / 3)
-    return reduce + gather
+    flags = dp_overlap(c)
+    t = micro.total_s
+    r = max(0.0, reduce - t * 2 / 3) if flags.reduce else reduce
+    return r + (max(0.0, gather - t / 3) if flags.gather else gather)
 
 
 def optimizer_s(c: Context, params: ParamCount) -> float:
     """Optimizer step over the local shard, memory-bound (28 bytes/param Adam, 20 SGD)."""
     lay = c.lay
     per_param = ADAM_BYTES_PER_PARAM if c.train.optimizer == "adam" else SGD_BYTES_PER_PARAM
-    dense = params.dense / (lay.dp * lay.cp if lay.zero >= 1 else 1)
+    dense = params.dense / (lay.dense_shards if lay.zero >= 1 else 1)
     expert = params.expert / (expert_dp_size(c) if lay.zero >= 1 else 1)
-    return cmp.memory_s(c.dev, (dense + expert) * per_param)
+    return cmp.memory_s(c.dev16, (dense + expert) * per_param)
 
 
 def pp_comm_s(c: Context) -> float:
@@ -97,13 +132,13 @@ def step_time(c: Context) -> TimeOut:
     params = [_stage_params(c, i) for i in range(lay.pp)]
     dp = max(dp_exposed_s(c, params[i], micro[i]) for i in range(lay.pp))
     opt = max(optimizer_s(c, p) for p in params)
-    m, t = lay.num_microbatches, micro[crit].scaled(lay.num_microbatches)
+    t = micro[crit].scaled(lay.num_microbatches)
     bubble, pp = bubble_s(totals, lay.vpp), pp_comm_s(c)
-    overhead = c.dev.eff.step_overhead_s
+    overhead = step_overhead_s(c)
     step = t.total_s + bubble + pp + dp + opt + overhead
     return TimeOut(step_s=step, compute_s=t.compute_s, recompute_s=t.recompute_s, bubble_s=bubble,
                    tp_comm_s=t.tp_comm_s, cp_comm_s=t.cp_comm_s, ep_comm_s=t.ep_comm_s, pp_comm_s=pp,
-                   dp_comm_exposed_s=dp, optimizer_s=opt, overhead_s=overhead)
+                   dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead)
 
 
 def model_flops_per_step(c: Context) -> tuple[float, float]:

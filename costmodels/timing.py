@@ -1,25 +1,24 @@
-"""Step time of a layout: per-stage micro-batch times, pipeline span, exposed communication.
+"""Step time of a layout, per layer: compute, recompute and the communication left exposed.
 
-Notation: M tokens per micro-batch per GPU, h hidden, k top_k, m micro-batches, v vpp, p pp.
+Notation: M tokens per micro-batch per GPU, h hidden, k top_k, m micro-batches, v vpp, p pp,
+kappa the stack's overlap_slowdown (costmodels.overlap), P_l one layer's local parameters.
 Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x flash attention):
 - compute: costmodels.compute (GEMMs at the fitted efficiency, attention core, memory-bound work);
+  the stack scales GEMM efficiency and element-wise bytes (fusion); FP8 GEMMs run at the FP8 peak
+  times the recipe's fitted fraction, pay their casts in HBM bytes, and leave attention and the
+  output layer in bf16 (Transformer Engine and torchao keep both in 16 bits);
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
-  tp_comm_overlap, which hides it behind the layer's GEMMs up to their duration;
+  tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap);
 - ep: all-to-all dispatch + combine of M*k*h*2 bytes per MoE layer, forward and backward;
 - cp: ring exchange of the local K/V chunk (cp - 1) times in forward, twice that in backward,
-  hidden behind the attention core up to its duration;
-- full recompute repeats the forward, its tp and ep communication included;
+  beside the attention core (costmodels.overlap);
+- ZeRO-3 without pipelining: the layer's gathers and reduce-scatter beside its neighbour's compute
+  (costmodels.sharding), booked as `dp_comm_s`;
+- recompute: full repeats the forward with its tp and ep communication; selective is the stack's
+  (Megatron: attention core; torchtitan per-op: every second GEMM and every element-wise op);
 - host-bound layers: kernels launch asynchronously, so a layer takes max(GPU time, host launch
-  time `layer_overhead_s`, fitted); small layers (small h, short micro-batches, large tp) are
-  host-bound in eager PyTorch, and the excess is booked as compute.
-Per step: pipeline span (costmodels.pipeline) + p2p sends + exposed data-parallel traffic
-+ optimizer step (memory-bound) + fitted overhead.
-Data parallel: ZeRO 0 all-reduces the gradients; ZeRO 1-2 reduce-scatter gradients and
-all-gather updated 16-bit weights (Megatron distributed optimizer); ZeRO-3 all-gathers weights
-in forward and backward and reduce-scatters gradients for every micro-batch, prefetched behind
-compute. With overlap_grad_reduce the step-end traffic hides behind the last micro-batch's
-backward (Megatron --overlap-grad-reduce); without it (vTrain's runs) it is fully exposed.
+  time `layer_overhead_s`, fitted per stack); the excess is booked as compute.
 """
 
 from __future__ import annotations
@@ -28,13 +27,15 @@ from dataclasses import dataclass, fields
 
 from costmodels import comm
 from costmodels import compute as cmp
+from costmodels import sharding
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.memory import act_shape, expert_dp
 from costmodels.model_spec import ModelSpec
-from costmodels.params import local_stage_params, stage_layer_mix
-from costmodels.pipeline import bubble_s, p2p_transfers, pipeline_span_s
+from costmodels.overlap import exposed_s
+from costmodels.params import local_layer_params, stage_layer_mix
+from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
 ADAM_BYTES_PER_PARAM = 28  # read+write fp32 master, m, v (24), write 16-bit weight (2), read grad (2)
@@ -50,6 +51,7 @@ class MicroTime:
     tp_comm_s: float = 0.0
     cp_comm_s: float = 0.0
     ep_comm_s: float = 0.0
+    dp_comm_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -73,45 +75,114 @@ class Context:
     lay: Layout
     cluster: ClusterSpec
     x: ActShape
-    dev: cmp.Device
+    dev: cmp.Device  # linear-layer GEMMs (FP8 peak and recipe under fp8)
+    dev16: cmp.Device  # attention, output layer and memory-bound work (16-bit)
     links: comm.Links
+    stack: Stack
+
+    @property
+    def kappa(self) -> float:
+        """The stack's compute slowdown while communication overlaps it."""
+        return self.stack.overlap_slowdown
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """ZeRO-3 without pipelining gathers and reduces every micro-batch (module costmodels.sharding)."""
+        return self.lay.zero >= 3 and self.lay.pp == 1
+
+
+def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Device]:
+    eff = gpu.efficiency
+    scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale),
+                                    "attn_max": min(1.0, eff.attn_max * stack.attn_scale)})
+    half = "bf16" if train.precision == "fp8" else train.precision
+    dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled)
+    if train.precision != "fp8":
+        return dev16, dev16
+    fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe)})
+    return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8), dev16
 
 
 def make_context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> Context:
-    """Bundle a resolved layout with its device and links."""
-    gpu = cluster.gpu_profile
-    dev = cmp.Device(gpu.peak_flops(train.precision), gpu.hbm_bytes_per_s, gpu.efficiency)
-    return Context(model, train, lay, cluster, act_shape(model, train, lay), dev, comm.cluster_links(cluster))
+    """Bundle a resolved layout with its devices, links and stack."""
+    stack = train.stack_spec
+    dev, dev16 = _devices(cluster.gpu_profile, train, stack)
+    return Context(model, train, lay, cluster, act_shape(model, train, lay), dev, dev16,
+                   comm.cluster_links(cluster), stack)
+
+
+def layer_overhead_s(c: Context) -> float:
+    """Host launch time of one layer (stack's value, else the GPU profile's)."""
+    s = c.stack.layer_overhead_s
+    return c.dev16.eff.layer_overhead_s if s is None else s
+
+
+def step_overhead_s(c: Context) -> float:
+    """Fixed per-step cost (stack's value, else the GPU profile's)."""
+    s = c.stack.step_overhead_s
+    return c.dev16.eff.step_overhead_s if s is None else s
+
+
+def _fp8_cast_s(c: Context, moe: bool) -> float:
+    """HBM time of quantizing the layer's GEMM inputs (activations and weights) to FP8."""
+    if c.train.precision != "fp8":
+        return 0.0
+    m, x = c.model, c.x
+    acts = x.tokens * (2 * m.hidden_size + (m.q_width + m.ffn_hidden_size) / x.tp)
+    weights = local_layer_params(m, moe, x.tp, x.ep, x.etp).total
+    return cmp.memory_s(c.dev16, c.stack.fp8_cast_bytes_per_element * (acts + weights))
+
+
+def _passes(c: Context, moe: bool) -> tuple[float, float, float, float]:
+    """(linear GEMMs, attention core, element-wise, fp8 casts) forward seconds of one layer."""
+    m, x, flash = c.model, c.x, c.train.flash_attention
+    lin = cmp.linear_s(m, x, c.dev, moe)
+    core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
+    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale)
+    return lin, core, elem, _fp8_cast_s(c, moe) / 3
+
+
+def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float, int]:
+    """(recompute seconds, extra communication passes) per layer and micro-batch."""
+    if c.x.recompute == "full":
+        return lin + core + elem, 1
+    if c.x.recompute == "selective":
+        return (lin / 2 + elem, 0) if c.stack.selective_recompute == "per-op" else (core, 0)
+    return 0.0, 0
 
 
 def layer_time(c: Context, moe: bool) -> MicroTime:
-    """One layer, one micro-batch, forward + backward (+ recompute)."""
-    m, x, dev, flash = c.model, c.x, c.dev, c.train.flash_attention
-    lin = cmp.linear_s(m, x, dev, moe)
-    core = cmp.attention_core_s(m, x, dev, causal_skip=flash)
-    elem = cmp.memory_s(dev, cmp.elementwise_bytes(m, x, flash))
-    fwd = lin + core + elem
-    compute = fwd + 2 * lin + core * (2.5 if flash else 2.0) + 2 * elem
-    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, x.tokens * m.hidden_size * cmp.ACT_BYTES)
-    ep_pass = 2 * comm.all_to_all_s(c.links, c.lay.ep, c.lay.etp, x.tokens * m.top_k * m.hidden_size * 2) if moe else 0.0
+    """One layer, one micro-batch, forward + backward (+ recompute), exposed communication included."""
+    flash, k = c.train.flash_attention, c.kappa
+    lin, core, elem, cast = _passes(c, moe)
+    bwd_core = core * (2.5 if flash else 2.0)
+    compute = 3 * (lin + elem + cast) + core + bwd_core
+    recompute, extra = _recompute(c, lin, core, elem)
+    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * cmp.ACT_BYTES)
+    tp = tp_pass * (2 + extra)
+    if c.train.tp_overlap:  # beside the projection and MLP GEMMs of the same passes
+        tp = exposed_s(lin * (3 + extra), tp, k)
+    ep = 2 * comm.all_to_all_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.top_k * c.model.hidden_size * 2)
     cp_fwd = _cp_exchange_s(c)
-    cp = max(0.0, cp_fwd - core) + max(0.0, 2 * cp_fwd - core * (2.5 if flash else 2.0))
-    recompute, extra_passes = _recompute(c, fwd, core)
-    tp = tp_pass * (2 + extra_passes)
-    if c.train.tp_comm_overlap:  # hidden behind the projection and MLP GEMMs of the same passes
-        tp = max(0.0, tp - lin * (3 + extra_passes))
-    t = MicroTime(compute, recompute, tp, cp, ep_pass * (2 + extra_passes))
-    host = c.dev.eff.layer_overhead_s * (1 + extra_passes / 3)
+    cp = exposed_s(core, cp_fwd, k) + exposed_s(bwd_core, 2 * cp_fwd, k)
+    fwd, bwd = lin + core + elem + cast, compute - (lin + core + elem + cast) + recompute
+    dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
+    t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
+    host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
 
 
-def _recompute(c: Context, fwd_s: float, core_s: float) -> tuple[float, int]:
-    """(recompute seconds, extra communication passes) per layer and micro-batch."""
-    if c.x.recompute == "full":
-        return fwd_s, 1
-    if c.x.recompute == "selective":
-        return core_s, 0
-    return 0.0, 0
+def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
+    """Exposed ZeRO-3 time of one layer and micro-batch (costmodels.sharding)."""
+    lay, st = c.lay, c.stack
+    p = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp)
+    edp = expert_dp(c.cluster, lay)
+    ag = sharding.gather_s(c.links, lay, p, edp, c.train.weight_bytes_per_param, st.zero3_bucket_mparams)
+    rs = sharding.reduce_s(c.links, lay, p, edp, c.train.grad_bytes_per_param, st.zero3_bucket_mparams, True)
+    back = (ag if st.reshard_after_forward else 0.0) + rs
+    if st.zero3_prefetch == 0:
+        return ag + back
+    return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa)
 
 
 def _cp_exchange_s(c: Context) -> float:
@@ -126,10 +197,10 @@ def _cp_exchange_s(c: Context) -> float:
 
 
 def head_time(c: Context) -> MicroTime:
-    """Output layer and cross-entropy on the last stage, forward + backward."""
+    """Output layer (16-bit) and cross-entropy on the last stage, forward + backward."""
     m, x = c.model, c.x
-    logits = cmp.gemm_s(c.dev, x.tokens, m.hidden_size, m.vocab_size / x.tp)
-    ce = cmp.memory_s(c.dev, cmp.cross_entropy_bytes(m, x))
+    logits = cmp.gemm_s(c.dev16, x.tokens, m.hidden_size, m.vocab_size / x.tp)
+    ce = cmp.memory_s(c.dev16, cmp.cross_entropy_bytes(m, x))
     return MicroTime(compute_s=3 * logits + ce)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from costmodels.errors import SpecError
 from costmodels.hardware_spec import Precision
 from costmodels.model_spec import MAX_SEQ, ModelSpec
+from costmodels.stack import DEFAULT_STACK, Fp8Recipe, Stack
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
@@ -29,12 +31,42 @@ class TrainSpec(BaseModel):
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam (2 fp32 moments) or sgd (1 fp32 momentum).")
     master_weights: bool = Field(True, description="Keep an fp32 master copy of the weights in the optimizer.")
     flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
-    tp_comm_overlap: bool = Field(
-        False, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE)."
+    tp_comm_overlap: Optional[bool] = Field(
+        None, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE, "
+        "torchtitan async TP); null = the stack's default."
     )
-    overlap_grad_reduce: bool = Field(
-        True, description="Data-parallel gradient reduction overlaps the last backward (Megatron --overlap-grad-reduce)."
+    overlap_grad_reduce: Optional[bool] = Field(
+        None, description="Data-parallel gradient reduction overlaps the last backward (Megatron "
+        "--overlap-grad-reduce, DeepSpeed overlap_comm); null = the stack's default."
     )
+    stack: Optional[Union[str, Stack]] = Field(
+        None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
+        f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."
+    )
+    fp8_recipe: Fp8Recipe = Field(
+        "tensorwise", description="FP8 scaling recipe when precision is fp8: tensorwise (TE delayed scaling, "
+        "torchao tensorwise), rowwise, mxfp8 (Blackwell), blockwise (DeepSeek-V3)."
+    )
+
+    @property
+    def stack_spec(self) -> Stack:
+        """The resolved stack; null means a stack with the default mechanisms and the GPU's efficiencies
+        (loaders replace a name, and null, by the fitted profile)."""
+        if isinstance(self.stack, Stack):
+            return self.stack
+        if self.stack is None:
+            return Stack(name=DEFAULT_STACK, framework="megatron", fitted_on="built-in defaults, not fitted")
+        raise SpecError(f"train.stack {self.stack!r} was not resolved to a stack profile")
+
+    @property
+    def tp_overlap(self) -> bool:
+        """Whether TP communication is overlapped: the explicit setting, else the stack's."""
+        return self.stack_spec.tp_comm_overlap if self.tp_comm_overlap is None else self.tp_comm_overlap
+
+    @property
+    def grad_overlap(self) -> bool:
+        """Whether gradient reduction is overlapped: the explicit setting, else the stack's."""
+        return self.stack_spec.overlap_grad_reduce if self.overlap_grad_reduce is None else self.overlap_grad_reduce
 
     def seq_len(self, model: ModelSpec) -> int:
         """Effective sequence length in tokens."""

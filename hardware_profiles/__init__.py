@@ -16,6 +16,8 @@ import yaml
 
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.model_spec import ModelSpec
+from costmodels.stack import DEFAULT_STACK, Stack
+from costmodels.train_spec import TrainSpec
 
 
 class UnknownPresetError(KeyError):
@@ -54,6 +56,24 @@ def list_clusters() -> list[str]:
 def list_models() -> list[str]:
     """Names of the model presets."""
     return _names("models")
+
+
+def list_stacks() -> list[str]:
+    """Names of the software-stack profiles."""
+    return _names("stacks")
+
+
+def load_stack(name: str) -> Stack:
+    """The stack profile `name`."""
+    return Stack.model_validate(_read("stacks", name))
+
+
+def resolve_train(train: TrainSpec, stack: Optional[str] = None) -> TrainSpec:
+    """`train` with its stack resolved to a profile: `stack` if given, else train.stack, else the default."""
+    chosen = stack if stack is not None else train.stack
+    if isinstance(chosen, Stack):
+        return train if chosen is train.stack else train.model_copy(update={"stack": chosen})
+    return train.model_copy(update={"stack": load_stack(chosen or DEFAULT_STACK)})
 
 
 def load_gpu(name: str) -> GPUProfile:

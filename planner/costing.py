@@ -47,6 +47,8 @@ class Coster:
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
         key = (lay.tp, lay.sp, lay.cp, lay.ep, lay.etp, lay.mbs, lay.recompute)
+        if lay.zero >= 3 and lay.pp == 1:  # per-layer ZeRO-3 collectives depend on the shard group
+            key += (lay.dp, lay.shard_group)
         if key not in self._layers:
             self._layers[key] = layer_costs(make_context(self.model, self.cluster, self.train, lay))
         return self._layers[key]
@@ -60,7 +62,7 @@ class Coster:
 
     def states(self, lay: Candidate) -> tuple[float, float]:
         """Model-state bytes of one (dense, MoE) layer on one GPU (cached)."""
-        key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp)
+        key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp, lay.shard_group)
         if key not in self._states:
             edp = expert_dp(self.cluster, lay)
             self._states[key] = tuple(state_bytes(p, lay, edp, self.train) for p in self.params(lay))
@@ -83,7 +85,7 @@ class Coster:
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
         k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
-        return make_table(lay, k, self.cluster.usable_bytes, self.train.overlap_grad_reduce)
+        return make_table(lay, k, self.cluster.usable_bytes)
 
 
 def balanced_split(model: ModelSpec, table: Table) -> list[int]:

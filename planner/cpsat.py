@@ -120,14 +120,14 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
         m.Add(g.T >= ti).OnlyEnforceIf(x)
         m.Add(g.O >= _affine(t.optimizer[i], d, e)).OnlyEnforceIf(x)
         r, gg = _affine(t.reduce[i], d, e), _affine(t.gather[i], d, e)
-        if t.dp_mode == "zero3":
-            m.Add(g.D >= q * (r + gg - t.m * ti)).OnlyEnforceIf(x)
-        elif t.dp_mode == "overlap":
+        reduce, gather = 3 * r, 3 * gg
+        if t.overlap_reduce:
             m.Add(g.E[i] >= 3 * r - 2 * ti).OnlyEnforceIf(x)
+            reduce = g.E[i]
+        if t.overlap_gather:
             m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
-            m.Add(g.D >= q // 3 * (g.E[i] + g.F[i])).OnlyEnforceIf(x)
-        else:
-            m.Add(g.D >= q * (r + gg)).OnlyEnforceIf(x)
+            gather = g.F[i]
+        m.Add(g.D >= q // 3 * (reduce + gather)).OnlyEnforceIf(x)
     if t.v > 1:
         for n, qi in zip(g.n, g.multiples(m, t.v)):
             m.Add(n == t.v * qi).OnlyEnforceIf(x)

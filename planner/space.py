@@ -14,7 +14,7 @@ objective is exact (planner.tables).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
@@ -49,11 +49,22 @@ class Candidate:
     schedule: str
     num_microbatches: int
     stage_layers: None = None
+    shard_group: Optional[int] = None
 
     @property
     def model_parallel_size(self) -> int:
         """tp * cp * pp."""
         return self.tp * self.cp * self.pp
+
+    @property
+    def dense_shards(self) -> int:
+        """Ranks the dense states are sharded over (costmodels.layout.Layout.dense_shards)."""
+        return self.shard_group or self.dp * self.cp
+
+    @property
+    def replicas(self) -> int:
+        """HSDP replicas of each dense shard."""
+        return self.dp * self.cp // self.dense_shards
 
     def to_layout(self, stage_layers: list[int]) -> Layout:
         """The validated Layout with this stage split."""
@@ -71,6 +82,7 @@ class SpaceOptions:
     max_vpp: int = 8
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
+    hsdp: bool = True
 
 
 def divisors(n: int) -> list[int]:
@@ -119,15 +131,26 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                 if pp > model.num_layers or gbs % dp:
                     continue
                 for ep, etp in expert_choices(model, world, tp, pp):
-                    yield from _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp)
+                    yield from _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, cluster.gpus_per_node)
 
 
-def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp) -> Iterator[Candidate]:
+def shard_groups(zero: int, tp: int, cp: int, dp: int, gpus_per_node: int) -> tuple:
+    """HSDP choices for ZeRO-3: all dp*cp ranks (None), or the largest group inside one node when it
+    is a proper divisor (shard over NVLink, replicate across nodes)."""
+    ranks = dp * cp
+    if zero < 3 or ranks <= 1:
+        return (None,)
+    inside = max((s for s in divisors(ranks) if s * tp <= gpus_per_node), default=1)
+    return (None, inside) if 1 < inside < ranks else (None,)
+
+
+def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, gpus_per_node) -> Iterator[Candidate]:
     edp = world // (etp * ep * pp)
     zeros = [z for z in opts.zero_stages if z == 0 or dp * cp > 1 or edp > 1]
     for vpp in vpp_choices(model.num_layers, pp, opts):
         for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
             for zero in zeros:
-                for recompute in opts.recompute:
-                    yield Candidate(tp, tp > 1, cp, ep, etp, pp, vpp, dp, zero, mbs, recompute,
-                                    "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp))
+                for group in shard_groups(zero, tp, cp, dp, gpus_per_node) if opts.hsdp else (None,):
+                    for recompute in opts.recompute:
+                        yield Candidate(tp, tp > 1, cp, ep, etp, pp, vpp, dp, zero, mbs, recompute,
+                                        "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group)

@@ -54,7 +54,8 @@ class Table:
     optimizer: tuple[IntAffine, ...]
     const: int  # p2p + fixed overhead, time units
     cap: int  # usable memory, memory units
-    dp_mode: str  # "zero3", "overlap" or "exposed"
+    overlap_reduce: bool  # gradient reduction hidden behind the last backward (2/3 of a micro-batch)
+    overlap_gather: bool  # weight gathering hidden behind the first forward (1/3 of a micro-batch)
 
     @property
     def m(self) -> int:
@@ -67,12 +68,11 @@ class Table:
         return self.layout.vpp
 
     def dp_term(self, r: int, g: int, t: int) -> int:
-        """Exposed data-parallel time of one stage, objective units."""
-        if self.dp_mode == "zero3":
-            return OBJ_PER_TIME * max(0, r + g - self.m * t)
-        if self.dp_mode == "overlap":
-            return OBJ_PER_TIME // 3 * (max(0, 3 * r - 2 * t) + max(0, 3 * g - t))
-        return OBJ_PER_TIME * (r + g)
+        """Exposed data-parallel time of one stage, objective units (costmodels.step.dp_exposed_s)."""
+        third = OBJ_PER_TIME // 3
+        reduce = max(0, 3 * r - 2 * t) if self.overlap_reduce else 3 * r
+        gather = max(0, 3 * g - t) if self.overlap_gather else 3 * g
+        return third * (reduce + gather)
 
     def objective(self, counts: list[tuple[int, int]]) -> int | None:
         """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows."""
@@ -101,18 +101,12 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     q, p = OBJ_PER_TIME, table.layout.pp
     counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
     t, r, g, o = (_sum_over_stages(a, *counts) for a in (table.time, table.reduce, table.gather, table.optimizer))
-    if table.dp_mode == "zero3":
-        dp = q * max(0, r + g - table.m * t) // p
-    elif table.dp_mode == "overlap":
-        dp = q // 3 * (max(0, 3 * r - 2 * t) + max(0, 3 * g - t)) // p
-    else:
-        dp = q * (r + g) // p
+    dp = table.dp_term(r, g, t) // p
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
 
 
-def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int, overlap: bool) -> Table:
+def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int) -> Table:
     """Integerize a layout's coefficients."""
-    mode = "zero3" if layout.zero >= 3 else ("overlap" if overlap else "exposed")
     st = k.stages
     return Table(
         layout=layout,
@@ -123,7 +117,8 @@ def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int, over
         optimizer=tuple(_time(s.optimizer_s) for s in st),
         const=round((k.pp_comm_s + k.overhead_s) / TIME_UNIT_S),
         cap=usable_bytes // MEM_UNIT_BYTES,
-        dp_mode=mode,
+        overlap_reduce=k.overlap.reduce,
+        overlap_gather=k.overlap.gather,
     )
 
 

@@ -52,7 +52,7 @@ def ds_config(plan: ExportPlan) -> dict:
     lay, train = plan.layout, plan.train
     zero: dict = {"stage": lay.zero}
     if lay.zero >= 1:
-        zero.update(offload_optimizer={"device": "none"}, overlap_comm=train.overlap_grad_reduce,
+        zero.update(offload_optimizer={"device": "none"}, overlap_comm=train.grad_overlap,
                     contiguous_gradients=True)
     if lay.zero == 3:
         zero["offload_param"] = {"device": "none"}

@@ -153,7 +153,7 @@ def memory_args(plan: ExportPlan) -> list:
     elif fsdp(plan):
         args += [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", ZERO_FSDP[lay.zero]),
                  ("--ckpt-format", "fsdp_dtensor")]
-    if train.overlap_grad_reduce:
+    if train.grad_overlap:
         args.append(("--overlap-grad-reduce", None))
         if lay.zero >= 1:
             args.append(("--overlap-param-gather", None))
@@ -162,7 +162,7 @@ def memory_args(plan: ExportPlan) -> list:
     elif lay.recompute == "full":
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
-    if train.tp_comm_overlap and lay.tp > 1:
+    if train.tp_overlap and lay.tp > 1:
         args.append(("--tp-comm-overlap", None))
     return args
 

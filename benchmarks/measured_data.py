@@ -1,0 +1,210 @@
+"""The public measured runs (benchmarks/data/measured/measured_runs.csv) as parplan problems.
+
+One row = one published measurement (torchtitan, Megatron-Core H100, DeepSpeed, NeMo AutoModel,
+DeepSeek-V3). `load_measured()` turns every row it can express into a Case with a software stack
+and says, for the rest, why not (`skipped()`): FP4 GEMMs, Mamba or unknown architectures, CPU
+offload, rows without a step time. Assumptions where a source is silent, row by row:
+- torchtitan: per GPU "tokens/s" -> step_s (measured/README.md); `torch.compile` in the notes
+  selects stack torchtitan, else torchtitan-eager; "async TP" -> tp_comm_overlap; the FP8 recipe
+  from the notes (tensorwise unless rowwise / mxfp8 named); "selective" = per-op SAC (the stack's
+  meaning); unknown recompute = torchtitan's llama3 default (selective, per-op); pipeline
+  micro-batch 1 (torchtitan's default pipeline_parallel_microbatch_size), interleaved = 2 virtual
+  stages when the row says only "> 1"; uneven layer counts split with the extra layers first.
+- Megatron-Core H100 table: stack megatron-core with TP communication overlap and overlapped DP
+  (the table's notes), distributed optimizer, fp32 gradient reduction (Megatron's bf16 default),
+  micro-batch 1, no recompute, 1F1B; the two strong-scaling rows take the weak-scaling layout of
+  their model (tp8 pp6).
+- NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack torchtitan (FSDP2 units,
+  fused kernels), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
+  128-wide multi-head attention (measured/README.md).
+- DeepSeek-V3: a whole-run average (batch ramp, DualPipe, MLA): kept for evaluation only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from reference_data import Case
+
+import hardware_profiles as hp
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+
+DATA = Path(__file__).resolve().parent / "data" / "measured"
+
+GPU_PROFILES = {  # measured_runs.csv `gpu` -> parplan GPU profile
+    "h100-sxm": "h100-sxm", "h100-sxm-96gb-500w": "h100-sxm-500w", "h100-sxm-95gb-lowtdp": "h100-sxm-500w",
+    "a100-80gb": "a100-80gb", "a100": "a100-80gb", "h200": "h200", "h800": "h800", "b200-power-limited": "b200",
+    "v100-sxm3-32gb": "v100-sxm3-32gb",
+}
+SCALE_UP_GB_PER_S = {"a100-80gb": 300.0, "h100-sxm": 450.0, "h100-sxm-500w": 450.0, "h200": 450.0, "h800": 200.0,
+                     "b200": 900.0, "v100-sxm3-32gb": 150.0}
+
+
+@dataclass(frozen=True)
+class MeasuredCase(Case):
+    """A measured row as a parplan problem, with what the accuracy tables group by."""
+
+    row_id: str = ""
+    source: str = ""
+    stack: str = ""
+    sharding: str = ""
+    gpus: int = 0
+
+
+def _rows() -> list[dict]:
+    with open(DATA / "measured_runs.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _models() -> dict:
+    return json.loads((DATA / "models.json").read_text())
+
+
+def _gpu_key(raw: str) -> Optional[str]:
+    if raw.startswith("blackwell-sm100"):
+        return "b200"
+    return GPU_PROFILES.get(raw)
+
+
+def _scale_out_gb_per_s(row: dict, gpu: str) -> float:
+    """Per-GPU network rate from the interconnect column (GB/s per GPU, per direction)."""
+    text, per_node = row["interconnect"], int(row["gpus_per_node"])
+    if gpu == "v100-sxm3-32gb":
+        for gbit in (800, 400, 200, 100):
+            if f"{gbit} Gb/s" in text:
+                return gbit / 8 / per_node
+        return 400 / 8 / per_node  # 4 x 100 Gb/s: the ZeRO++ blog's base setting
+    if gpu == "a100-80gb":
+        return 25.0  # 8 x 200 Gb/s HDR per node (DGX A100 layout)
+    return 50.0  # 400 Gb/s per GPU (Grand Teton, DGX H100, H200 CX-7, H800 IB 50 GB/s)
+
+
+def _cluster(row: dict, gpu: str, gpus: int) -> ClusterSpec:
+    per = min(int(row["gpus_per_node"]), gpus)
+    return ClusterSpec(name=f"measured-{gpu}", gpu=hp.load_gpu(gpu), gpus_per_node=per, num_nodes=gpus // per,
+                       scale_up_gb_per_s=SCALE_UP_GB_PER_S[gpu], scale_out_gb_per_s=_scale_out_gb_per_s(row, gpu))
+
+
+def _stack(row: dict) -> str:
+    notes, fw = row["notes"].lower(), row["framework"]
+    if fw == "torchtitan":
+        return "torchtitan" if "compile" in notes else "torchtitan-eager"
+    if fw == "megatron":
+        return "megatron-core"
+    if fw == "deepspeed":
+        return "deepspeed"
+    if row["source"] == "automodel-moe":
+        return "torchtitan"
+    return "megatron-core"
+
+
+def _fp8_recipe(row: dict) -> str:
+    head = row["notes"].lower().split(";")[0]
+    for recipe in ("rowwise", "mxfp8"):
+        if recipe in head:
+            return recipe
+    if row["source"] == "deepseek-v3-report":
+        return "blockwise"
+    return "tensorwise"
+
+
+ZERO = {"fsdp-full": 3, "zero3": 3, "zero1": 1, "zero2": 2, "ddp": 0, "none": 0}
+
+
+def _recompute(row: dict) -> str:
+    value = row["recompute"]
+    if value in ("none", "selective", "full"):
+        return value
+    return "selective" if row["framework"] == "torchtitan" else "none"
+
+
+def _int(row: dict, key: str, default: int = 1) -> int:
+    value = row[key].strip()
+    return int(value) if value.isdigit() else default
+
+
+def uneven_stages(num_layers: int, pp: int, vpp: int = 1) -> list[int]:
+    """Layers per pipeline rank, multiples of vpp, the remainder on the first ranks."""
+    units, extra = divmod(num_layers // vpp, pp)
+    return [(units + (1 if i < extra else 0)) * vpp for i in range(pp)] if num_layers % vpp == 0 else []
+
+
+def _layout(row: dict, model: ModelSpec, gpus: int) -> Layout:
+    tp, pp, cp, ep = (_int(row, k) for k in ("tp", "pp", "cp", "ep"))
+    if row["source"] == "megatron-readme" and not row["tp"]:
+        tp, pp = 8, 6  # strong-scaling rows: the weak-scaling layout of the 177B model
+    vpp = 2 if row["vp"].startswith("unknown") else _int(row, "vp")
+    stages = None
+    if pp > 1 and model.num_layers % (pp * vpp):
+        stages = uneven_stages(model.num_layers, pp, vpp) or None
+        if stages is None:
+            vpp = 1
+            stages = uneven_stages(model.num_layers, pp)
+    dp = gpus // (tp * cp * pp)
+    gbs = int(row["global_batch_seqs"])
+    mbs = _int(row, "micro_batch", 1)
+    if gbs % (mbs * dp):
+        mbs = 1
+    return Layout(tp=tp, sp=tp > 1, cp=cp, ep=ep, pp=pp, vpp=vpp, zero=ZERO.get(row["sharding"], 1), mbs=mbs,
+                  recompute=_recompute(row), stage_layers=stages)
+
+
+def _train(row: dict, stack: str) -> TrainSpec:
+    precision = row["precision"]
+    grad = "fp32" if row["framework"] == "megatron" else None
+    overlap = True if ("async tp" in row["notes"].lower() or row["framework"] == "megatron") else None
+    train = TrainSpec(global_batch_size=int(row["global_batch_seqs"]), seq_length=int(row["seq_len"]),
+                      precision=precision, grad_dtype=grad, tp_comm_overlap=overlap, fp8_recipe=_fp8_recipe(row))
+    return hp.resolve_train(train, stack)
+
+
+def why_not(row: dict, models: dict) -> Optional[str]:
+    """The reason a row cannot be a parplan problem, or None."""
+    if not row["step_s"]:
+        return "no step time (global batch or FLOP convention not published): relative checks only"
+    if row["precision"] not in ("bf16", "fp16", "fp8"):
+        return f"precision {row['precision']} is not a parplan precision"
+    if row["model"] not in models:
+        return f"model {row['model']} has no architecture in models.json"
+    if _gpu_key(row["gpu"]) is None:
+        return f"gpu {row['gpu']} has no parplan profile"
+    return None
+
+
+def load_measured() -> list[MeasuredCase]:
+    """Every expressible measured row as a MeasuredCase (measured_s = the row's step_s)."""
+    models, out = _models(), []
+    for row in _rows():
+        if why_not(row, models):
+            continue
+        gpu, gpus = _gpu_key(row["gpu"]), int(row["num_gpus"])
+        model = ModelSpec.model_validate({**models[row["model"]], "seq_length": int(row["seq_len"])})
+        stack = _stack(row)
+        out.append(MeasuredCase(
+            dataset=row["source"], label=row["id"], model=model, cluster=_cluster(row, gpu, gpus),
+            train=_train(row, stack), layout=_layout(row, model, gpus), measured_s=float(row["step_s"]),
+            row_id=row["id"], source=row["source"], stack=stack, sharding=row["sharding"], gpus=gpus))
+    return out
+
+
+def skipped() -> list[tuple[str, str]]:
+    """(row id, reason) of every row load_measured leaves out."""
+    models = _models()
+    return [(r["id"], reason) for r in _rows() if (reason := why_not(r, models))]
+
+
+def tokens_per_step(case: Case) -> int:
+    """Global batch in tokens."""
+    return case.train.global_batch_size * case.train.seq_len(case.model)
+
+
+def same_problem_key(case: MeasuredCase) -> tuple:
+    """What makes two runs comparable: hardware (GPU, count) and the work (model, tokens per step)."""
+    return (case.cluster.gpu_profile.name, case.gpus, case.model.name, tokens_per_step(case))

@@ -1,0 +1,114 @@
+"""Software stacks: what a training framework overlaps, how it recomputes, and its fitted efficiencies.
+
+The same layout runs at different speeds in Megatron-LM of 2021 (no overlap at all), Megatron-Core
+(TP communication overlap, overlapped gradient reduce and parameter gather), DeepSpeed (ZeRO with
+bucketed prefetch) and torchtitan/FSDP2 (per-block FSDP units, torch.compile, async TP). A Stack
+says which of these mechanisms run and carries the few efficiency numbers that are the stack's,
+not the GPU's (host launch overhead, element-wise fusion, contention while communication runs).
+Profiles live in hardware_profiles/stacks/*.yaml, each with the rows it was fitted on and its error.
+
+Mechanism sources (read from each framework's argument parser / config classes):
+- Megatron-LM `--overlap-grad-reduce`, `--overlap-param-gather`, `--tp-comm-overlap`,
+  `--recompute-granularity selective` (core attention only): megatron/training/arguments.py;
+  DDP bucket size max(40M, 1M * dp) parameters: megatron/core/distributed/distributed_data_parallel.py.
+- DeepSpeed ZeRO-3 `stage3_prefetch_bucket_size` (5e7 elements), `reduce_bucket_size` (5e8),
+  `overlap_comm`: deepspeed/runtime/zero/config.py.
+- torchtitan: FSDP2 `fully_shard` per transformer block, `reshard_after_forward` (True without PP),
+  per-op selective checkpointing (saves matmul outputs but every second one, attention, reductions:
+  torchtitan/models/llama3/infra/parallelize.py `_save_list`), `torch.compile` per block, async TP.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
+Fp8Recipe = Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]
+
+
+class Fp8Efficiency(BaseModel):
+    """Achieved FP8 GEMM speed of each scaling recipe, as a fraction of the GPU's bf16 GEMM curve
+    applied to the FP8 peak (1.0 = FP8 GEMMs as efficient as bf16 ones, i.e. twice as fast)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    tensorwise: float = Field(0.75, gt=0, le=1.5, description="Per-tensor scales (Transformer Engine delayed "
+                              "scaling, torchao tensorwise): cuBLAS FP8 GEMMs.")
+    rowwise: float = Field(0.6, gt=0, le=1.5, description="Per-row scales (torchao rowwise): CUTLASS GEMMs.")
+    mxfp8: float = Field(0.7, gt=0, le=1.5, description="MX block scales (32 elements), Blackwell only.")
+    blockwise: float = Field(0.65, gt=0, le=1.5, description="128x128 / 1x128 block scales (DeepSeek-V3 style).")
+
+    def of(self, recipe: Fp8Recipe) -> float:
+        """The fraction for `recipe`."""
+        return getattr(self, recipe)
+
+
+class RegimeError(BaseModel):
+    """Held-out relative error of step time in one regime (benchmarks/accuracy.py)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    rows: int = Field(..., ge=0, description="Held-out published runs behind the numbers.")
+    mean: float = Field(..., ge=0, description="Mean |predicted/measured - 1|.")
+    p50: float = Field(..., ge=0, description="Median |relative error|.")
+    p90: float = Field(..., ge=0, description="90th percentile |relative error|.")
+    bias: float = Field(..., description="Median signed error (negative: predicted faster than measured).")
+
+
+class Stack(BaseModel):
+    """One software stack: mechanisms (what overlaps what) and fitted efficiencies."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field(..., description="Stack name, e.g. megatron-core.")
+    framework: Framework = Field(..., description="The framework family that runs it.")
+    description: str = Field("", description="What this stack is, in one sentence.")
+    tp_comm_overlap: bool = Field(False, description="Default for TrainSpec.tp_comm_overlap: TP collectives "
+                                  "hidden behind the layer's GEMMs (Megatron --tp-comm-overlap, torchtitan async TP).")
+    overlap_grad_reduce: bool = Field(True, description="Default for TrainSpec.overlap_grad_reduce: bucketed "
+                                      "gradient reduction runs during the last micro-batch's backward.")
+    overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "
+                                       "during the next forward (Megatron --overlap-param-gather); else exposed.")
+    grad_bucket_mparams: float = Field(40.0, gt=0, le=1e6, description="Gradient-reduction bucket, millions of "
+                                       "parameters (Megatron: max(40M, 1M*dp); DeepSpeed reduce_bucket_size 500M).")
+    zero3_bucket_mparams: Optional[float] = Field(None, gt=0, le=1e6, description="ZeRO-3 gather granularity, "
+                                                  "millions of parameters per collective (DeepSpeed "
+                                                  "stage3_prefetch_bucket_size 50M); null = one transformer "
+                                                  "block per collective (an FSDP unit).")
+    zero3_prefetch: int = Field(1, ge=0, le=4, description="ZeRO-3 units gathered ahead of compute; 0 = none "
+                                "(every gather exposed).")
+    reshard_after_forward: bool = Field(True, description="ZeRO-3 without pipeline: weights freed after forward "
+                                        "and gathered again for backward (FSDP FULL_SHARD, ZeRO-3); false = kept "
+                                        "(SHARD_GRAD_OP-like).")
+    selective_recompute: Literal["attention-core", "per-op"] = Field(
+        "attention-core", description="What recompute=selective means: Megatron's core attention, or "
+        "torchtitan's per-op policy (every second matmul and all element-wise ops recomputed).")
+    elementwise_scale: float = Field(1.0, gt=0, le=4, description="Bytes moved by element-wise kernels relative "
+                                     "to unfused eager kernels (fusion by TE, Apex or torch.compile lowers it).")
+    attn_scale: float = Field(1.0, gt=0, le=2, description="Fused-attention efficiency relative to the GPU "
+                              "profile's attn_max (the stack's attention kernel: cuDNN/FlashAttention-3 in Transformer "
+                              "Engine vs FlashAttention-2 in PyTorch SDPA).")
+    gemm_scale: float = Field(1.0, gt=0, le=1.5, description="GEMM efficiency relative to the GPU profile's "
+                              "curve (1 = the same cuBLAS kernels).")
+    fp8: Fp8Efficiency = Field(default_factory=Fp8Efficiency, description="FP8 GEMM efficiency per recipe.")
+    fp8_cast_bytes_per_element: float = Field(6.0, ge=0, le=64, description="HBM bytes moved to quantize one "
+                                              "GEMM input element to FP8, forward and backward together "
+                                              "(read 2 + write 1, twice; torch.compile fuses part of it).")
+    overlap_slowdown: float = Field(0.0, ge=0, le=1, description="Compute slows by this fraction of the time "
+                                    "communication overlaps it (SMs and HBM shared with NCCL kernels).")
+    layer_overhead_s: Optional[float] = Field(None, ge=0, le=1, description="Host launch time of one layer's "
+                                              "forward+backward kernels; null = the GPU profile's.")
+    step_overhead_s: Optional[float] = Field(None, ge=0, le=60, description="Fixed per-step cost; null = the "
+                                             "GPU profile's.")
+    fitted_on: str = Field("not fitted", description="Which rows fitted these numbers, and how.")
+    fit_rows: list[str] = Field(default_factory=list, description="Ids of the measured rows the fit used.")
+    fit_error: Optional[float] = Field(None, ge=0, description="Mean |relative error| on the fitting rows.")
+    held_out: dict[str, RegimeError] = Field(
+        default_factory=dict, description="Held-out error per regime 'sharding/scale' ('*' = any), written by "
+        "benchmarks/accuracy.py; costmodels.uncertainty reads it.")
+    sources: list[str] = Field(default_factory=list, description="Where each mechanism is documented.")
+
+
+DEFAULT_STACK = "megatron-core"
