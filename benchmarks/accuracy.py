@@ -52,7 +52,7 @@ class Row:
 
 
 def _regime(case, lay) -> str:
-    return regime_key(case.train.stack_spec.name, lay, case.cluster.num_gpus)
+    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus)
 
 
 def collect() -> list[Row]:

@@ -40,6 +40,6 @@ def write_held_out(rows, summary) -> None:
         text = path.read_text()
         head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
         data = yaml.safe_load(text)
-        table = tables.get(data["name"]) or ({"all-stacks": every} if every else {})
+        table = tables.get(data.get("family") or data["name"]) or ({"all-stacks": every} if every else {})
         data["held_out"] = table
         path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))

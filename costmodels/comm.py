@@ -171,15 +171,27 @@ def tree_steps(size: int, stride: int, gpus_per_node: int) -> int:
 
 
 def tree_all_reduce_s(links: Links, size: int, stride: int, nbytes: float, calls: int = 1) -> float:
-    """Tree all-reduce: L + tree_steps * alpha + 2(n-1)/n X / B_eff(X), seconds.
-
-    Deviation: the same bandwidth term as the ring (NCCL's trees reach a similar busbw plateau on
-    8-NIC nodes, nccl_busbw.md 6.2 GTC quote); they only win on latency at many nodes.
+    """Hierarchical (tree) all-reduce: L + tree_steps * alpha + the slower of its two pipelined
+    halves, seconds: inside each node a reduce and a broadcast along a chain of r ranks (every hop
+    carries the whole buffer: 2 * X over NVLink, NCCL 2.4 tree design), across the N nodes an all-reduce of the node's data spread over its r NICs
+    (2(N-1)/N * X / (r * B_out)). For N = 2 a byte crosses the network once instead of the ring's
+    2(n-1)/n times: the "2-node Tree busbw above the NIC limit" of nccl_busbw.md section 1 is this
+    real saving (470 vs 366 GB/s at 2 vs 4 H100 nodes: (2*31/32) / (2*3/4) = 1.29, section 6.2).
+    Inside one node it is the ring's bandwidth with the chain's latency.
     """
     if size <= 1:
         return 0.0
-    steps, factor = tree_steps(size, stride, links.gpus_per_node), 2 * (size - 1) / size
-    return _split(calls, nbytes, lambda x: _ring_s(links, size, stride, x, steps, factor))
+    r, nodes = ranks_per_node(size, stride, links.gpus_per_node), nodes_spanned(size, stride, links.gpus_per_node)
+    steps = tree_steps(size, stride, links.gpus_per_node)
+    if r >= size or nodes <= 1:
+        return _split(calls, nbytes, lambda x: _ring_s(links, size, stride, x, steps, 2 * (size - 1) / size))
+
+    def one(x: float) -> float:
+        inside = transfer_s(2.0, x, links.up_bytes_per_s, links.up_half_bytes) if r > 1 else 0.0
+        across = transfer_s(2 * (nodes - 1) / nodes, x, r * links.out_bytes_per_s, links.out_half_bytes)
+        return links.launch_s + steps * links.out_latency_s + max(inside, across)
+
+    return _split(calls, nbytes, one)
 
 
 def nvls_applies(links: Links, size: int, stride: int) -> bool:

@@ -63,6 +63,8 @@ class Stack(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str = Field(..., description="Stack name, e.g. megatron-core.")
+    family: Optional[str] = Field(None, description="Stacks whose error bands are measured together (e.g. "
+                                  "torchtitan with and without compile); null = the stack's own name.")
     framework: Framework = Field(..., description="The framework family that runs it.")
     description: str = Field("", description="What this stack is, in one sentence.")
     tp_comm_overlap: bool = Field(False, description="Default for TrainSpec.tp_comm_overlap: TP collectives "
@@ -109,6 +111,11 @@ class Stack(BaseModel):
         default_factory=dict, description="Held-out error per regime 'sharding/scale' ('*' = any), written by "
         "benchmarks/accuracy.py; costmodels.uncertainty reads it.")
     sources: list[str] = Field(default_factory=list, description="Where each mechanism is documented.")
+
+    @property
+    def regime_name(self) -> str:
+        """The name regimes group by: the family, else the stack's name."""
+        return self.family or self.name
 
 
 DEFAULT_STACK = "megatron-core"

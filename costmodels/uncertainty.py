@@ -56,7 +56,7 @@ def _fallback(stack: Stack, sharding: str) -> tuple[RegimeError | None, str]:
 def uncertainty(stack: Stack, lay, num_gpus: int) -> UncertaintyOut:
     """The error band of a layout's step time under `stack` (module docstring)."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
-    key = regime_key(stack.name, lay, num_gpus)
+    key = regime_key(stack.regime_name, lay, num_gpus)
     err = stack.held_out.get(f"{sharding}/{scale}")
     basis = "regime"
     if err is None or err.rows == 0:
