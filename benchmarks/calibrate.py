@@ -191,6 +191,7 @@ STAGES = [
         Param("stack", "torchtitan-eager", "attn_scale", 0.7, 0.2, 2.0),
         Param("gpu", "a100-80gb", "attn_max", 0.6, 0.4, 0.73),  # FlashAttention-2 on A100: 50-73% (Dao 2023)
         Param("stack", "torchtitan-eager", "fp8.tensorwise", 0.7, 0.2, 1.2)], "torchtitan"),
+    ("FP8 rowwise", [Param("stack", "torchtitan-eager", "fp8.rowwise", 0.5, 0.1, 1.2)], "fp8-rowwise"),
 ]
 
 
@@ -246,12 +247,24 @@ def write_stack(name: str, prof: Profiles, note: str, rows: list[str], err: floa
         value = getattr(stack, key)
         data[key] = value.model_dump() if hasattr(value, "model_dump") else value
     data.update(fitted_on=note, fit_rows=rows, fit_error=None if err is None else float(f"{err:.4f}"))
-    data = {k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in data.items()}
+    data = {k: _rounded(v) for k, v in data.items()}
     path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
 
 
+FP8_FROM = "torchtitan-eager"  # cuBLAS FP8 GEMMs: Transformer Engine per-tensor scaling = torchao tensorwise
+
+
+def _rounded(v):
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    return float(f"{v:.6g}") if isinstance(v, float) else v
+
+
 def apply_copies(prof: Profiles) -> None:
-    """Profiles without data take their source's fitted numbers (COPIES)."""
+    """Profiles without data take their source's fitted numbers (COPIES); every stack takes the FP8
+    GEMM fractions fitted on torchtitan (the same cuBLAS/CUTLASS kernels)."""
+    for name in prof.stacks:
+        prof.stacks[name] = prof.stacks[name].model_copy(update={"fp8": prof.stacks[FP8_FROM].fp8})
     for (kind, name), (source, _) in COPIES.items():
         if kind == "gpu":
             src = prof.gpus[source].efficiency
@@ -266,7 +279,7 @@ def apply_copies(prof: Profiles) -> None:
 
 def write_all(prof: Profiles, results: dict) -> None:
     """Write every fitted and copied profile with the rows behind it."""
-    a100_obj, h100_obj, tt_obj = (results[name][0] for name, _, _ in STAGES)
+    a100_obj, h100_obj, tt_obj, rowwise_obj = (results[name][0] for name, _, _ in STAGES)
     a100_note = f"fitted by benchmarks/calibrate.py stage 1 on {splits.describe('a100')}; objective {a100_obj:.3f}"
     h100_note = f"fitted by benchmarks/calibrate.py stage 2 on {splits.describe('megatron-core')}; objective {h100_obj:.3f}"
     write_gpu("a100-80gb", prof, a100_note)
@@ -281,8 +294,10 @@ def write_all(prof: Profiles, results: dict) -> None:
         "megatron-2021": (f"layer/step overhead {a100_note}", splits.row_ids("a100"), a100_obj),
         "megatron-core": (f"overlap_slowdown {h100_note}; host and step overheads from megatron-2021",
                           splits.row_ids("megatron-core"), h100_obj),
-        "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}",
-                             splits.row_ids("torchtitan"), tt_obj),
+        "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "
+                             f"fp8.rowwise (stage 4) on {splits.describe('fp8-rowwise')} (objective "
+                             f"{rowwise_obj:.3f}); fp8 mxfp8 and blockwise NOT FITTED (defaults: no fitting row)",
+                             splits.row_ids("torchtitan") + splits.row_ids("fp8-rowwise"), tt_obj),
     }
     stack_notes["nemo"] = ("copied from megatron-core (TP overlap on by default): " + stack_notes["megatron-core"][0],
                            *stack_notes["megatron-core"][1:])

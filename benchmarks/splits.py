@@ -9,6 +9,9 @@ benchmarks/calibrate.py fits only on `fitting_sets`; benchmarks/accuracy.py repo
 - torchtitan (stage 3): measured/README.md's suggested fitting rows: torchtitan Dec 2024 H100
   benchmark (TT-001..018) and docs/performance.md (A100 TT-036..043, 405B TT-033..035). Held
   out: async-TP 2025-06 (TT-019..030), H200, B200 and MXFP8 rows, NeMo AutoModel MoE, DeepSeek-V3.
+- fp8-rowwise (stage 4): the FP8 rowwise GEMM fraction alone, on TT-023 and TT-029 (the vanilla-TP
+  rowwise rows of the 2025-06 benchmark: no other row measures rowwise); the async-TP rowwise rows
+  TT-024, TT-030 and the B200 row TT-048 stay held out.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from reference_data import korthikanti_layer, vtrain
 
 MG_FIT = {"MG-001", "MG-003", "MG-005", "MG-007", "MG-009"}
 TT_FIT = {f"TT-{i:03d}" for i in [*range(1, 19), *range(33, 44)]}
+ROWWISE_FIT = {"TT-023", "TT-029"}  # the only rows that fit the FP8 rowwise fraction (vanilla TP)
 
 
 def vtrain_fitted(which: str, index: int) -> bool:
@@ -36,7 +40,7 @@ def measured():
 
 def measured_fitted(row_id: str) -> bool:
     """Whether a measured row is in a fitting set."""
-    return row_id in MG_FIT or row_id in TT_FIT
+    return row_id in MG_FIT or row_id in TT_FIT or row_id in ROWWISE_FIT
 
 
 def fitting_sets(split: str):
@@ -46,15 +50,18 @@ def fitting_sets(split: str):
         single = [c for i, c in enumerate(vtrain(gpu, "single")) if vtrain_fitted("single", i)]
         multi = [c for i, c in enumerate(vtrain(gpu, "multi")) if vtrain_fitted("multi", i)]
         return [single, multi], korthikanti_layer(gpu)
-    ids = MG_FIT if split == "megatron-core" else TT_FIT
-    return [[c for c in measured() if c.row_id in ids]], ()
+    return [[c for c in measured() if c.row_id in _ids(split)]], ()
+
+
+def _ids(split: str) -> set[str]:
+    return {"megatron-core": MG_FIT, "torchtitan": TT_FIT, "fp8-rowwise": ROWWISE_FIT}[split]
 
 
 def row_ids(split: str) -> list[str]:
     """Ids of the rows a stage fits on (ranges for vTrain)."""
     if split == "a100":
         return ["vtrain-single rows with index % 6 == 0", "vtrain-multi even rows", "korthikanti-table4 (5)"]
-    return sorted(MG_FIT if split == "megatron-core" else TT_FIT)
+    return sorted(_ids(split))
 
 
 def describe(split: str) -> str:
