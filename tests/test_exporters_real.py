@@ -1,5 +1,5 @@
 """Exported files checked by the real frameworks' own parsers, when they are installed
-(shared/reference/launch_formats.md, "Offline validation"): DeepSpeed's DeepSpeedConfig, hostfile parser and
+(benchmarks/data/launch_formats.md, "Offline validation"): DeepSpeed's DeepSpeedConfig, hostfile parser and
 launcher argument parser; torch's torch.distributed.run parser (strict: allow_abbrev=False) and
 config_from_args. Skipped cleanly when deepspeed or torch is absent (install: pip install torch==2.13.0,
 then DS_BUILD_OPS=0 pip install deepspeed)."""
@@ -15,7 +15,7 @@ import pytest
 
 from planner.exporters import export, run_export
 from planner.exporters.shellread import find_launch, read_script, split_at_script
-from tests.test_exporters import CASES
+from test_exporters import CASES  # pytest puts tests/ on sys.path (no __init__.py there)
 
 DEEPSPEED_CASES = ["8b-pp2-zero1-full", "8b-zero3-dp8"]
 

@@ -1,4 +1,4 @@
-"""Golden memory numbers from the papers (shared/reference/published_numbers.md)."""
+"""Golden memory numbers from the papers (benchmarks/data/published_numbers.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from costmodels.memory import zero_state_bytes
 from costmodels.params import total_params
 from costmodels.train_spec import TrainSpec
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REF = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 ADAM16 = TrainSpec(global_batch_size=1)  # bf16 weights + bf16 grads + 12-byte Adam: 16 bytes/param
 GB = 1e9
 

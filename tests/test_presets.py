@@ -11,7 +11,7 @@ import yaml
 import hardware_profiles as hp
 
 PRESETS = Path(__file__).resolve().parents[1] / "hardware_profiles"
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REF = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 
 GPUS = ["a100-40gb", "a100-80gb", "h100-sxm", "h800", "h200", "b200", "mi300x"]
 CLUSTERS = ["dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "mi300x-node"]
@@ -20,14 +20,14 @@ MEGATRON = ["megatron-1.7b", "megatron-3.6b", "megatron-7.5b", "megatron-18.4b",
 MODELS = ["llama3-8b", "llama3-70b", "llama3.1-405b", "llama2-7b", "llama2-13b", "llama2-70b", "mixtral-8x7b",
           "mixtral-8x22b", "qwen3-30b-a3b", "gpt3-175b", *MEGATRON]
 
-# shared/reference/published_numbers.md section 5 (dense, per GPU):
+# benchmarks/data/published_numbers.md section 5 (dense, per GPU):
 # name: (BF16 = FP16 TFLOP/s, FP8 TFLOP/s or None, HBM GB/s)
 PUBLISHED = {
     "a100-40gb": (312, None, 1555), "a100-80gb": (312, None, 2039), "h100-sxm": (989, 1979, 3350),
     "h800": (989, 1979, 3350), "h200": (989, 1979, 4800), "b200": (2250, 4500, 8000),
     "mi300x": (1307, 2615, 5300),  # "about": the datasheet gives 1,307.4 / 2,614.9
 }
-# shared/DESIGN.md section 4, cluster presets: (gpu, scale-up GB/s, scale-out GB/s), per GPU per direction.
+# docs/design.md section 4, cluster presets: (gpu, scale-up GB/s, scale-out GB/s), per GPU per direction.
 DESIGN_CLUSTERS = {
     "dgx-a100": ("a100-80gb", 300, 25), "dgx-h100": ("h100-sxm", 450, 50), "hgx-h200": ("h200", 450, 50),
     "dgx-b200": ("b200", 900, 50), "mi300x-node": ("mi300x", 448, 50),
@@ -95,7 +95,6 @@ def test_every_model_loads(name):
     assert hp.model_sources(name)
 
 
-@pytest.mark.skipif(not (REF / "narayanan2021_table1.csv").exists(), reason="shared/reference not present")
 def test_megatron_presets_match_narayanan_table1():
     """Narayanan et al. SC'21 Table 1: shapes, and P = 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) reproduces column 1."""
     rows = list(csv.DictReader((REF / "narayanan2021_table1.csv").open()))
