@@ -24,6 +24,7 @@ from costmodels.errors import SpecError
 from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
 from planner import listing, loading
+from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
 from planner.exporters import run_export
@@ -34,7 +35,9 @@ from planner.report_data import build as build_report
 from planner.render import print_estimate, print_plan
 from planner.termreport import print_report
 from planner.schema import json_schema
-from planner.search import search
+from planner.search import best_validated, search, validated_filter
+from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
+                               STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 out = Console(width=110)
@@ -86,9 +89,11 @@ def _print_json(data) -> None:
 
 
 def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: Optional[int],
-               precision: Optional[str], layout: Optional[Layout], world: int) -> TrainSpec:
-    """TrainSpec from options over a base; without a batch, one that gives 4*pp micro-batches (1 at pp=1)."""
-    data = base.model_dump() if base else {}
+               precision: Optional[str], layout: Optional[Layout], world: int,
+               opts: TrainOptions = TrainOptions()) -> TrainSpec:
+    """TrainSpec from options over a base, its stack resolved (planner.trainopts); without a batch,
+    one that gives 4*pp micro-batches (1 at pp=1)."""
+    data = {**base.model_dump(), "stack": base.stack} if base else {}
     if global_batch is not None:
         data["global_batch_size"] = global_batch
     if seq_len is not None:
@@ -100,7 +105,7 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
         dp = lay.dp or max(world // lay.model_parallel_size, 1)
         data["global_batch_size"] = lay.mbs * dp * (4 * lay.pp if lay.pp > 1 else 1)
         err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences", highlight=False)
-    return loading.validate(TrainSpec, data, "train")
+    return to.apply(loading.validate(TrainSpec, data, "train"), opts)
 
 
 def _problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
@@ -138,17 +143,28 @@ def estimate_cmd(
     global_batch: Optional[int] = GBS_OPT,
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Predict per-GPU memory per pipeline stage (and step time) of one layout.
+    """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
 
     MFU and model TFLOP/s count model FLOPs only (PaLM/Korthikanti convention: no recompute,
     attention scores counted in full without causal halving)."""
     prob = _problem(model, cluster, nodes, gpus)
     lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
-    train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus)
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe)
+    train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     result = estimate(prob.model, prob.cluster, train, lay)
-    _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}")
+    _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
+                           f"stack {train.stack_spec.name}")
 
 
 def _show(result: Estimate, as_json: bool, title: str) -> None:
@@ -169,8 +185,18 @@ def plan_cmd(
                                                help="Global batch in sequences (default 512)."),
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
     top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
     time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
+    validated_only: bool = typer.Option(False, "--validated-only", help="Only layouts whose accuracy regime "
+                                        "(stack x sharding x scale) is validated by held-out runs."),
     as_json: bool = JSON_OPT,
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
     export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
@@ -179,19 +205,18 @@ def plan_cmd(
     tokens: Optional[float] = TOKENS_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
 ) -> None:
-    """Search every layout for the fastest that fits; exit 1 when nothing fits.
+    """Search every layout for the fastest that fits; exit 1 when nothing fits. When the winner's
+    accuracy regime is not validated, the best validated layout is named beside it.
 
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     prob = _problem(model, cluster, nodes, gpus)
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
-    train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus)
+    train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     if save is not None and save.exists() and not force:
         raise UserError(f"{save} exists; pass --force to overwrite it")
-    with err.status("searching layouts...", spinner="dots") as status:
-        result = search(prob.model, prob.cluster, train, top=top, time_limit_s=time_limit,
-                        progress=lambda msg: status.update(msg))
-    reasons = (why_winner(result) if result.plans
-               else why_nothing_fits(prob.model, prob.cluster, train, result))
+    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only)
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
     if save is not None and doc is not None:
@@ -202,23 +227,43 @@ def plan_cmd(
         write_atomic(report, render_html(build_report(doc, tokens)), force)
         err.print(f"wrote {report}", highlight=False, soft_wrap=True)
     if as_json:
-        _print_json(plan_json(result, reasons))
+        _print_json(plan_json(result, reasons, alternative))
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
-                   f"{train.seq_len(prob.model)} tokens")
+                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}", alternative)
     raise typer.Exit(0 if result.plans else 1)
 
 
-def plan_json(result, reasons: list[str]) -> dict:
-    """The `plan --json` document (DESIGN.md section 6)."""
+def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool):
+    """(result, best validated alternative when the winner is not validated, reasons)."""
+    model, clus = prob.model, prob.cluster
+    keep = validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None
+    with err.status("searching layouts...", spinner="dots") as status:
+        result = search(model, clus, train, top=top, time_limit_s=time_limit,
+                        progress=lambda msg: status.update(msg), keep=keep)
+        alternative = None
+        winner = result.plans[0].uncertainty if result.plans else None
+        if winner is not None and not winner.validated:
+            status.update("searching the best layout in a validated regime")
+            alternative = best_validated(model, clus, train, result, time_limit)
+    if result.plans:
+        return result, alternative, why_winner(result)
+    return result, None, why_nothing_fits(model, clus, train, result, validated_only=validated_only)
+
+
+def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:
+    """The `plan --json` document (DESIGN.md section 6); `validated_alternative` is the best layout in a
+    validated regime when the winner's is not (null otherwise, or when none fits)."""
     stats = result.stats
     return {"status": result.status, "plans": [p.model_dump(mode="json") for p in result.plans],
             "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
+                       "filtered_out": stats.filtered_out,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
                        "solver_candidates": stats.solver_candidates, "gap": result.gap,
                        "time_limit_reached": stats.truncated},
-            "reasons": reasons}
+            "reasons": reasons,
+            "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}
 
 
 def _report_export(result) -> None:
@@ -235,9 +280,20 @@ def export_cmd(
     fmt: str = typer.Option(..., "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
 ) -> None:
     """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
-    _report_export(run_export(loading.read_mapping(plan), fmt, out_dir, force))
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe)
+    doc = to.apply_to_document(loading.read_mapping(plan), opts)
+    _report_export(run_export(doc, fmt, out_dir, force))
 
 
 @app.command("report")
@@ -247,9 +303,13 @@ def report_cmd(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file; without it, print to the terminal."),
     tokens: Optional[float] = TOKENS_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite an existing HTML file."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
 ) -> None:
-    """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown."""
-    data = build_report(loading.read_mapping(plan), tokens)
+    """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown,
+    the step time with its held-out error band."""
+    doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
+    data = build_report(doc, tokens)
     if output is None:
         return print_report(data, out)
     write_atomic(output, render_html(data), force)
@@ -263,12 +323,21 @@ def check_cmd(
     cluster: Optional[str] = CLUSTER_OPT,
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
 
     Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and
-    torchtitan TOML need --model and --cluster."""
+    torchtitan TOML need --model and --cluster. The stack follows the config (megatron-core, nemo with
+    --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
     path = Path(config)
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
@@ -281,8 +350,11 @@ def check_cmd(
     else:
         prob = load_native(path, model, cluster, nodes)
         spec, clus = prob.model, prob.cluster
-    result = estimate(spec, clus, prob.train, prob.layout)
-    _show(result, as_json, f"{config}")
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe)
+    train = to.apply(prob.train, opts)
+    result = estimate(spec, clus, train, prob.layout)
+    _show(result, as_json, f"{config} (stack {train.stack_spec.name})")
     raise typer.Exit(0 if result.fits else 1)
 
 
@@ -297,11 +369,13 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
 
 @app.command("hardware")
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
-    """List GPU profiles and cluster presets."""
+    """List GPU profiles, cluster presets and software stacks."""
+    stacks = to.stack_rows()
     if as_json:
-        return _print_json(listing.hardware_data())
+        return _print_json({**listing.hardware_data(), "stacks": stacks})
     for table in listing.hardware_tables():
         out.print(table)
+    out.print(to.stacks_table(stacks))
 
 
 @app.command("schema")

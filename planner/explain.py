@@ -10,7 +10,9 @@ import hardware_profiles as hp
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
+from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
+from costmodels.uncertainty import validated
 from planner.costing import Coster, balanced_split
 from planner.search import SearchResult
 from planner.space import SpaceOptions, enumerate_layouts
@@ -81,8 +83,31 @@ def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, o
 
 
 def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
-                     opts: SpaceOptions = SpaceOptions()) -> list[str]:
-    """Numbers that explain infeasibility and the changes that would make a layout fit."""
+                     opts: SpaceOptions = SpaceOptions(), validated_only: bool = False) -> list[str]:
+    """Numbers that explain infeasibility and the changes that would make a layout fit; with
+    `validated_only` (plan --validated-only), first how many layouts that filter removed."""
+    out = _validated_only_reason(cluster, train, result) if validated_only else []
+    stats = result.stats
+    if out and stats.filtered_out == stats.layouts_considered:
+        return out
+    return out + _memory_reasons(model, cluster, train, result, opts)
+
+
+def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: SearchResult) -> list[str]:
+    stats, stack = result.stats, train.stack_spec
+    if not stats.filtered_out:
+        return []
+    known = ", ".join(validated_regimes(stack)) or "none"
+    return [f"--validated-only: {stats.filtered_out:,} of {stats.layouts_considered:,} layouts fall in regimes of "
+            f"stack {stack.name} not validated at {cluster.num_gpus} GPUs (validated: {known})"]
+
+
+def validated_regimes(stack: Stack) -> list[str]:
+    """The 'sharding/scale' keys of `stack.held_out` that validate (fallback keys with '*' never do)."""
+    return sorted(k for k, e in stack.held_out.items() if "*" not in k and "/" in k and validated(e))
+
+
+def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions) -> list[str]:
     usable = cluster.usable_bytes
     smallest = result.stats.smallest_memory_bound
     if smallest is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from html import escape
 
+from costmodels.outputs import UncertaintyOut
 from planner.explain import layout_text
+from planner.render import band_detail, band_text, band_warning, pct
 from planner.report_data import EXPECTED_ERROR, ReportData, rank_coordinates
 
 GIB = 2**30
@@ -21,7 +23,8 @@ h1{font-size:22px;margin:0 0 6px}h2{font-size:17px;margin:26px 0 8px;border-bott
 .kpi{display:flex;gap:14px;margin:12px 0}.kpi div{background:#fafafa;border:1px solid #e4e4e4;padding:8px 12px}
 .kpi b{display:block;font-size:18px}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f0f0f0;cursor:pointer}
-td:first-child,th:first-child,td:nth-child(2){text-align:left}svg text{font-size:11px;font-family:inherit}.note{color:#666;font-size:12px}"""
+td:first-child,th:first-child,td:nth-child(2){text-align:left}svg text{font-size:11px;font-family:inherit}.note{color:#666;font-size:12px}
+.band{font-size:14px;margin:4px 0}.warn{color:#a05a00;font-weight:600;margin:4px 0}"""
 SORT_JS = """document.querySelectorAll('table.sortable th').forEach((th,i)=>th.onclick=()=>{const t=th.closest('table'),
 b=t.tBodies[0],r=[...b.rows],d=th.dataset.d=th.dataset.d==='1'?'-1':'1';r.sort((x,y)=>{const a=x.cells[i].dataset.v??
 x.cells[i].textContent,c=y.cells[i].dataset.v??y.cells[i].textContent;const n=parseFloat(a)-parseFloat(c);
@@ -110,22 +113,46 @@ def _breakdown_svg(d: ReportData) -> str:
     return "".join(out) + "</svg>"
 
 
+def _band_cell(u: UncertaintyOut | None) -> str:
+    """The median held-out error of a layout's regime, '*' when not validated (title: the whole band)."""
+    if u is None:
+        return "<td></td>"
+    text = ("?" if u.rel_error_p50 is None else pct(u.rel_error_p50)) + ("" if u.validated else "*")
+    return f'<td data-v="{u.rel_error_p50 or 0}" title="{escape(band_detail(u))}">{text}</td>'
+
+
 def _alternatives_table(d: ReportData) -> str:
     rows = []
     for i, e in enumerate([d.plan] + d.alternatives):
         rows.append(f'<tr><td>{"winner" if i == 0 else i + 1}</td><td>{escape(layout_text(e.layout))}</td>'
-                    f'<td data-v="{e.time.step_s}">{e.time.step_s:.3f}</td><td data-v="{e.memory.peak_bytes}">'
-                    f'{e.memory.peak_bytes / GIB:.1f}</td><td data-v="{e.throughput.mfu}">{e.throughput.mfu:.1%}</td>'
+                    f'<td data-v="{e.time.step_s}">{e.time.step_s:.3f}</td>{_band_cell(e.uncertainty)}'
+                    f'<td data-v="{e.memory.peak_bytes}">{e.memory.peak_bytes / GIB:.1f}</td>'
+                    f'<td data-v="{e.throughput.mfu}">{e.throughput.mfu:.1%}</td>'
                     f'<td>{e.throughput.tokens_per_s:,.0f}</td></tr>')
-    head = "<tr><th>#</th><th>layout</th><th>step s</th><th>peak GiB</th><th>MFU</th><th>tokens/s</th></tr>"
+    head = ("<tr><th>#</th><th>layout</th><th>step s</th><th>± (* not validated)</th><th>peak GiB</th><th>MFU</th>"
+            "<th>tokens/s</th></tr>")
     return f'<table class="sortable"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _band_html(d: ReportData, ident: str = "") -> str:
+    """The step time with its band, and the warning when the regime is not validated."""
+    anchor = f' id="{ident}"' if ident else ""
+    out = f'<p class="band"{anchor}>step time {escape(band_text(d.plan))}</p>'
+    if (warning := band_warning(d.plan.uncertainty)) is not None:
+        out += f'<p class="warn">&#9888; {escape(warning)}</p>'
+    return out
+
+
+def _step_kpi(d: ReportData) -> str:
+    u, step = d.plan.uncertainty, f"{d.plan.time.step_s:.3f} s"
+    return step if u is None or u.rel_error_p50 is None else f"{step} ± {pct(u.rel_error_p50)}"
 
 
 def render_html(d: ReportData) -> str:
     """The whole page."""
     p = d.plan
     kpis = [("peak memory", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.usable_bytes / GIB:.1f} GiB"),
-            ("step time", f"{p.time.step_s:.3f} s"), ("tokens/s", f"{p.throughput.tokens_per_s:,.0f}"),
+            ("step time", _step_kpi(d)), ("tokens/s", f"{p.throughput.tokens_per_s:,.0f}"),
             ("MFU", f"{p.throughput.mfu:.1%}")] + ([("days for the token budget", f"{d.days:.1f}")] if d.days else [])
     groups = "".join(f"<li>{k}: {n} ranks, stride {s}, {'crosses the network' if x else 'inside a node'}</li>"
                      for k, n, s, x in d.groups)
@@ -136,7 +163,7 @@ def render_html(d: ReportData) -> str:
     return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(d.title)}</title>
 <style>{CSS}</style></head><body><h1>{escape(d.title)}</h1>
 <p class="lead" id="summary">{escape(d.sentence)}</p>
-<div class="kpi">{"".join(f"<div>{k}<b>{v}</b></div>" for k, v in kpis)}</div>
+<div class="kpi">{"".join(f"<div>{k}<b>{v}</b></div>" for k, v in kpis)}</div>{_band_html(d, "band")}
 <h2 id="memory">Memory per GPU, by pipeline stage</h2>{_memory_svg(d)}
 <h2 id="pipeline">One step of the pipeline</h2>{timelines}
 <h2 id="mesh">Device mesh (node x local rank; colour = pipeline stage)</h2>
@@ -145,6 +172,8 @@ def render_html(d: ReportData) -> str:
 <h2 id="breakdown">Step-time breakdown</h2>{_breakdown_svg(d)}
 <h2 id="alternatives">Alternatives (click a header to sort)</h2>{_alternatives_table(d)}
 <h2 id="why">Why this layout</h2><ul>{reasons}</ul>
-<h2 id="error">Expected error of the prediction</h2><table><tr><th>published measurements</th><th>mean</th>
+<h2 id="error">Expected error of the prediction</h2>{_band_html(d)}<p class="note">The band is the
+held-out error of the layout's regime (stack x sharding x scale), measured by benchmarks/accuracy.py on
+published runs the fit never saw.</p><table><tr><th>published measurements</th><th>mean</th>
 <th>max</th></tr>{errors}</table><p class="note">From docs/accuracy.md (benchmarks/accuracy.py).</p>
 <script>{SORT_JS}</script></body></html>"""

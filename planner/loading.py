@@ -200,6 +200,20 @@ def _int(key: str, value: str) -> int:
         raise UserError(f"--layout: {key}={value!r} is not a whole number") from None
 
 
+def resolve_train(train: TrainSpec, stack=None, where: str = "train") -> TrainSpec:
+    """`train` with its stack resolved to a profile (hardware_profiles.resolve_train): `stack` (a
+    name or a Stack) if given, else train.stack, else the default profile; never the built-in fallback."""
+    try:
+        return hp.resolve_train(train, stack)
+    except hp.UnknownPresetError as err:
+        raise UserError(f"{where}.stack: {err}") from None
+
+
+def train_from_data(data: Any, where: str = "train") -> TrainSpec:
+    """A TrainSpec mapping, validated, its stack (a name, an inline stack or null) resolved."""
+    return resolve_train(validate(TrainSpec, data, where), where=where)
+
+
 def problem_from_plan(data: dict, where: str) -> Problem:
     """A plan file's mapping: model, cluster, train, layout (each a preset name or inline spec)."""
     unknown = set(data) - PLAN_KEYS - PLAN_EXTRA_KEYS
@@ -216,7 +230,7 @@ def problem_from_plan(data: dict, where: str) -> Problem:
     return Problem(
         model=model_from_data(data["model"], f"{where}: model"),
         cluster=cluster_from_data(data["cluster"], where=f"{where}: cluster"),
-        train=validate(TrainSpec, data["train"], f"{where}: train"),
+        train=train_from_data(data["train"], f"{where}: train"),
         layout=layout,
     )
 

@@ -6,6 +6,10 @@ batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
 --model. Every problem is a UserError naming the flag or key and its value.
+
+The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
+`megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML
+`torchtitan` (`torchtitan-eager` when torch.compile is off, its default); `check --stack` overrides it.
 """
 
 from __future__ import annotations
@@ -154,7 +158,8 @@ def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Pa
 
 
 def _train(data: dict, where: str) -> TrainSpec:
-    return loading.validate(TrainSpec, data, f"{where}: training settings")
+    """Validated, its stack (set by each reader from what the config runs) resolved to the profile."""
+    return loading.train_from_data(data, f"{where}: training settings")
 
 
 def _layout(data: dict, where: str) -> Layout:
@@ -175,6 +180,7 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path))
     lay = _layout(mf.layout_data(args, shape), str(path))
     train = mf.train_data(args)
+    train["stack"] = "nemo" if train.get("tp_comm_overlap") else "megatron-core"
     if "global_batch_size" not in train:
         train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
@@ -200,7 +206,10 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     micro, gas, total = rc.ds_batch(cfg, path, dp)
     recompute = "full" if cfg.get("activation_checkpointing") is not None else "none"
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
-             "optimizer": rc.ds_optimizer(cfg, path)}
+             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed"}
+    overlap = (cfg.get("zero_optimization") or {}).get("overlap_comm")
+    if isinstance(overlap, bool):
+        train["overlap_grad_reduce"] = overlap
     lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas},
                   str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
@@ -226,8 +235,18 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
     lay["recompute"] = rc.tt_recompute(cfg, path)
     train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
-             "precision": "bf16"}
+             "precision": "bf16", "stack": "torchtitan" if _tt_compiled(cfg, training, path) else "torchtitan-eager"}
+    if par.get("enable_async_tensor_parallel") is True:
+        train["tp_comm_overlap"] = True
     return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
+
+
+def _tt_compiled(cfg: dict, training: dict, path: Path) -> bool:
+    """torch.compile on: [compile] enable (torchtitan 0.2) or training.compile (older); off by default."""
+    enable = rc.section(cfg, "compile", path).get("enable", training.get("compile", False))
+    if not isinstance(enable, bool):
+        raise UserError(f"{path}: compile.enable={enable!r} must be true or false")
+    return enable
 
 
 def describe(kind: str) -> str:

@@ -7,6 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from costmodels.estimate import Estimate
+from costmodels.outputs import UncertaintyOut
+from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
+from planner.explain import layout_text
 
 GIB = 2**30
 
@@ -24,6 +27,58 @@ def layout_summary(e: Estimate) -> str:
     parts += [f"sp={int(lay.sp)}", f"zero={lay.zero}", f"mbs={lay.mbs}", f"m={lay.num_microbatches}",
               f"recompute={lay.recompute}", f"schedule={lay.schedule}"]
     return " ".join(parts)
+
+
+def pct(x: float, signed: bool = False) -> str:
+    """A fraction as a percentage: whole percents from 1%, one decimal below."""
+    spec = ("+" if signed else "") + (".0%" if abs(x) >= 0.01 or x == 0 else ".1%")
+    return format(x, spec)
+
+
+def step_text(step_s: float) -> str:
+    """A step time with three significant digits: seconds from 1 s, milliseconds below."""
+    return f"{step_s:.3g} s" if step_s >= 1 else f"{step_s * 1e3:.3g} ms"
+
+
+def band_detail(u: UncertaintyOut) -> str:
+    """'± 6% (p90 14%, bias -3%, 12 held-out runs, megatron-core/zero1-2/<=512)'."""
+    if u.rel_error_p50 is None:
+        return f"(no error band: no held-out runs, {u.regime})"
+    runs = f"{u.rows} held-out run{'s' if u.rows != 1 else ''}"
+    p90 = f"p90 {pct(u.rel_error_p90)}, " if u.rel_error_p90 is not None else ""
+    bias = f"bias {pct(u.bias, signed=True)}, " if u.bias is not None else ""
+    return f"± {pct(u.rel_error_p50)} ({p90}{bias}{runs}, {u.regime})"
+
+
+def band_text(e: Estimate) -> str:
+    """The step time with its held-out error band, e.g. '15.1 s ± 6% (p90 14%, bias -3%, 12 held-out
+    runs, megatron-core/zero1-2/<=512)'; the bare step time when the estimate carries no band."""
+    text = step_text(e.time.step_s)
+    return text if e.uncertainty is None else f"{text} {band_detail(e.uncertainty)}"
+
+
+def band_warning(u: UncertaintyOut | None) -> str | None:
+    """Why the band is not validated (None when it is, or when there is no band)."""
+    if u is None or u.validated:
+        return None
+    if u.basis != "regime":
+        if not u.rows:
+            return f"not validated: no held-out runs in regime {u.regime} or any fallback (no error band)"
+        return (f"not validated: no held-out runs in regime {u.regime}; the band comes from {u.basis} "
+                f"({u.rows} runs)")
+    if u.rows < MIN_ROWS:
+        return f"not validated: only {u.rows} held-out runs in this regime (at least {MIN_ROWS} needed)"
+    mean = u.mean if u.mean is not None else u.rel_error_p50
+    return f"not validated: held-out mean error {pct(mean)} > {pct(MAX_MEAN_ERROR)}"
+
+
+def print_band(e: Estimate, console: Console) -> None:
+    """'step time: ...' with the band, and the warning line when the regime is not validated."""
+    if e.time is None:
+        return
+    console.print(Text(f"step time: {band_text(e)}"), soft_wrap=True)
+    if (warning := band_warning(e.uncertainty)) is not None:
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
 
 
 def memory_table(e: Estimate) -> Table:
@@ -73,6 +128,7 @@ def print_estimate(e: Estimate, console: Console, title: str) -> None:
     console.print(Text(f"{title}: ").append(verdict))
     console.print(layout_summary(e))
     console.print(f"parameters: {e.params.total / 1e9:.2f} B total, {e.params.active / 1e9:.2f} B active")
+    print_band(e, console)
     parts = [memory_table(e)]
     if (tt := time_table(e)) is not None:
         parts.append(tt)
@@ -82,19 +138,28 @@ def print_estimate(e: Estimate, console: Console, title: str) -> None:
 
 
 def plans_table(plans: list[Estimate]) -> Table:
-    """The ranked layouts: degrees, stage layers, peak memory, step time, tokens/s, MFU."""
-    table = Table(title="Best layouts (fastest first)")
-    for col in ("#", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "mbs", "recompute", "stage layers",
-                "peak GiB", "step s", "tokens/s", "MFU"):
+    """The ranked layouts: degrees (cp, ep, vpp only when some plan uses them), stage layers, peak memory,
+    step time with its band, tokens/s, MFU."""
+    table = Table(title="Best layouts (fastest first)", caption="± median held-out error of the layout's "
+                  "regime; * not validated", caption_justify="left")
+    degrees = ["tp", "pp", "dp"] + [k for k in ("cp", "ep", "vpp") if any(getattr(e.layout, k) > 1 for e in plans)]
+    for col in ("#", *degrees, "zero", "mbs", "recompute", "stage layers", "peak GiB", "step s", "±", "tokens/s",
+                "MFU"):
         table.add_column(col, justify="left" if col in ("recompute", "stage layers") else "right")
     for i, e in enumerate(plans, 1):
         lay = e.layout
-        stages = _stages_text(lay.stage_layers)
-        table.add_row(str(i), str(lay.tp), str(lay.pp), str(lay.dp), str(lay.cp), str(lay.ep), str(lay.vpp),
-                      str(lay.zero), str(lay.mbs), lay.recompute, stages,
-                      f"{gib(e.memory.peak_bytes)}/{gib(e.memory.usable_bytes)}", f"{e.time.step_s:.3f}",
-                      f"{e.throughput.tokens_per_s:,.0f}", f"{e.throughput.mfu:.1%}")
+        table.add_row(str(i), *(str(getattr(lay, k)) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
+                      _stages_text(lay.stage_layers), f"{gib(e.memory.peak_bytes)}/{gib(e.memory.usable_bytes)}",
+                      f"{e.time.step_s:.3f}", _band_cell(e.uncertainty), f"{e.throughput.tokens_per_s:,.0f}",
+                      f"{e.throughput.mfu:.1%}")
     return table
+
+
+def _band_cell(u: UncertaintyOut | None) -> str:
+    if u is None:
+        return ""
+    band = "?" if u.rel_error_p50 is None else pct(u.rel_error_p50)
+    return band if u.validated else band + "*"
 
 
 def _stages_text(stages: list[int]) -> str:
@@ -110,15 +175,33 @@ def _gap_text(result) -> str:
     return f" (gap {result.gap:.1%})" if result.gap else ""
 
 
-def print_plan(result, reasons: list[str], console: Console, title: str) -> None:
-    """Render a search result: ranked table, the winner's breakdown, the reasons."""
+def alternative_lines(win: Estimate, alternative: Estimate | None) -> list[str]:
+    """When the winner's regime is not validated: that, and the best validated layout with its band and
+    how much slower it is (or that none fits); nothing when the winner is validated."""
+    u = win.uncertainty
+    if u is None or u.validated:
+        return []
+    head = f"the winner's regime {u.regime} is not validated"
+    if alternative is None:
+        return [head + "; no layout that fits falls in a validated regime"]
+    slower = alternative.time.step_s / win.time.step_s - 1
+    return [head + ";", f"best validated alternative ({pct(slower)} slower): {layout_text(alternative.layout)}",
+            f"  step time: {band_text(alternative)}"]
+
+
+def print_plan(result, reasons: list[str], console: Console, title: str, alternative: Estimate | None = None) -> None:
+    """Render a search result: ranked table, the validated alternative when the winner's regime is not
+    validated, the winner's breakdown, the reasons."""
     s = result.stats
     console.print(f"[bold]{title}[/]")
-    console.print(f"search: {s.layouts_considered:,} layouts, {s.memory_pruned:,} cannot fit, "
+    outside = f"{s.filtered_out:,} outside validated regimes, " if s.filtered_out else ""
+    console.print(f"search: {s.layouts_considered:,} layouts, {outside}{s.memory_pruned:,} cannot fit, "
                   f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
                   f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
         console.print(plans_table(result.plans))
+        for line in alternative_lines(result.plans[0], alternative):
+            console.print(Text(line, style="bold yellow"), soft_wrap=True)
         print_estimate(result.plans[0], console, "winner")
     for line in reasons:
         console.print(f"• {line}", highlight=False)

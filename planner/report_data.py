@@ -14,6 +14,7 @@ from costmodels.timing import make_context, stage_time
 from planner.explain import layout_text
 from planner.errors import UserError
 from planner.loading import problem_from_plan
+from planner.render import pct
 
 MAX_DRAWN_MICROBATCHES = 24
 EXPECTED_ERROR = [  # docs/accuracy.md (benchmarks/accuracy.py), mean / max absolute step-time error
@@ -75,11 +76,17 @@ def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
     t, mem = plan.throughput, plan.memory
     sentence = (f"{model.name} on {cluster.num_gpus:,} x {cluster.gpu_profile.name}: {layout_text(plan.layout)}, "
                 f"peak {mem.peak_bytes / 2**30:.1f} of {mem.usable_bytes / 2**30:.1f} GiB, step "
-                f"{plan.time.step_s:.2f} s, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
+                f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
     days = tokens / t.tokens_per_s / 86400 if tokens else None
     return ReportData(f"parplan: {model.name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
                       list(doc.get("reasons", [])), timelines, drawn, _groups(lay, cluster.gpus_per_node),
                       cluster.gpus_per_node, cluster.num_nodes, days)
+
+
+def _band_short(e: Estimate) -> str:
+    """' ± 6%' (the median held-out error of the layout's regime), '' without a band."""
+    u = e.uncertainty
+    return "" if u is None or u.rel_error_p50 is None else f" ± {pct(u.rel_error_p50)}"
 
 
 def rank_coordinates(rank: int, lay) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """The published JSON Schema: spec files people write and the JSON parplan prints.
 
 `parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
-TrainSpec, Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
+TrainSpec, Stack (`--stack-file`), Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
 Estimate (`estimate --json`) and PlanOutput (`plan --json`). It is generated from the Pydantic
 models, so it cannot drift from what the loaders accept.
 """
@@ -17,6 +17,7 @@ from costmodels.estimate import Estimate
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
+from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
 
@@ -58,9 +59,12 @@ class PlanOutput(BaseModel):
     plans: list[Estimate]
     search: SearchInfo
     reasons: list[str]
+    validated_alternative: Optional[Estimate] = Field(
+        None, description="When the winner's accuracy regime is not validated: the fastest layout that fits in "
+        "a validated one (null when the winner is validated or none fits).")
 
 
-MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Layout, PlanFile, Estimate, PlanOutput]
+MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput]
 
 
 def json_schema() -> dict:

@@ -1,6 +1,7 @@
 """The search: enumerate, bound, prune exactly, then let CP-SAT choose layout and stage split.
 
-1. Enumerate every candidate layout (planner.space).
+1. Enumerate every candidate layout (planner.space), keeping those a `keep` predicate accepts
+   (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
 2. Drop candidates whose memory lower bound exceeds usable HBM (no split can fit them).
 3. In order of their step-time lower bound, build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
@@ -19,10 +20,12 @@ from typing import Callable, Optional
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
+from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
+from costmodels.uncertainty import sharding_class, uncertainty
 from planner import cpsat
 from planner.costing import Coster, first_objective
-from planner.space import SpaceOptions, enumerate_layouts
+from planner.space import Candidate, SpaceOptions, enumerate_layouts
 from planner.tables import Table, lower_bound, objective_seconds
 
 NEAR_MISS = 1.5  # a layout needing up to 1.5x the usable memory counts as a near miss (explanations)
@@ -34,6 +37,7 @@ class SearchStats:
     """What the search looked at."""
 
     layouts_considered: int = 0
+    filtered_out: int = 0  # rejected by the search's `keep` predicate before costing
     memory_pruned: int = 0
     bound_pruned: int = 0
     tabled: int = 0
@@ -56,7 +60,11 @@ class SearchResult:
     tables: list[Table] = field(default_factory=list)
 
 
-def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float):
+Keep = Callable[[Candidate], bool]
+
+
+def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
+                keep: Optional[Keep] = None):
     usable = cluster.usable_bytes
     kept = []
     for lay in enumerate_layouts(model, cluster, train, opts):
@@ -64,6 +72,9 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
             stats.truncated = True
             break
         stats.layouts_considered += 1
+        if keep is not None and not keep(lay):
+            stats.filtered_out += 1
+            continue
         b = coster.bounds(lay)
         if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
             stats.smallest_memory_bound = (b.memory_bytes, lay)
@@ -108,15 +119,17 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
-           opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None) -> SearchResult:
+           opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
+           keep: Optional[Keep] = None) -> SearchResult:
     """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds:
-    when the limit stops the search early, the best found is returned with status "feasible"."""
+    when the limit stops the search early, the best found is returned with status "feasible".
+    `keep`: only candidates it accepts are costed (the others count in stats.filtered_out)."""
     start = time.perf_counter()
     deadline = start + time_limit_s
     stats = SearchStats()
     coster = Coster(model, cluster, train)
     progress("enumerating layouts")
-    kept = _candidates(coster, model, cluster, train, opts, stats, deadline)
+    kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
     survivors = _survivors(coster, model, kept, top, stats, deadline)
     progress(f"CP-SAT over up to {len(survivors)} candidates")
@@ -170,3 +183,29 @@ def _from_first_split(model, tables, hint) -> cpsat.Solution:
 
 def _estimate(model, cluster, train, sol: cpsat.Solution) -> Estimate:
     return estimate(model, cluster, train, sol.table.layout.to_layout(sol.stage_layers))
+
+
+def validated_filter(stack: Stack, num_gpus: int) -> Keep:
+    """A `keep` predicate: the candidate's regime (stack x sharding x scale, costmodels.uncertainty)
+    is validated. The regime depends on the sharding class alone here, so it is cached by it."""
+    cache: dict[str, bool] = {}
+
+    def keep(lay: Candidate) -> bool:
+        key = sharding_class(lay)
+        if key not in cache:
+            cache[key] = uncertainty(stack, lay, num_gpus).validated
+        return cache[key]
+
+    return keep
+
+
+def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
+                   time_limit_s: float, opts: SpaceOptions = SpaceOptions()) -> Optional[Estimate]:
+    """The fastest layout that fits in a validated regime: the first validated one among the ranked
+    plans (they are the fastest of all), else the winner of a search restricted to validated regimes."""
+    ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
+    if ranked is not None or not result.plans:
+        return ranked
+    keep = validated_filter(train.stack_spec, cluster.num_gpus)
+    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=keep)
+    return again.plans[0] if again.plans else None

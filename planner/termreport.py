@@ -1,11 +1,13 @@
-"""The report's essentials in the terminal, under 100 columns: summary, memory bars per stage,
-the pipeline timeline in block characters, the step-time breakdown."""
+"""The report's essentials in the terminal, under 100 columns: summary, the step time with its
+held-out error band, memory bars per stage, the pipeline timeline in block characters, the
+step-time breakdown."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.text import Text
 
+from planner.render import band_text, band_warning
 from planner.report_data import ReportData
 
 GIB = 2**30
@@ -65,6 +67,9 @@ def breakdown_bar(d: ReportData) -> Text:
 def print_report(d: ReportData, console: Console) -> None:
     """Everything, in order."""
     console.print(Text(d.sentence, style="bold"), width=99)
+    console.print(Text(f"step time: {band_text(d.plan)}"), width=99)
+    if (warning := band_warning(d.plan.uncertainty)) is not None:
+        console.print(Text(f"warning: {warning}", style="yellow"), width=99)
     console.print("memory per GPU (w weights, g grads, o optimizer, a activations, x other; | usable):")
     for line in memory_bars(d):
         console.print(line, no_wrap=True, crop=True)

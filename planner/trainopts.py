@@ -1,0 +1,128 @@
+"""Training-run options of plan, estimate, check and export (report: the stack only): the software
+stack (`--stack NAME` or `--stack-file PROFILE.yaml`) and the TrainSpec switches (`--[no-]tp-comm-overlap`,
+`--[no-]overlap-grad-reduce`, `--[no-]flash-attention`, `--optimizer`, `--grad-dtype`, `--fp8-recipe`).
+
+An option not given keeps the base's value (the plan file's, the native config's, or TrainSpec's
+default). Every TrainSpec that leaves `apply` is resolved (hardware_profiles.resolve_train): its
+stack is a profile, by default the fitted `megatron-core`, never the built-in fallback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+import hardware_profiles as hp
+from costmodels.stack import Stack
+from costmodels.train_spec import TrainSpec
+from planner import loading
+from planner.explain import validated_regimes
+from planner.errors import UserError
+
+STACK_OPT = typer.Option(None, "--stack", help="Software stack whose mechanisms and fitted efficiencies the time "
+                         "model uses (parplan hardware lists them); default: the plan's, else megatron-core.")
+STACK_FILE_OPT = typer.Option(None, "--stack-file", help="A stack profile (YAML/JSON with the fields of "
+                              "`parplan schema Stack`) instead of a named one.")
+TP_OVERLAP_OPT = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
+                              help="TP communication hidden behind GEMMs; default: the stack's.", show_default=False)
+GRAD_OVERLAP_OPT = typer.Option(None, "--overlap-grad-reduce/--no-overlap-grad-reduce",
+                                help="Gradient reduction overlaps backward; default: the stack's.", show_default=False)
+FLASH_OPT = typer.Option(None, "--flash-attention/--no-flash-attention",
+                         help="Fused attention (no s x s scores kept); default on.", show_default=False)
+OPTIMIZER_OPT = typer.Option(None, "--optimizer", help="adam or sgd (default adam).")
+GRAD_DTYPE_OPT = typer.Option(None, "--grad-dtype", help="fp32, bf16 or fp16 (default: the weights' dtype).")
+FP8_RECIPE_OPT = typer.Option(None, "--fp8-recipe", help="With --precision fp8: tensorwise, rowwise, mxfp8 "
+                              "or blockwise (default tensorwise).")
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What the user set on the command line (None = not given)."""
+
+    stack: Optional[str] = None
+    stack_file: Optional[Path] = None
+    tp_comm_overlap: Optional[bool] = None
+    overlap_grad_reduce: Optional[bool] = None
+    flash_attention: Optional[bool] = None
+    optimizer: Optional[str] = None
+    grad_dtype: Optional[str] = None
+    fp8_recipe: Optional[str] = None
+
+    def train_fields(self) -> dict[str, Any]:
+        """The TrainSpec fields given (stack excluded)."""
+        names = [f.name for f in fields(self) if f.name not in ("stack", "stack_file")]
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+def load_stack_name(name: str) -> Stack:
+    """`--stack NAME`: a shipped profile; unknown names list the known ones with a close match."""
+    try:
+        return hp.load_stack(name)
+    except hp.UnknownPresetError:
+        names = hp.list_stacks()
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UserError(f"--stack: unknown stack {name!r}{hint} (known: {', '.join(names)})") from None
+
+
+def load_stack_file(path: Path) -> Stack:
+    """`--stack-file PROFILE`: a Stack mapping, validated strictly (errors name the field)."""
+    return loading.validate(Stack, loading.read_mapping(Path(path)), f"--stack-file {path}: stack")
+
+
+def chosen_stack(opts: TrainOptions) -> Optional[Stack]:
+    """The stack the options ask for, or None when neither --stack nor --stack-file is given."""
+    if opts.stack is not None and opts.stack_file is not None:
+        raise UserError(f"give --stack or --stack-file, not both (--stack {opts.stack}, --stack-file {opts.stack_file})")
+    if opts.stack_file is not None:
+        return load_stack_file(opts.stack_file)
+    return load_stack_name(opts.stack) if opts.stack is not None else None
+
+
+def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
+    """`train` with the options over it, validated, and its stack resolved."""
+    stack = chosen_stack(opts)
+    given = opts.train_fields()
+    if given:
+        train = loading.validate(TrainSpec, {**train.model_dump(), **given, "stack": train.stack}, "train")
+    return loading.resolve_train(train, stack)
+
+
+def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
+    """A plan document with the options written into its `train` (export, report). Its saved
+    `estimate` is dropped when anything changed, so that numbers are computed again."""
+    stack, given = chosen_stack(opts), opts.train_fields()
+    if stack is None and not given:
+        return doc
+    train = doc.get("train")
+    if not isinstance(train, dict):
+        return doc  # the plan loader names the problem
+    train = {**train, **given}
+    if stack is not None:
+        train["stack"] = opts.stack if opts.stack is not None else stack.model_dump(mode="json")
+    return {k: v for k, v in {**doc, "train": train}.items() if k != "estimate"}
+
+
+def stack_rows() -> list[dict]:
+    """One row per stack profile: name, framework, description, how it was fitted, validated regimes."""
+    rows = []
+    for name in hp.list_stacks():
+        s = hp.load_stack(name)
+        rows.append({"name": name, "framework": s.framework, "description": s.description,
+                     "fitted_on": s.fitted_on, "validated_regimes": validated_regimes(s)})
+    return rows
+
+
+def stacks_table(rows: list[dict]) -> Table:
+    """The stacks, one line each."""
+    table = Table(title="Software stacks (--stack; default megatron-core)")
+    for col in ("name", "framework", "description"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["framework"], r["description"])
+    return table
