@@ -46,12 +46,10 @@ COPIES = {  # profile without its own data -> (source profile, note)
     ("gpu", "b200"): ("h100-sxm", "NOT FITTED: no public B200 step time in the fitting split; h100-sxm's fractions"),
     ("gpu", "mi300x"): ("h100-sxm", "NOT FITTED: no public measurement; h100-sxm's fractions"),
     ("gpu", "v100-sxm3-32gb"): ("a100-80gb", "NOT FITTED: a100-80gb's fractions (V100 rows are relative only)"),
-    ("stack", "deepspeed"): ("megatron-core", "NOT FITTED: no DeepSpeed row with a step time; megatron-core's "
-                             "host overhead and overlap slowdown"),
     ("stack", "fsdp"): ("torchtitan-eager", "NOT FITTED: torchtitan-eager's numbers (same FSDP units, eager)"),
 }
 STACK_FIELDS = ["layer_overhead_s", "step_overhead_s", "overlap_slowdown", "elementwise_scale", "attn_scale",
-                "gemm_scale", "fp8"]
+                "gemm_scale", "fp8", "zero3_call_overhead_s"]
 
 
 @dataclass(frozen=True)
@@ -133,13 +131,20 @@ def mean_abs_err(pairs) -> float:
     return float(np.mean([abs(p / m - 1) for p, m in pairs]))
 
 
-def objective_factory(params: list[Param], prof: Profiles, sets, layers):
+def ratio_err(pairs, prof: Profiles) -> float:
+    """Mean |predicted t_a/t_b over measured t_a/t_b - 1| of (case a, layout a, case b, layout b, ratio)."""
+    return mean_abs_err([(predict_s(a, la, prof) / predict_s(b, lb, prof), r) for a, la, b, lb, r in pairs])
+
+
+def objective_factory(params: list[Param], prof: Profiles, sets, layers, ratios=()):
     def objective(logx):
         for p, v in zip(params, logx):
             prof.set(p, _clip(p, math.exp(v)))
-        errs = [mean_abs_err([(predict_s(c, lay, prof), c.measured_s) for c, lay in s]) for s in sets]
+        errs = [mean_abs_err([(predict_s(c, lay, prof), c.measured_s) for c, lay in s]) for s in sets if s]
         if layers:
             errs.append(mean_abs_err([(layer_s(r, prof), r[-1]) for r in layers]))
+        if ratios:
+            errs.append(ratio_err(ratios, prof))
         return float(np.mean(errs))
 
     return objective
@@ -149,11 +154,11 @@ def _clip(p: Param, value: float) -> float:
     return min(max(value, p.lo), p.hi)
 
 
-def fit(params: list[Param], prof: Profiles, sets, layers=(), starts: int = 3) -> float:
+def fit(params: list[Param], prof: Profiles, sets, layers=(), starts: int = 3, ratios=()) -> float:
     """Nelder-Mead on log-parameters from a few starting points; leaves the best values in `prof`."""
     from scipy.optimize import minimize
 
-    objective = objective_factory(params, prof, sets, list(layers))
+    objective = objective_factory(params, prof, sets, list(layers), list(ratios))
     best, rng = None, np.random.default_rng(0)
     x_start = np.log([p.start for p in params])
     for i in range(starts):
@@ -192,10 +197,13 @@ STAGES = [
         Param("gpu", "a100-80gb", "attn_max", 0.6, 0.4, 0.73),  # FlashAttention-2 on A100: 50-73% (Dao 2023)
         Param("stack", "torchtitan-eager", "fp8.tensorwise", 0.7, 0.2, 1.2)], "torchtitan"),
     ("FP8 rowwise", [Param("stack", "torchtitan-eager", "fp8.rowwise", 0.5, 0.1, 1.2)], "fp8-rowwise"),
+    ("DeepSpeed ZeRO-3", [
+        Param("stack", "deepspeed", "zero3_call_overhead_s", 1e-3, 1e-6, 0.1),
+        Param("stack", "deepspeed", "overlap_slowdown", 0.1, 1e-3, 1.0)], "deepspeed-ratios"),
 ]
 
 
-CARRIED = {"megatron-core": "megatron-core", "torchtitan": "torchtitan-eager"}
+CARRIED = {"megatron-core": "megatron-core", "torchtitan": "torchtitan-eager", "deepspeed-ratios": "deepspeed"}
 CARRIED_FIELDS = ("layer_overhead_s", "step_overhead_s", "elementwise_scale")
 # Megatron-Core's TP overlap (TransformerEngine userbuffers) runs its collectives on a few reserved SMs
 # (ub_cfgs num_sm, up to 16 of 132 on H100): about a 10% slowdown of the overlapped GEMMs. The fitting
@@ -214,7 +222,8 @@ def run_stages(prof: Profiles) -> dict[str, tuple[float, list[str]]]:
         if split == "megatron-core":
             prof.set(Param("stack", "megatron-core", "overlap_slowdown", 0, 0, 1), MEGATRON_CORE_OVERLAP_SLOWDOWN)
         sets, layers = splits.fitting_sets(split)
-        obj = fit(params, prof, [prepared(s) for s in sets], layers)
+        ratios = [(a, la, b, lb, r) for (a, la), (b, lb), r in splits.ratio_sets(split)]
+        obj = fit(params, prof, [prepared(s) for s in sets], layers, ratios=ratios)
         out[name] = (obj, _at_bound(params, prof))
         print(f"  {name}: objective {obj:.4f}; " + ", ".join(f"{p.profile}.{p.field}={prof.get(p):.4g}"
                                                           for p in params), file=sys.stderr)
@@ -279,7 +288,7 @@ def apply_copies(prof: Profiles) -> None:
 
 def write_all(prof: Profiles, results: dict) -> None:
     """Write every fitted and copied profile with the rows behind it."""
-    a100_obj, h100_obj, tt_obj, rowwise_obj = (results[name][0] for name, _, _ in STAGES)
+    a100_obj, h100_obj, tt_obj, rowwise_obj, ds_obj = (results[name][0] for name, _, _ in STAGES)
     a100_note = f"fitted by benchmarks/calibrate.py stage 1 on {splits.describe('a100')}; objective {a100_obj:.3f}"
     h100_note = f"fitted by benchmarks/calibrate.py stage 2 on {splits.describe('megatron-core')}; objective {h100_obj:.3f}"
     write_gpu("a100-80gb", prof, a100_note)
@@ -303,6 +312,11 @@ def write_all(prof: Profiles, results: dict) -> None:
                            *stack_notes["megatron-core"][1:])
     stack_notes["torchtitan"] = ("element-wise fusion and the rest " + stack_notes["torchtitan-eager"][0],
                                  *stack_notes["torchtitan-eager"][1:])
+    stack_notes["deepspeed"] = (
+        f"zero3_call_overhead_s and overlap_slowdown fitted by benchmarks/calibrate.py stage 5 on the step-time "
+        f"ratios of {splits.describe('deepspeed-ratios')} (objective {ds_obj:.3f}: mean |ratio error|); host and "
+        "step overheads and element-wise fusion from megatron-2021 (no DeepSpeed row has an absolute step time)",
+        splits.row_ids("deepspeed-ratios"), ds_obj)
     for name, (note, rows, err) in stack_notes.items():
         write_stack(name, prof, note, rows, err)
     for (kind, name), (_, note) in COPIES.items():

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from reference_data import Case
+from reference_data import Case, preset_latencies
 
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
@@ -43,6 +43,8 @@ GPU_PROFILES = {  # measured_runs.csv `gpu` -> parplan GPU profile
     "a100-80gb": "a100-80gb", "a100": "a100-80gb", "h200": "h200", "h800": "h800", "b200-power-limited": "b200",
     "v100-sxm3-32gb": "v100-sxm3-32gb",
 }
+LATENCY_PRESET = {  # whose NCCL-fitted per-step latencies a measured cluster takes (V100 DGX-2: the A100's)
+    "a100-80gb": "dgx-a100", "v100-sxm3-32gb": "dgx-a100", "b200": "dgx-b200"}
 SCALE_UP_GB_PER_S = {"a100-80gb": 300.0, "h100-sxm": 450.0, "h100-sxm-500w": 450.0, "h200": 450.0, "h800": 200.0,
                      "b200": 900.0, "v100-sxm3-32gb": 150.0}
 
@@ -89,7 +91,8 @@ def _scale_out_gb_per_s(row: dict, gpu: str) -> float:
 def _cluster(row: dict, gpu: str, gpus: int) -> ClusterSpec:
     per = min(int(row["gpus_per_node"]), gpus)
     return ClusterSpec(name=f"measured-{gpu}", gpu=hp.load_gpu(gpu), gpus_per_node=per, num_nodes=gpus // per,
-                       scale_up_gb_per_s=SCALE_UP_GB_PER_S[gpu], scale_out_gb_per_s=_scale_out_gb_per_s(row, gpu))
+                       scale_up_gb_per_s=SCALE_UP_GB_PER_S[gpu], scale_out_gb_per_s=_scale_out_gb_per_s(row, gpu),
+                       **preset_latencies(LATENCY_PRESET.get(gpu, "dgx-h100")))
 
 
 def _stack(row: dict) -> str:
@@ -208,3 +211,38 @@ def tokens_per_step(case: Case) -> int:
 def same_problem_key(case: MeasuredCase) -> tuple:
     """What makes two runs comparable: hardware (GPU, count) and the work (model, tokens per step)."""
     return (case.cluster.gpu_profile.name, case.gpus, case.model.name, tokens_per_step(case))
+
+
+ZPP_GPUS = 384  # Figures 6 and 7 of the ZeRO++ blog (Figure 8 does not state its GPU count: not used)
+
+
+def _zpp_case(row: dict, models: dict) -> Optional[MeasuredCase]:
+    """A DeepSpeed ZeRO-3 row of the ZeRO++ blog as a problem: 384 V100 on DGX-2 nodes, sequence 512
+    (the ZeRO++ tutorial), the row's tokens per GPU as the micro-batch, one micro-batch per step."""
+    if row["model"] not in models or row["sharding"] != "zero3" or row["num_gpus"] != str(ZPP_GPUS):
+        return None
+    tokens = 2048 if "2K tokens" in row["notes"] else 1024
+    model = ModelSpec.model_validate(models[row["model"]])
+    mbs = tokens // model.seq_length
+    train = hp.resolve_train(TrainSpec(global_batch_size=ZPP_GPUS * mbs, precision="fp16",
+                                       flash_attention=False), "deepspeed")
+    return MeasuredCase(dataset=row["source"], label=row["id"], model=model,
+                        cluster=_cluster(row, "v100-sxm3-32gb", ZPP_GPUS), train=train,
+                        layout=Layout(zero=3, mbs=mbs, recompute="full"), measured_s=float("nan"),
+                        row_id=row["id"], source=row["source"], stack="deepspeed", sharding="zero3", gpus=ZPP_GPUS)
+
+
+def zpp_ratio_pairs() -> list[tuple[MeasuredCase, MeasuredCase, float]]:
+    """(a, b, measured t_a / t_b) for every pair of ZeRO-3 rows of the same model on the same 384 GPUs:
+    with the same model and sequence, t is proportional to tokens per GPU / TFLOP/s per GPU, whatever
+    FLOP convention the blog used (its bar labels are rounded to integers)."""
+    models, rows = _models(), _rows()
+    cases = [(c, r) for r in rows if (c := _zpp_case(r, models)) is not None]
+    out = []
+    for i, (a, ra) in enumerate(cases):
+        for b, rb in cases[i + 1:]:
+            if a.model.name == b.model.name:
+                ta = a.layout.mbs / float(ra["value"])
+                tb = b.layout.mbs / float(rb["value"])
+                out.append((a, b, ta / tb))
+    return out

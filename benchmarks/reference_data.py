@@ -48,11 +48,19 @@ def gpt(h: int, a: int, layers: int, vocab: int, seq: int) -> ModelSpec:
                      vocab_size=vocab, seq_length=seq, tied_embeddings=True)
 
 
+def preset_latencies(preset: str) -> dict:
+    """The NCCL per-step latencies (fitted by benchmarks/calibrate_nccl.py) of a cluster preset."""
+    c = hp.load_cluster(preset)
+    return {"scale_up_latency_us": c.scale_up_latency_us, "scale_out_latency_us": c.scale_out_latency_us}
+
+
 def a100_cluster(gpu: GPUProfile, gpus: int, scale_out_gb_per_s: float) -> ClusterSpec:
-    """DGX-A100-like nodes of 8 GPUs (a smaller single node when fewer GPUs), NVLink 3 at 300 GB/s."""
+    """DGX-A100-like nodes of 8 GPUs (a smaller single node when fewer GPUs), NVLink 3 at 300 GB/s,
+    the dgx-a100 preset's fitted collective latencies."""
     per = min(gpus, 8)
     return ClusterSpec(name="a100-ref", gpu=gpu, gpus_per_node=per, num_nodes=gpus // per,
-                       scale_up_gb_per_s=300.0, scale_out_gb_per_s=scale_out_gb_per_s)
+                       scale_up_gb_per_s=300.0, scale_out_gb_per_s=scale_out_gb_per_s,
+                       **preset_latencies("dgx-a100"))
 
 
 def narayanan(gpu: GPUProfile) -> list[Case]:

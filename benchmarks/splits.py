@@ -12,6 +12,10 @@ benchmarks/calibrate.py fits only on `fitting_sets`; benchmarks/accuracy.py repo
 - fp8-rowwise (stage 4): the FP8 rowwise GEMM fraction alone, on TT-023 and TT-029 (the vanilla-TP
   rowwise rows of the 2025-06 benchmark: no other row measures rowwise); the async-TP rowwise rows
   TT-024, TT-030 and the B200 row TT-048 stay held out.
+- deepspeed-ratios (stage 5): DeepSpeed's ZeRO-3 per-call host cost and overlap slowdown, on the
+  step-time ratios of the ZeRO++ blog's ZeRO-3 rows of its 18B model on 384 V100 (ZPP-001, 009,
+  017, 025: 1K vs 2K tokens per GPU, 400 vs 100 Gb/s), which the data's README reserves for
+  relative checks: only ratios enter the objective, never an absolute step time.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import hardware_profiles as hp
-from measured_data import load_measured
+from measured_data import load_measured, zpp_ratio_pairs
 from reference_data import korthikanti_layer, vtrain
 
 MG_FIT = {"MG-001", "MG-003", "MG-005", "MG-007", "MG-009"}
@@ -54,11 +58,25 @@ def fitting_sets(split: str):
 
 
 def _ids(split: str) -> set[str]:
-    return {"megatron-core": MG_FIT, "torchtitan": TT_FIT, "fp8-rowwise": ROWWISE_FIT}[split]
+    return {"megatron-core": MG_FIT, "torchtitan": TT_FIT, "fp8-rowwise": ROWWISE_FIT, "deepspeed-ratios": set()}[split]
+
+
+def ratio_sets(split: str):
+    """((case a, layout a), (case b, layout b), measured t_a/t_b) that a stage fits on (relative data)."""
+    if split != "deepspeed-ratios":
+        return []
+    from costmodels.layout import resolve_layout
+
+    def prep(c):
+        return c, resolve_layout(c.model, c.cluster, c.train, c.layout)
+
+    return [(prep(a), prep(b), r) for a, b, r in zpp_ratio_pairs()]
 
 
 def row_ids(split: str) -> list[str]:
     """Ids of the rows a stage fits on (ranges for vTrain)."""
+    if split == "deepspeed-ratios":
+        return sorted({c.row_id for a, b, _ in zpp_ratio_pairs() for c in (a, b)})
     if split == "a100":
         return ["vtrain-single rows with index % 6 == 0", "vtrain-multi even rows", "korthikanti-table4 (5)"]
     return sorted(_ids(split))

@@ -56,6 +56,14 @@ def zero_state_bytes(params: float, shards: int, zero: int, train: TrainSpec) ->
     return weights, grads, optimizer
 
 
+def memory_zero(lay) -> int:
+    """The ZeRO stage the memory sees. ZeRO-3 with pipelining keeps a stage's weights gathered and its
+    gradients unsharded across the micro-batches of a step (torch.distributed.pipelining + FSDP2:
+    no resharding and no gradient sync until the last micro-batch; costmodels.sharding), so only the
+    optimizer states stay sharded: ZeRO-1 memory."""
+    return 1 if lay.zero >= 3 and lay.pp > 1 else lay.zero
+
+
 def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
     """edp = world / (etp * ep * pp): ranks holding the same experts (DESIGN.md section 2)."""
     return cluster.num_gpus // (lay.etp * lay.ep * lay.pp)
@@ -86,7 +94,7 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
 def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
     """ZeRO-3 gathers whole layers: the current and the prefetched layer's weights, one layer's grads.
     For MoE models the MoE layer is taken on every stage (conservative where a stage is all dense)."""
-    if lay.zero < 3:
+    if memory_zero(lay) < 3:
         return 0.0
     layer = local_layer_params(model, model.is_moe, lay.tp, lay.ep, lay.etp).total
     return layer * (2 * train.weight_bytes_per_param + train.grad_bytes_per_param)
@@ -97,8 +105,9 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     local: ParamCount = local_stage_params(
         model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model)
     )
-    dense = zero_state_bytes(local.dense, lay.dense_shards, lay.zero, train)
-    expert = zero_state_bytes(local.expert, expert_dp(cluster, lay), lay.zero, train)
+    zero = memory_zero(lay)
+    dense = zero_state_bytes(local.dense, lay.dense_shards, zero, train)
+    expert = zero_state_bytes(local.expert, expert_dp(cluster, lay), zero, train)
     return StageMemory(
         stage=stage,
         layers=lay.stage_layers[stage],

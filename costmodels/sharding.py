@@ -37,6 +37,36 @@ def buckets(n_params: float, bucket_mparams: float | None) -> int:
     return max(1, math.ceil(n_params / (bucket_mparams * 1e6)))
 
 
+def layer_matrices(model, moe: bool, tp: int, ep: int, etp: int) -> list[float]:
+    """Weight tensors of one layer on one GPU, in execution order, as parameter counts: fused QKV and
+    two MLP matrices for GELU models (Megatron-style), separate q, k, v, o, gate, up, down for SwiGLU
+    models (Hugging Face style); MoE: the router, then each local expert's matrices."""
+    h = model.hidden_size
+    q, kv = model.q_width / tp, (model.kv_width / tp if model.num_kv_heads >= tp else model.head_dim)
+    attn = [h * (q + 2 * kv), q * h] if model.activation != "swiglu" else [h * q, h * kv, h * kv, q * h]
+    if not moe:
+        f = model.ffn_hidden_size / tp
+        return attn + ([h * f, h * f, f * h] if model.activation == "swiglu" else [h * f, f * h])
+    fe = model.moe_ffn_hidden_size / etp
+    expert = [h * fe, h * fe, fe * h] if model.activation == "swiglu" else [h * fe, fe * h]
+    return attn + [h * model.num_experts] + expert * (model.num_experts // ep)
+
+
+def fetch_calls(matrices: list[float], bucket_mparams: float | None) -> int:
+    """Collectives DeepSpeed's ZeRO-3 issues for these tensors: it packs them in order into a bucket and
+    fetches once the bucket holds at least `bucket_mparams` millions (a larger tensor goes alone, never
+    split: deepspeed/runtime/zero/partitioned_param_coordinator.py), plus one call for the small rest.
+    None: one call for the whole unit (FSDP)."""
+    if not bucket_mparams:
+        return 1
+    calls, held, cap = 0, 0.0, bucket_mparams * 1e6
+    for size in matrices:
+        held += size
+        if held >= cap:
+            calls, held = calls + 1, 0.0
+    return calls + 1
+
+
 def dense_group(lay) -> tuple[int, int]:
     """(size, stride) of the group the dense states are sharded over: S ranks at stride tp."""
     return lay.dense_shards, lay.tp

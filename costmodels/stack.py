@@ -79,6 +79,9 @@ class Stack(BaseModel):
                                                   "millions of parameters per collective (DeepSpeed "
                                                   "stage3_prefetch_bucket_size 50M); null = one transformer "
                                                   "block per collective (an FSDP unit).")
+    zero3_call_overhead_s: float = Field(0.0, ge=0, le=1, description="Host time of one ZeRO-3 collective call "
+                                         "that nothing hides (DeepSpeed's per-parameter fetch and partition "
+                                         "bookkeeping, stream syncs), seconds; fitted where data allows.")
     zero3_prefetch: int = Field(1, ge=0, le=4, description="ZeRO-3 units gathered ahead of compute; 0 = none "
                                 "(every gather exposed).")
     reshard_after_forward: bool = Field(True, description="ZeRO-3 without pipeline: weights freed after forward "

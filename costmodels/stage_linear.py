@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
-from costmodels.memory import expert_dp, zero_state_bytes
+from costmodels.memory import expert_dp, memory_zero, zero_state_bytes
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.step import DpOverlap, dp_comm_s, dp_overlap, optimizer_s, pp_comm_s
@@ -96,12 +96,13 @@ def layer_costs(c: Context) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
-    dense = sum(zero_state_bytes(params.dense, lay.dense_shards, lay.zero, train))
-    return dense + sum(zero_state_bytes(params.expert, edp, lay.zero, train))
+    zero = memory_zero(lay)
+    dense = sum(zero_state_bytes(params.dense, lay.dense_shards, zero, train))
+    return dense + sum(zero_state_bytes(params.expert, edp, zero, train))
 
 
 def _zero3_buffers(c: Context) -> float:
-    if c.lay.zero < 3:
+    if memory_zero(c.lay) < 3:
         return 0.0
     layer = local_layer_params(c.model, c.model.is_moe, c.lay.tp, c.lay.ep, c.lay.etp).total
     return layer * (2 * c.train.weight_bytes_per_param + c.train.grad_bytes_per_param)

@@ -180,9 +180,18 @@ def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
     ag = sharding.gather_s(c.links, lay, p, edp, c.train.weight_bytes_per_param, st.zero3_bucket_mparams)
     rs = sharding.reduce_s(c.links, lay, p, edp, c.train.grad_bytes_per_param, st.zero3_bucket_mparams, True)
     back = (ag if st.reshard_after_forward else 0.0) + rs
+    host = _zero3_calls(c, moe) * st.zero3_call_overhead_s
     if st.zero3_prefetch == 0:
-        return ag + back
-    return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa)
+        return ag + back + host
+    return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa) + host
+
+
+def _zero3_calls(c: Context, moe: bool) -> int:
+    """ZeRO-3 collective calls of one layer and micro-batch: the fetches (twice when resharded) and as
+    many reductions (costmodels.sharding.fetch_calls)."""
+    lay, st = c.lay, c.stack
+    per = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp), st.zero3_bucket_mparams)
+    return per * (2 if st.reshard_after_forward else 1) + per
 
 
 def _cp_exchange_s(c: Context) -> float:
