@@ -30,7 +30,11 @@ from costmodels.uncertainty import regime_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "accuracy.md"
-UNKNOWN_HARDWARE = {"TT-044", "TT-045", "TT-046", "TT-047", "TT-048"}  # power-limited B200, limit not stated
+EXCLUDED = {  # rows shown in every table but left out of the error bands, with the reason
+    **{f"TT-04{i}": "power limit not stated (hardware unknown)" for i in range(4, 9)},
+    "DSV3-001": "whole pre-training average (batch ramp) on HAI-LLM with DualPipe and MLA: not a step time "
+                "of an expressible run",
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Row:
     fitted: bool
     regime: str = ""
     excluded: str = ""  # why a row is left out of the error bands (shown, never hidden)
+    gpus: int = 0
 
     @property
     def err(self) -> float:
@@ -60,15 +65,15 @@ def collect() -> list[Row]:
     a100 = hp.load_gpu("a100-80gb")
     rows: list[Row] = []
     for c, lay in prepared(narayanan(a100)):
-        rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), False, _regime(c, lay)))
+        rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), False, _regime(c, lay),
+                        gpus=c.cluster.num_gpus))
     for which in ("single", "multi"):
         for i, (c, lay) in enumerate(prepared(vtrain(a100, which))):
             rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), splits.vtrain_fitted(which, i),
-                            _regime(c, lay)))
+                            _regime(c, lay), gpus=c.cluster.num_gpus))
     for c, lay in prepared(splits.measured()):
-        why = "power limit not stated (hardware unknown)" if c.row_id in UNKNOWN_HARDWARE else ""
         rows.append(Row(c.source, c.row_id, c.measured_s, predict_s(c, lay), splits.measured_fitted(c.row_id),
-                        _regime(c, lay), why))
+                        _regime(c, lay), EXCLUDED.get(c.row_id, ""), c.gpus))
     for r in korthikanti_layer(a100):
         rows.append(Row("korthikanti-table4", r[0], r[-1], layer_s(r), True))
     return rows
@@ -106,6 +111,22 @@ def by_regime(rows: list[Row]) -> dict[str, dict[str, dict]]:
     return out
 
 
+def done_when(rows: list[Row]) -> dict[str, dict]:
+    """The acceptance metrics of the time-model issue, each a summary over the rows it names."""
+    held = [r for r in rows if not r.fitted and not r.excluded]
+    sharded = [r for r in held if r.regime and r.regime.split("/")[1] in ("zero3", "hsdp")]
+    return {
+        "ZeRO-3 / FSDP / HSDP, held out": summary(sharded),
+        "Megatron-Core H100, held out": summary([r for r in held if r.dataset == "megatron-readme"]),
+        "A100 Megatron >= 256 GPUs, all": summary([r for r in rows if r.dataset in ("narayanan2021", "vtrain-multi")
+                                                   and r.gpus >= 256]),
+        "A100 Megatron >= 256 GPUs, held out": summary([r for r in held if r.dataset in ("narayanan2021", "vtrain-multi")
+                                                        and r.gpus >= 256]),
+        "vtrain-multi, all": summary([r for r in rows if r.dataset == "vtrain-multi"]),
+        "vtrain-multi, held out": summary([r for r in held if r.dataset == "vtrain-multi"]),
+    }
+
+
 def _pct(x: float) -> str:
     return "-" if x != x else f"{x:.1%}"
 
@@ -118,9 +139,14 @@ def _line(name: str, subset: str, s: dict) -> str:
 HEAD = ["| {} | subset | n | mean abs err | median | p90 | max | bias (median signed) |", "|---|---|---|---|---|---|---|---|"]
 
 
-def markdown(rows: list[Row]) -> str:
+def markdown(rows: list[Row], pairs=None) -> str:
     """The tables of docs/accuracy.md."""
-    lines = ["## Per data set", "", HEAD[0].format("data set"), HEAD[1]]
+    lines = ["## Acceptance metrics", "", HEAD[0].format("rows") + " most negative |", HEAD[1] + "---|"]
+    for name, s in done_when(rows).items():
+        lines.append(_line(name, "", s) + f" {s['min_signed']:+.1%} |")
+    if pairs is not None:
+        lines += ["", ordering_text(pairs)]
+    lines += ["", "## Per data set", "", HEAD[0].format("data set"), HEAD[1]]
     for name, parts in by_dataset(rows).items():
         lines += [_line(name, subset, s) for subset, s in parts.items() if s["n"]]
     lines += ["", "## Per regime (stack / sharding / scale), excluded rows left out", "", HEAD[0].format("regime"), HEAD[1]]
@@ -155,12 +181,27 @@ held-out error of a regime is what `Estimate.uncertainty` reports for a layout t
 """
 
 
+def ordering_text(pairs) -> str:
+    """One paragraph: how many same-hardware, same-batch pairs (>= 10% apart) the model orders right."""
+    from ordering import inversions
+
+    lines = []
+    for name, found in pairs.items():
+        bad = inversions(found)
+        lines.append(f"- {name}: {len(found)} pairs of runs on the same hardware and batch whose measured step "
+                     f"times differ by >= 10%; {len(found) - len(bad)} ordered right, {len(bad)} inverted"
+                     + (": " + ", ".join(f"{a.label} vs {b.label}" for a, b in bad[:12]) if bad else "."))
+    return "Ordering (benchmarks/ordering.py):\n\n" + "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="write docs/accuracy.md and the stacks' held-out errors")
     args = parser.parse_args()
     rows = collect()
-    text = markdown(rows)
+    from ordering import all_pairs
+
+    text = markdown(rows, all_pairs())
     print(text)
     if args.write:
         DOC.parent.mkdir(exist_ok=True)

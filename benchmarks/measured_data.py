@@ -14,8 +14,8 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
   (the table's notes), distributed optimizer, fp32 gradient reduction (Megatron's bf16 default),
   micro-batch 1, no recompute, 1F1B; the two strong-scaling rows take the weak-scaling layout of
   their model (tp8 pp6).
-- NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack torchtitan (FSDP2 units,
-  fused kernels), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
+- NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack automodel (torchtitan's
+  fitted numbers, its own error band), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
   128-wide multi-head attention (measured/README.md).
 - DeepSeek-V3: a whole-run average (batch ramp, DualPipe, MLA): kept for evaluation only.
 """
@@ -104,7 +104,7 @@ def _stack(row: dict) -> str:
     if fw == "deepspeed":
         return "deepspeed"
     if row["source"] == "automodel-moe":
-        return "torchtitan"
+        return "automodel"
     return "megatron-core"
 
 

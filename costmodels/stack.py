@@ -39,6 +39,9 @@ class Fp8Efficiency(BaseModel):
     rowwise: float = Field(0.6, gt=0, le=1.5, description="Per-row scales (torchao rowwise): CUTLASS GEMMs.")
     mxfp8: float = Field(0.7, gt=0, le=1.5, description="MX block scales (32 elements), Blackwell only.")
     blockwise: float = Field(0.65, gt=0, le=1.5, description="128x128 / 1x128 block scales (DeepSeek-V3 style).")
+    half_dim_scale: float = Field(1.0, gt=0, le=20, description="FP8 GEMMs reach half their efficiency at this "
+                                  "multiple of the GPU's gemm_half_dim: FP8 kernels need larger tiles to saturate, so "
+                                  "small GEMMs gain less from FP8 than large ones.")
 
     def of(self, recipe: Fp8Recipe) -> float:
         """The fraction for `recipe`."""

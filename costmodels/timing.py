@@ -99,7 +99,8 @@ def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Devic
     dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled)
     if train.precision != "fp8":
         return dev16, dev16
-    fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe)})
+    fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
+                                    "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_scale})
     return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8), dev16
 
 
