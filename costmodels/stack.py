@@ -42,6 +42,13 @@ class Fp8Efficiency(BaseModel):
     half_dim_scale: float = Field(1.0, gt=0, le=20, description="FP8 GEMMs reach half their efficiency at this "
                                   "multiple of the GPU's gemm_half_dim: FP8 kernels need larger tiles to saturate, so "
                                   "small GEMMs gain less from FP8 than large ones.")
+    rowwise_half_dim_scale: float = Field(1.0, gt=0, le=50, description="Further factor on the half size for the "
+                                          "rowwise recipe (CUTLASS rowwise-scaled kernels saturate later than "
+                                          "cuBLAS per-tensor ones).")
+
+    def half_dim_of(self, recipe: Fp8Recipe) -> float:
+        """The half-size multiple of `recipe`."""
+        return self.half_dim_scale * (self.rowwise_half_dim_scale if recipe == "rowwise" else 1.0)
 
     def of(self, recipe: Fp8Recipe) -> float:
         """The fraction for `recipe`."""

@@ -100,7 +100,7 @@ def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Devic
     if train.precision != "fp8":
         return dev16, dev16
     fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
-                                    "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_scale})
+                                    "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_of(train.fp8_recipe)})
     return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8), dev16
 
 
@@ -131,7 +131,8 @@ def _fp8_cast_s(c: Context, moe: bool) -> float:
     m, x = c.model, c.x
     acts = x.tokens * (2 * m.hidden_size + (m.q_width + m.ffn_hidden_size) / x.tp)
     weights = local_layer_params(m, moe, x.tp, x.ep, x.etp).total
-    return cmp.memory_s(c.dev16, c.stack.fp8_cast_bytes_per_element * (acts + weights))
+    nbytes = c.stack.fp8_cast_bytes_per_element * (acts + weights) * c.stack.elementwise_scale  # fused like the rest
+    return cmp.memory_s(c.dev16, nbytes)
 
 
 def _passes(c: Context, moe: bool) -> tuple[float, float, float, float]:
