@@ -12,7 +12,8 @@ caller can reuse them across layouts that share a shape.
 
 The step time from stage values (used by step.step_time, stated here for the planner):
     step = (m - 1/v) * max_i t_i + sum_i t_i / v + pp_comm + max_i dp_i + max_i opt_i + overhead
-    dp_i = [max(0, R_i - 2t_i/3) or R_i] + [max(0, G_i - t_i/3) or G_i]
+    dp_i = [max(0, R_i - w*2t_i/3) or R_i] + [max(0, G_i - t_i/3) or G_i]   (w: ZeRO-2 reduces every
+                                                                             micro-batch, w = m; else 1)
 with the overlapped form where costmodels.step.dp_overlap says so (ZeRO-3 without pipelining
 books its per-layer collectives in t_i and its edges, constant, in R_i).
 """
@@ -135,7 +136,7 @@ def _param_class(c: Context, stage: int, layer_params: tuple[ParamCount, ParamCo
 def param_key(lay: Layout, stage_class: int) -> tuple:
     """What _param_class depends on, for callers that memoize it across layouts."""
     return (stage_class, lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.zero, lay.shard_group,
-            lay.num_microbatches if lay.zero >= 3 else 0)
+            lay.num_microbatches if lay.zero >= 2 else 0)
 
 
 def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout,

@@ -12,6 +12,8 @@ Data-parallel traffic per step of one stage, before overlap (R reduce, G gather)
 - ZeRO-3 with pipelining: as ZeRO 1-2 (one gather and one reduction per step, see sharding).
 - ZeRO-3 without pipelining: the per-layer collectives sit in the layer time; R = the last unit's
   reduce-scatter per step plus the first unit's gather (with the embedding/head) per micro-batch.
+ZeRO-2 reduce-scatters after every micro-batch (its gradients stay sharded), so R is m reductions,
+each behind its own micro-batch's backward.
 Exposure: R overlaps the last micro-batch's backward (2/3 of its time) when gradient reduction is
 overlapped (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
 G overlaps the first forward (1/3) when the stack overlaps the parameter gather
@@ -35,10 +37,12 @@ from costmodels.timing import (ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Contex
 
 @dataclass(frozen=True)
 class DpOverlap:
-    """Which data-parallel terms hide behind compute: the reduction (last backward), the gather (first forward)."""
+    """Which data-parallel terms hide behind compute: the reduction (behind `windows` backwards, one per
+    reduction), the gather (first forward)."""
 
     reduce: bool
     gather: bool
+    windows: int = 1
 
 
 def dp_overlap(c: Context) -> DpOverlap:
@@ -46,7 +50,14 @@ def dp_overlap(c: Context) -> DpOverlap:
     if c.zero3_per_microbatch:
         return DpOverlap(False, False)
     gather = c.stack.zero3_prefetch > 0 if c.lay.zero >= 3 else c.stack.overlap_param_gather and c.train.grad_overlap
-    return DpOverlap(c.train.grad_overlap, gather)
+    return DpOverlap(c.train.grad_overlap, gather, reductions(c))
+
+
+def reductions(c: Context) -> int:
+    """Gradient reductions per step: ZeRO-2 keeps gradients sharded between micro-batches, so it
+    reduce-scatters after every micro-batch's backward (DeepSpeed stage 2, FSDP SHARD_GRAD_OP,
+    Megatron-FSDP optim_grads); ZeRO 0-1 accumulate full gradients and reduce once."""
+    return c.lay.num_microbatches if c.lay.zero == 2 else 1
 
 
 def _stage_params(c: Context, stage: int) -> ParamCount:
@@ -71,7 +82,8 @@ def dp_comm_s(c: Context, params: ParamCount) -> tuple[float, float]:
     if c.zero3_per_microbatch:
         return _zero3_edges_s(c, params), 0.0
     bucket = _grad_bucket_mparams(c)
-    reduce = sharding.reduce_s(c.links, lay, params, edp, train.grad_bytes_per_param, bucket, lay.zero >= 1)
+    reduce = reductions(c) * sharding.reduce_s(c.links, lay, params, edp, train.grad_bytes_per_param, bucket,
+                                               lay.zero >= 1)
     if lay.zero == 0:
         return reduce, 0.0
     gather_bucket = c.stack.zero3_bucket_mparams if lay.zero >= 3 else bucket
@@ -96,11 +108,12 @@ def _extras(c: Context) -> int:
 
 
 def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:
-    """Data-parallel time left on the critical path: max(0, R - 2t/3) or R, plus max(0, G - t/3) or G."""
+    """Data-parallel time left on the critical path: max(0, R - w*2t/3) or R (w backwards hide the w
+    reductions), plus max(0, G - t/3) or G."""
     reduce, gather = dp_comm_s(c, params)
     flags = dp_overlap(c)
     t = micro.total_s
-    r = max(0.0, reduce - t * 2 / 3) if flags.reduce else reduce
+    r = max(0.0, reduce - flags.windows * t * 2 / 3) if flags.reduce else reduce
     return r + (max(0.0, gather - t / 3) if flags.gather else gather)
 
 

@@ -19,7 +19,8 @@ from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import LayerCosts, state_bytes, layer_costs, layout_coefficients
-from costmodels.timing import make_context
+from costmodels.step import pp_comm_s
+from costmodels.timing import make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 from planner.tables import Table, make_table, stage_counts
 
@@ -43,6 +44,7 @@ class Coster:
     _params: dict = field(default_factory=dict)
     _states: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict)
+    _fixed: dict = field(default_factory=dict)
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
@@ -80,7 +82,15 @@ class Coster:
         memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + costs.working_bytes
         total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
         step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
-        return Bounds(memory, step + self.cluster.gpu_profile.efficiency.step_overhead_s)
+        return Bounds(memory, step + self.fixed_s(lay))
+
+    def fixed_s(self, lay: Candidate) -> float:
+        """Split-independent seconds of every step: pipeline sends and the stack's step overhead (cached)."""
+        key = (lay.tp, lay.cp, lay.dp, lay.pp, lay.mbs, lay.vpp, lay.num_microbatches, lay.sp)
+        if key not in self._fixed:
+            c = make_context(self.model, self.cluster, self.train, lay)
+            self._fixed[key] = pp_comm_s(c) + step_overhead_s(c)
+        return self._fixed[key]
 
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""

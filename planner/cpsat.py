@@ -122,7 +122,7 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
         r, gg = _affine(t.reduce[i], d, e), _affine(t.gather[i], d, e)
         reduce, gather = 3 * r, 3 * gg
         if t.overlap_reduce:
-            m.Add(g.E[i] >= 3 * r - 2 * ti).OnlyEnforceIf(x)
+            m.Add(g.E[i] >= 3 * r - 2 * t.reduce_windows * ti).OnlyEnforceIf(x)
             reduce = g.E[i]
         if t.overlap_gather:
             m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)

@@ -27,6 +27,8 @@ DOMINATED = [
     "sp=0 with tp>1: same communication bytes as sp=1, more activation memory and element-wise time",
     "schedule=gpipe: same step time as 1f1b under the cost model, more micro-batches in flight",
     "zero>0 with dp*cp=1 (and edp=1): nothing to shard over",
+    "zero=3 with pp>1: pipelining keeps a stage's weights gathered and gradients unsharded for the whole step, "
+    "so it costs exactly what zero=1 costs (costmodels.memory.memory_zero, costmodels.sharding)",
 ]
 
 
@@ -146,7 +148,7 @@ def shard_groups(zero: int, tp: int, cp: int, dp: int, gpus_per_node: int) -> tu
 
 def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, gpus_per_node) -> Iterator[Candidate]:
     edp = world // (etp * ep * pp)
-    zeros = [z for z in opts.zero_stages if z == 0 or dp * cp > 1 or edp > 1]
+    zeros = [z for z in opts.zero_stages if (z == 0 or dp * cp > 1 or edp > 1) and not (z == 3 and pp > 1)]
     for vpp in vpp_choices(model.num_layers, pp, opts):
         for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
             for zero in zeros:

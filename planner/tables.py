@@ -56,6 +56,7 @@ class Table:
     cap: int  # usable memory, memory units
     overlap_reduce: bool  # gradient reduction hidden behind the last backward (2/3 of a micro-batch)
     overlap_gather: bool  # weight gathering hidden behind the first forward (1/3 of a micro-batch)
+    reduce_windows: int = 1  # backwards the reduction hides behind (ZeRO-2: every micro-batch's)
 
     @property
     def m(self) -> int:
@@ -70,7 +71,7 @@ class Table:
     def dp_term(self, r: int, g: int, t: int) -> int:
         """Exposed data-parallel time of one stage, objective units (costmodels.step.dp_exposed_s)."""
         third = OBJ_PER_TIME // 3
-        reduce = max(0, 3 * r - 2 * t) if self.overlap_reduce else 3 * r
+        reduce = max(0, 3 * r - 2 * self.reduce_windows * t) if self.overlap_reduce else 3 * r
         gather = max(0, 3 * g - t) if self.overlap_gather else 3 * g
         return third * (reduce + gather)
 
@@ -119,6 +120,7 @@ def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int) -> T
         cap=usable_bytes // MEM_UNIT_BYTES,
         overlap_reduce=k.overlap.reduce,
         overlap_gather=k.overlap.gather,
+        reduce_windows=k.overlap.windows,
     )
 
 
@@ -129,8 +131,10 @@ def objective_seconds(value: int) -> float:
 
 def stage_counts(model: ModelSpec, stage_layers: list[int]) -> list[tuple[int, int]]:
     """(n_dense, n_moe) of each stage: layers below first_k_dense_layers are dense in MoE models."""
+    if not model.is_moe:
+        return [(n, 0) for n in stage_layers]
     out, start = [], 0
-    k = model.first_k_dense_layers if model.is_moe else model.num_layers
+    k = model.first_k_dense_layers
     for n in stage_layers:
         dense = max(0, min(start + n, k) - start)
         out.append((dense, n - dense))

@@ -24,7 +24,7 @@ def step_from_coefficients(k: LayoutCoefficients, counts: list[tuple[int, int]])
     dp = []
     for s, n, ti in zip(k.stages, counts, t):
         r, g = s.dp_reduce_s.at(*n), s.dp_gather_s.at(*n)
-        reduce = max(0.0, r - 2 * ti / 3) if k.overlap.reduce else r
+        reduce = max(0.0, r - k.overlap.windows * 2 * ti / 3) if k.overlap.reduce else r
         dp.append(reduce + (max(0.0, g - ti / 3) if k.overlap.gather else g))
     opt = max(s.optimizer_s.at(*n) for s, n in zip(k.stages, counts))
     return (m - 1 / v) * max(t) + sum(t) / v + k.pp_comm_s + max(dp) + opt + k.overhead_s
