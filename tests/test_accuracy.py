@@ -1,7 +1,14 @@
-"""Accuracy bounds of the time model with the shipped (fitted) profiles (issue 3, item 6).
+"""Accuracy of the time model against published runs, with the shipped (fitted) profiles.
 
-Bounds: Narayanan Table 1 mean |err| <= 7% and max <= 15%; vTrain multi-node mean <= 12%;
-vTrain single-node mean <= 15%. benchmarks/accuracy.py prints the full tables (docs/accuracy.md).
+benchmarks/accuracy.py prints the full tables (docs/accuracy.md). Bounds, with margin over what
+the model reaches today (in brackets), on rows the fit never saw unless said otherwise:
+- Narayanan et al. SC'21 Table 1 (validation only): mean <= 8%, max <= 12%   [6.0%, 9.7%]
+- A100 Megatron runs on >= 256 GPUs (Narayanan + vTrain multi-node): mean <= 8%   [6.1%]
+- vTrain multi-node: mean <= 9.5% [7.9%]; single-node: mean <= 9.5% [8.0%]
+- ZeRO-3 / FSDP / HSDP held out: mean <= 18% [16.6%]; dense (torchtitan) rows mean <= 10%;
+  none predicted faster than measured by more than 25% [-24.9%]
+- Megatron-Core H100 held out: mean <= 16% [13.6%]; fitted rows <= 6% [3%]
+- Korthikanti Table 4 per layer (fitted): mean <= 4%   [1.0%]
 """
 
 from __future__ import annotations
@@ -16,32 +23,55 @@ accuracy = pytest.importorskip("accuracy")
 
 
 @pytest.fixture(scope="module")
-def table():
-    return accuracy.by_dataset(accuracy.collect())
+def rows():
+    return accuracy.collect()
+
+
+@pytest.fixture(scope="module")
+def table(rows):
+    return accuracy.by_dataset(rows)
+
+
+@pytest.fixture(scope="module")
+def done(rows):
+    return accuracy.done_when(rows)
 
 
 def test_narayanan_table1(table):
-    """Narayanan et al. SC'21 Table 1 (never fitted on): mean <= 7%, max <= 15%."""
     s = table["narayanan2021"]["all"]
-    assert s["n"] == 10
-    assert s["mean"] <= 0.07 and s["max"] <= 0.15
+    assert s["n"] == 10 and s["mean"] <= 0.08 and s["max"] <= 0.12
 
 
-def test_vtrain_multi_node(table):
-    """vTrain multi-node (109 runs, up to 512 A100): mean <= 12%, also on the held-out half."""
-    assert table["vtrain-multi"]["all"]["n"] == 109
-    assert table["vtrain-multi"]["all"]["mean"] <= 0.12
-    assert table["vtrain-multi"]["held out"]["mean"] <= 0.12
+def test_a100_megatron_at_scale(done):
+    s = done["A100 Megatron >= 256 GPUs, all"]
+    assert s["n"] >= 80 and s["mean"] <= 0.08
 
 
-def test_vtrain_single_node(table):
-    """vTrain single-node (1,440 runs): mean <= 15%, also on the held-out rows."""
-    assert table["vtrain-single"]["all"]["n"] == 1440
-    assert table["vtrain-single"]["all"]["mean"] <= 0.15
-    assert table["vtrain-single"]["held out"]["mean"] <= 0.15
+def test_vtrain(table):
+    assert table["vtrain-multi"]["all"]["n"] == 109 and table["vtrain-multi"]["all"]["mean"] <= 0.095
+    assert table["vtrain-multi"]["held out"]["mean"] <= 0.10
+    assert table["vtrain-single"]["all"]["n"] == 1440 and table["vtrain-single"]["held out"]["mean"] <= 0.095
 
 
-def test_h100_and_per_layer(table):
-    """Megatron-Core H100 table and Korthikanti Table 4: mean <= 10% (both fitted on)."""
-    assert table["megatron-h100"]["all"]["mean"] <= 0.10
-    assert table["korthikanti-table4"]["all"]["mean"] <= 0.10
+def test_sharded_data_parallel_held_out(done, rows):
+    s = done["ZeRO-3 / FSDP / HSDP, held out"]
+    assert s["n"] >= 20 and s["mean"] <= 0.18
+    assert s["min_signed"] >= -0.25, "a held-out ZeRO-3/FSDP row is predicted > 25% faster than measured"
+    dense = accuracy.summary([r for r in rows if r.dataset == "torchtitan-bench" and not r.fitted and not r.excluded])
+    assert dense["n"] >= 15 and dense["mean"] <= 0.10
+
+
+def test_megatron_core_h100(table, done):
+    assert done["Megatron-Core H100, held out"]["mean"] <= 0.16
+    assert table["megatron-readme"]["fitted"]["mean"] <= 0.06
+
+
+def test_korthikanti_per_layer(table):
+    assert table["korthikanti-table4"]["all"]["mean"] <= 0.04
+
+
+def test_excluded_rows_are_shown_with_a_reason(rows):
+    """Rows left out of the bands stay in the tables and say why."""
+    excluded = [r for r in rows if r.excluded]
+    assert {r.label for r in excluded} == set(accuracy.EXCLUDED)
+    assert all(len(r.excluded) > 20 for r in excluded)
