@@ -94,7 +94,7 @@ FILES = {"megatron": "launch_megatron.sh", "torchrun": "launch_torchrun.sh", "to
 
 def _torchrun_argvs(path: Path, nodes: int) -> list[list[str]]:
     text = f"SLURM_NNODES={nodes}\nSLURM_JOB_ID=77\n" + path.read_text()
-    text = text.replace('$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', "node-0")
+    text = text.replace('$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)', "node-0")
     return find_launch(read_script(text), "torchrun")
 
 

@@ -30,8 +30,9 @@ def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
         '# EDIT: MEGATRON_DIR is the Megatron-LM checkout holding pretrain_gpt.py (shared by all nodes)\n'
         'MEGATRON_DIR="${MEGATRON_DIR:-.}"\n'
         f"GPUS_PER_NODE={plan.gpus_per_node}\n"
-        "# Rendezvous on the first node of the allocation\n"
-        'HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"\n'
+        "# Rendezvous on the first node of the allocation (sed reads all of scontrol's output: with\n"
+        "# pipefail, head would let scontrol die of SIGPIPE on a long node list)\n"
+        'HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"\n'
         f"RDZV_PORT={PORT}\n\n{arrays}\n"
     )
     launch = ["srun", "torchrun", "--nnodes", Raw('"$SLURM_NNODES"'), "--nproc-per-node", Raw('"$GPUS_PER_NODE"'),

@@ -70,7 +70,7 @@ def check_slurm(files: dict[str, Path], plan: ExportPlan) -> list[str]:
     if not str(flags.get("--rdzv-endpoint", "")).startswith("$(scontrol show hostnames"):
         out.append(f"--rdzv-endpoint {flags.get('--rdzv-endpoint')!r} is not the first node from scontrol")
     resolved = f"SLURM_NNODES={plan.nodes}\nSLURM_JOB_ID=1\n" + text.replace(
-        '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)', "node0")
+        '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)', "node0")
     return out + megatron_script_problems(resolved, plan.world) + _same_plan(resolved, plan, plan.nodes)
 
 
