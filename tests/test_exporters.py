@@ -176,6 +176,22 @@ def test_torchtitan_mapping(tmp_path):
     assert "--config llama3_8b" not in sh and "llama3_8b" in sh and "0.3.0" in sh
 
 
+def test_hsdp_exports_to_torchtitan_and_reads_back(tmp_path):
+    """HSDP (shard inside a node, replicate across): torchtitan's dp_shard x dp_replicate; `check` reads
+    the TOML back as the same shard group; Megatron and DeepSpeed refuse it with the reason."""
+    doc = make_doc(nodes=2, zero=3, shard_group=8, mbs=1, gbs=64)
+    export(doc, "torchtitan", tmp_path, force=False)
+    par = tomllib.loads((tmp_path / "torchtitan_0.2.toml").read_text())["parallelism"]
+    assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (8, 2)
+    from planner.native import load_native
+
+    back = load_native(tmp_path / "torchtitan_0.2.toml", "llama3-8b", "dgx-h100", 2)
+    assert back.layout.shard_group == 8 and back.layout.zero == 3
+    for fmt, reason in (("megatron", "shard_group=8"), ("deepspeed", "shard_group=8")):
+        with pytest.raises(ExportRefused, match=reason):
+            export(doc, fmt, tmp_path / fmt, force=False)
+
+
 def test_no_clobber_then_force(tmp_path):
     doc = example("llama3-70b")
     first = export(doc, "all", tmp_path, force=False)

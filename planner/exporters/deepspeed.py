@@ -43,6 +43,9 @@ def refusal(plan: ExportPlan) -> None:
         why.append(f"stage_layers={lay.stage_layers}: the pipeline section only partitions uniformly")
     if plan.train.precision == "fp8":
         why.append("precision=fp8: ds_config.json has no FP8 training switch (needs Transformer Engine in the model)")
+    if lay.shard_group:
+        why.append(f"shard_group={lay.shard_group}: hybrid sharding is not written for DeepSpeed (its MiCS/hpZ "
+                   "partitions are a different scheme)")
     if why:
         raise ExportRefused("deepspeed: " + "; ".join(why))
 

@@ -52,6 +52,9 @@ def refusal(plan: ExportPlan) -> None:
     if not plan.train.master_weights:
         raise ExportRefused("megatron: master_weights=false has no Megatron flag (Megatron keeps fp32 main "
                             "weights with --bf16/--fp16)")
+    if plan.layout.shard_group:
+        raise ExportRefused(f"megatron: shard_group={plan.layout.shard_group} (hybrid sharding) is not written "
+                            "for Megatron-FSDP by parplan; torchtitan expresses it")
 
 
 def model_args(plan: ExportPlan) -> list:

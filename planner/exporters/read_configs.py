@@ -127,12 +127,11 @@ def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int
     if shard < 1 or rep * shard * cp * tp * pp != world:
         raise UserError(f"{path}: data_parallel_replicate*shard*cp*tp*pp = {rep}*{shard}*{cp}*{tp}*{pp} must equal "
                         f"the {world} GPUs")
-    if rep > 1 and shard > 1:
-        raise UserError(f"{path}: HSDP (data_parallel_replicate_degree={rep} with data_parallel_shard_degree={shard}) "
-                        "is not modelled by parplan")
     reshard = par.get("fsdp_reshard_after_forward", "default")
     zero = {"never": 2, "always": 3}.get(reshard, 3 if shard > 1 else 0)
     lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
+    if rep > 1 and shard > 1:  # HSDP: FSDP over dp_shard*cp, replicated rep times
+        lay["shard_group"] = shard * cp
     if pp > 1:
         lay.update(_tt_stages(par, path, layers, pp))
     return lay, rep * shard

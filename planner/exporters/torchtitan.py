@@ -53,6 +53,9 @@ def refusal(plan: ExportPlan) -> None:
                    "(fp8 needs a float8 model converter chosen in code)")
     if train.optimizer != "adam":
         why.append(f"optimizer={train.optimizer}: torchtitan offers Adam/AdamW only")
+    if lay.shard_group and lay.shard_group % lay.cp:
+        why.append(f"shard_group={lay.shard_group}: torchtitan shards over dp_shard*cp, so the group must be a "
+                   f"multiple of cp={lay.cp}")
     shard, _, _ = data_parallel(plan)
     if plan.model.is_moe and (shard * lay.cp * lay.tp) % lay.ep:
         why.append(f"ep={lay.ep}: torchtitan takes experts from dp_shard*cp*tp={shard}*{lay.cp}*{lay.tp}, "
@@ -62,11 +65,16 @@ def refusal(plan: ExportPlan) -> None:
 
 
 def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:
-    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward)."""
+    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward).
+    HSDP: FSDP shards over dp_shard * cp, so a shard group of S ranks is dp_shard = S / cp, replicated
+    dp * cp / S times."""
     lay = plan.layout
     if lay.zero == 0:
         return 1, lay.dp, "default"
-    return lay.dp, 1, "always" if lay.zero == 3 else "never"
+    reshard = "always" if lay.zero == 3 else "never"
+    if lay.shard_group:
+        return lay.shard_group // lay.cp, lay.replicas, reshard
+    return lay.dp, 1, reshard
 
 
 def local_batch(plan: ExportPlan) -> int:
