@@ -207,6 +207,29 @@ STAGES = [
 ]
 
 
+BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are published physical limits
+    "h100-sxm.attn_max": "at its lower bound 0.35, FlashAttention-2's published H100 efficiency: the Megatron-Core "
+                         "rows want slower attention than any fused kernel, a sign that something else in them is "
+                         "over-priced",
+    "a100-80gb.attn_max": "at its upper bound 0.73, FlashAttention-2's published A100 peak",
+    "torchtitan-eager.fp8.tensorwise": "at its ceiling 1.0 (FP8 GEMMs exactly twice as fast as bf16, the datasheet "
+                                       "ratio): the rows want FP8 runs faster still, so the non-GEMM work of FP8 runs is "
+                                       "over-priced",
+    "torchtitan-eager.fp8.rowwise": "at its ceiling 1.0 (see tensorwise); its half size carries the rowwise slowdown",
+}
+
+
+def bound_notes(params: list[Param], prof: Profiles) -> list[tuple[str, str]]:
+    """(parameter, reason) for the parameters of a stage that sit at a bound."""
+    return [(n, BOUND_REASONS.get(n, "(no reason recorded: investigate)")) for n in _at_bound(params, prof)]
+
+
+def notes_for(profile: str, results: dict) -> str:
+    """' At a bound: ...' sentences for the parameters of one profile."""
+    pairs = [pair for _, _, found in results.values() for pair in found]
+    return "".join(f"; at a bound: {n} {why}" for n, why in pairs if n.startswith(profile + "."))
+
+
 CARRIED = {"megatron-core": "megatron-core", "torchtitan": "torchtitan-eager", "deepspeed-ratios": "deepspeed"}
 CARRIED_FIELDS = ("layer_overhead_s", "step_overhead_s", "elementwise_scale")
 # Megatron-Core's TP overlap (TransformerEngine userbuffers) runs its collectives on a few reserved SMs
@@ -228,7 +251,7 @@ def run_stages(prof: Profiles) -> dict[str, tuple[float, list[str]]]:
         sets, layers = splits.fitting_sets(split)
         ratios = [(a, la, b, lb, r) for (a, la), (b, lb), r in splits.ratio_sets(split)]
         obj = fit(params, prof, [prepared(s) for s in sets], layers, ratios=ratios)
-        out[name] = (obj, _at_bound(params, prof))
+        out[name] = (obj, _at_bound(params, prof), bound_notes(params, prof))
         print(f"  {name}: objective {obj:.4f}; " + ", ".join(f"{p.profile}.{p.field}={prof.get(p):.4g}"
                                                           for p in params), file=sys.stderr)
     return out
@@ -293,8 +316,10 @@ def apply_copies(prof: Profiles) -> None:
 def write_all(prof: Profiles, results: dict) -> None:
     """Write every fitted and copied profile with the rows behind it."""
     a100_obj, h100_obj, tt_obj, rowwise_obj, ds_obj = (results[name][0] for name, _, _ in STAGES)
-    a100_note = f"fitted by benchmarks/calibrate.py stage 1 on {splits.describe('a100')}; objective {a100_obj:.3f}"
-    h100_note = f"fitted by benchmarks/calibrate.py stage 2 on {splits.describe('megatron-core')}; objective {h100_obj:.3f}"
+    a100_note = (f"fitted by benchmarks/calibrate.py stage 1 on {splits.describe('a100')}; objective {a100_obj:.3f}"
+                 + notes_for("a100-80gb", results))
+    h100_note = (f"fitted by benchmarks/calibrate.py stage 2 on {splits.describe('megatron-core')}; objective "
+                 f"{h100_obj:.3f}" + notes_for("h100-sxm", results))
     write_gpu("a100-80gb", prof, a100_note)
     write_gpu("a100-40gb", prof, "copied from a100-80gb (same die): " + a100_note)
     write_gpu("h100-sxm", prof, "gemm_max, gemm_half_dim " + h100_note + "; hbm carried from a100-80gb")
@@ -309,7 +334,8 @@ def write_all(prof: Profiles, results: dict) -> None:
                           splits.row_ids("megatron-core"), h100_obj),
         "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "
                              f"fp8.rowwise (stage 4) on {splits.describe('fp8-rowwise')} (objective "
-                             f"{rowwise_obj:.3f}); fp8 mxfp8 and blockwise NOT FITTED (defaults: no fitting row)",
+                             f"{rowwise_obj:.3f}); fp8 mxfp8 and blockwise NOT FITTED (defaults: no fitting row)"
+                             + notes_for("torchtitan-eager", results),
                              splits.row_ids("torchtitan") + splits.row_ids("fp8-rowwise"), tt_obj),
     }
     stack_notes["nemo"] = ("copied from megatron-core (TP overlap on by default): " + stack_notes["megatron-core"][0],
@@ -335,7 +361,7 @@ def main() -> None:
     prof = Profiles()
     results = run_stages(prof)
     apply_copies(prof)
-    for name, (obj, bound) in results.items():
+    for name, (obj, bound, _) in results.items():
         print(f"{name}: objective {obj:.4f}" + (f"; AT A BOUND: {', '.join(bound)}" if bound else ""))
     if args.write:
         write_all(prof, results)

@@ -17,6 +17,10 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
 - NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack automodel (torchtitan's
   fitted numbers, its own error band), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
   128-wide multi-head attention (measured/README.md).
+- NeMo AutoModel DeepSeek-V3 / Kimi-K2 (61 layers): the published 8 virtual stages per rank need
+  stage layer counts that are not multiples of vpp, which parplan's layouts do not express yet; the
+  rows are modelled without interleaving (a larger bubble). gpt-oss rows: the table's EP "-" is read
+  as 1 (measured/README.md), so FSDP gathers every expert.
 - DeepSeek-V3: a whole-run average (batch ramp, DualPipe, MLA): kept for evaluation only.
 """
 

@@ -111,7 +111,7 @@ def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
 # ---- time (forward, one micro-batch, one GPU) ----------------------------------------------------
 
 
-def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool) -> float:
+def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
     """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
     M, h, t = x.tokens, model.hidden_size, x.tp
     qkv_n = model.q_width / t + 2 * _kv_local(model, t)
@@ -119,17 +119,22 @@ def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool) -> float:
     if not moe:
         f = model.ffn_hidden_size / t
         return s + gemm_s(dev, M, h, _mlp_in(model, f)) + gemm_s(dev, M, f, h)
-    return s + _moe_gemm_s(model, x, dev)
+    return s + _moe_gemm_s(model, x, dev, grouped)
 
 
-def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device) -> float:
-    """Router, routed experts (tokens per local expert M*k/E_local... balanced) and shared experts."""
+def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device, grouped: bool) -> float:
+    """Router, routed experts (balanced: M*k*ep/E tokens per local expert) and shared experts.
+
+    One GEMM per local expert, each at its own (small) size's efficiency; or, `grouped`, one
+    grouped GEMM over all local experts (TransformerEngine grouped GEMM, Megatron --moe-grouped-gemm,
+    torch._grouped_mm in torchtitan), which runs at the efficiency of their combined token count."""
     M, h = x.tokens, model.hidden_size
     fe = model.moe_ffn_hidden_size / x.etp
     tokens = M * model.top_k * x.etp  # tokens through this GPU's experts, each 1/etp wide
     per_expert = max(tokens * x.ep / model.num_experts, 1.0)
     local_experts = model.num_experts / x.ep
-    routed = gemm_s(dev, per_expert, h, _mlp_in(model, fe), local_experts) + gemm_s(dev, per_expert, fe, h, local_experts)
+    rows, count = (per_expert * local_experts, 1.0) if grouped else (per_expert, local_experts)
+    routed = gemm_s(dev, rows, h, _mlp_in(model, fe), count) + gemm_s(dev, rows, fe, h, count)
     s = gemm_s(dev, M, h, model.num_experts) + routed
     if model.num_shared_experts:
         fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp

@@ -97,6 +97,9 @@ class Stack(BaseModel):
     reshard_after_forward: bool = Field(True, description="ZeRO-3 without pipeline: weights freed after forward "
                                         "and gathered again for backward (FSDP FULL_SHARD, ZeRO-3); false = kept "
                                         "(SHARD_GRAD_OP-like).")
+    moe_grouped_gemm: bool = Field(True, description="MoE experts run as one grouped GEMM over all local experts "
+                                   "(TE grouped GEMM, Megatron --moe-grouped-gemm, torch._grouped_mm); false = one "
+                                   "GEMM per expert.")
     selective_recompute: Literal["attention-core", "per-op"] = Field(
         "attention-core", description="What recompute=selective means: Megatron's core attention, or "
         "torchtitan's per-op policy (every second matmul and all element-wise ops recomputed).")

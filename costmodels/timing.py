@@ -138,7 +138,7 @@ def _fp8_cast_s(c: Context, moe: bool) -> float:
 def _passes(c: Context, moe: bool) -> tuple[float, float, float, float]:
     """(linear GEMMs, attention core, element-wise, fp8 casts) forward seconds of one layer."""
     m, x, flash = c.model, c.x, c.train.flash_attention
-    lin = cmp.linear_s(m, x, c.dev, moe)
+    lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
     elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale)
     return lin, core, elem, _fp8_cast_s(c, moe) / 3
