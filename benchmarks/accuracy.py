@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import splits  # noqa: E402
-from calibrate import layer_s, predict_s, prepared  # noqa: E402
+from predict import layer_s, predict_s, prepared  # noqa: E402
 from reference_data import korthikanti_layer, narayanan, vtrain  # noqa: E402
 
 import hardware_profiles as hp  # noqa: E402

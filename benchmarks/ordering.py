@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 import splits
-from calibrate import predict_s, prepared
+from predict import predict_s, prepared
 from measured_data import same_problem_key
 from reference_data import vtrain
 

@@ -173,7 +173,8 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         group_hint = hint if hint is not None and hint[0] in ids else None
         sol, proven = _solve_group(model, tables, ids, bounds, min(left, GROUP_BUDGET_S), workers, group_hint,
                                    incumbent)
-        if not proven and len(ids) > 1:  # rare: CP-SAT wanders on the joint model; settle it candidate by candidate
+        if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
+            # budget: settle it candidate by candidate with all the time left (a single candidate too)
             sol, proven = _one_by_one(model, tables, ids, bounds, start, time_limit_s, workers, incumbent, sol)
         optimal = optimal and proven
         if sol is not None and (best is None or sol.objective < best.objective):
