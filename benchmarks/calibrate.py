@@ -129,6 +129,8 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
                                        "ratio): the rows want FP8 runs faster still, so the non-GEMM work of FP8 runs is "
                                        "over-priced",
     "torchtitan-eager.fp8.rowwise": "at its ceiling 1.0 (see tensorwise); its half size carries the rowwise slowdown",
+    "deepspeed.overlap_slowdown": "at its upper bound 1.0: in the ZeRO++ blog's ZeRO-3 rows none of the gather and "
+                                  "reduce-scatter time hides behind compute (the same as no prefetch)",
 }
 
 
@@ -258,7 +260,8 @@ def write_all(prof: Profiles, results: dict) -> None:
     stack_notes["deepspeed"] = (
         f"zero3_call_overhead_s and overlap_slowdown fitted by benchmarks/calibrate.py stage 5 on the step-time "
         f"ratios of {splits.describe('deepspeed-ratios')} (objective {ds_obj:.3f}: mean |ratio error|); host and "
-        "step overheads and element-wise fusion from megatron-2021 (no DeepSpeed row has an absolute step time)",
+        "step overheads and element-wise fusion from megatron-2021 (no DeepSpeed row has an absolute step time)"
+        + notes_for("deepspeed", results),
         splits.row_ids("deepspeed-ratios"), ds_obj)
     for name, (note, rows, err) in stack_notes.items():
         write_stack(name, prof, note, rows, err)

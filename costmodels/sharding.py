@@ -78,11 +78,12 @@ def replica_group(lay) -> tuple[int, int]:
 
 
 def gather_s(links: comm.Links, lay, params: ParamCount, edp: int, weight_bytes: int,
-             bucket_mparams: float | None) -> float:
-    """All-gather of `params` (dense over the shard group, experts over edp at stride etp*ep)."""
+             bucket_mparams: float | None, calls: int | None = None) -> float:
+    """All-gather of `params` (dense over the shard group, experts over edp at stride etp*ep), in
+    `calls` collectives for the dense part when given (DeepSpeed's packed fetches), else in buckets."""
     size, stride = dense_group(lay)
     t = comm.all_gather_s(links, size, stride, params.dense * weight_bytes,
-                          calls=buckets(params.dense, bucket_mparams))
+                          calls=calls or buckets(params.dense, bucket_mparams))
     if params.expert:
         t += comm.all_gather_s(links, edp, lay.etp * lay.ep, params.expert * weight_bytes,
                                calls=buckets(params.expert, bucket_mparams))

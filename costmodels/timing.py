@@ -176,24 +176,33 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
 
 def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
     """Exposed ZeRO-3 time of one layer and micro-batch (costmodels.sharding)."""
-    lay, st = c.lay, c.stack
+    lay, st, train = c.lay, c.stack, c.train
     p = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp)
     edp = expert_dp(c.cluster, lay)
-    ag = sharding.gather_s(c.links, lay, p, edp, c.train.weight_bytes_per_param, st.zero3_bucket_mparams)
-    rs = sharding.reduce_s(c.links, lay, p, edp, c.train.grad_bytes_per_param, st.zero3_bucket_mparams, True)
+    fetches, reductions = _zero3_calls(c, moe)
+    ag = sharding.gather_s(c.links, lay, p, edp, train.weight_bytes_per_param, st.zero3_bucket_mparams, fetches)
+    rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_bytes_per_param, _zero3_reduce_bucket(st), True)
     back = (ag if st.reshard_after_forward else 0.0) + rs
-    host = _zero3_calls(c, moe) * st.zero3_call_overhead_s
+    host = (fetches * (2 if st.reshard_after_forward else 1) + reductions) * st.zero3_call_overhead_s
     if st.zero3_prefetch == 0:
         return ag + back + host
     return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa) + host
 
 
-def _zero3_calls(c: Context, moe: bool) -> int:
-    """ZeRO-3 collective calls of one layer and micro-batch: the fetches (twice when resharded) and as
-    many reductions (costmodels.sharding.fetch_calls)."""
+def _zero3_reduce_bucket(st: Stack) -> float | None:
+    """Gradient buckets of ZeRO-3: the stack's reduce bucket where it buckets (DeepSpeed
+    reduce_bucket_size), else one reduction per unit (FSDP)."""
+    return st.grad_bucket_mparams if st.zero3_bucket_mparams else None
+
+
+def _zero3_calls(c: Context, moe: bool) -> tuple[int, int]:
+    """(fetches, reductions) of one layer and micro-batch: DeepSpeed's packed fetches
+    (costmodels.sharding.fetch_calls) and its reduce buckets; one of each per FSDP unit."""
     lay, st = c.lay, c.stack
-    per = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp), st.zero3_bucket_mparams)
-    return per * (2 if st.reshard_after_forward else 1) + per
+    fetches = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp),
+                                   st.zero3_bucket_mparams)
+    total = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp).total
+    return fetches, sharding.buckets(total, _zero3_reduce_bucket(st))
 
 
 def _cp_exchange_s(c: Context) -> float:

@@ -74,7 +74,7 @@ class Coster:
         """Lower bounds on the peak memory and the step time of any split of this candidate."""
         m, L = self.model, self.model.num_layers
         n_moe = m.num_moe_layers
-        costs, params = self.layer(lay), self.params(lay)
+        costs = self.layer(lay)
         states = self.states(lay)
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
