@@ -17,9 +17,11 @@ the neighbouring unit's compute (prefetch depth >= 1), so per layer
 per step, the last unit's reduce-scatter. With prefetch depth 0 every collective is exposed.
 ZeRO-3 with pipelining (torch.distributed.pipelining + FSDP2, torchtitan): weights stay gathered
 across the micro-batches of a step and gradients are reduced once (no-sync until the last
-micro-batch), so the step pays one gather and one reduce-scatter per stage, like ZeRO-1/2.
-Buckets: every collective pays its launch and per-step latency (costmodels.comm, `calls`): with
-hundreds of ranks and DeepSpeed's 50M-parameter buckets the (n-1) ring steps dominate.
+micro-batch), so the step pays one gather and one reduce-scatter per stage, like ZeRO-1.
+Calls: FSDP issues one gather and one reduce-scatter per unit; DeepSpeed packs a layer's tensors
+into fetches of at least its prefetch bucket (`fetch_calls`, about 4 per GPT layer) and reduces in
+its reduce buckets. Every call pays its launch and (n-1) ring steps (costmodels.comm, `calls`) and,
+per stack, a fitted host cost (Stack.zero3_call_overhead_s, applied in costmodels.timing).
 """
 
 from __future__ import annotations
