@@ -3,7 +3,7 @@
     python benchmarks/calibrate_nccl.py           # fit, print predicted vs published busbw per row
     python benchmarks/calibrate_nccl.py --write   # also update GPU profiles and cluster presets
 
-Data: benchmarks/data/nccl_busbw.csv, transcribed from shared/reference/nccl_busbw.md; rows with
+Data: benchmarks/data/nccl_busbw.csv, transcribed from benchmarks/data/nccl_busbw.md; rows with
 use=fit are fitted, use=check only reported (the note says why). GPU kinds: a100 (NVLink 3, HDR
 IB), h100 (H100, H200 and H20 rows: NVLink 4, NDR IB), b200 (B200 and GB200 rows: NVLink 5).
 Stage 1, single-node rows: nvls_speedup on the rows naming their algorithm (NVLS, Ring) at >= 4 GiB;

@@ -100,16 +100,12 @@ def _cluster(row: dict, gpu: str, gpus: int) -> ClusterSpec:
 
 
 def _stack(row: dict) -> str:
-    notes, fw = row["notes"].lower(), row["framework"]
-    if fw == "torchtitan":
-        return "torchtitan" if "compile" in notes else "torchtitan-eager"
-    if fw == "megatron":
-        return "megatron-core"
-    if fw == "deepspeed":
-        return "deepspeed"
+    """The stack of a row: by framework; NeMo AutoModel its own; anything else (HAI-LLM) megatron-core."""
+    if row["framework"] == "torchtitan":
+        return "torchtitan" if "compile" in row["notes"].lower() else "torchtitan-eager"
     if row["source"] == "automodel-moe":
         return "automodel"
-    return "megatron-core"
+    return {"deepspeed": "deepspeed"}.get(row["framework"], "megatron-core")
 
 
 def _fp8_recipe(row: dict) -> str:

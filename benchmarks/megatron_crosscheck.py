@@ -1,6 +1,6 @@
 """Optional cross-check: run Megatron-LM's own argument parser and validator on exported scripts.
 
-Source: shared/reference/launch_formats.md, section "Megatron-LM", last paragraph: megatron-core 0.19.2
+Source: benchmarks/data/launch_formats.md, section "Megatron-LM", last paragraph: megatron-core 0.19.2
 needs Python >= 3.12, but its wheel can be downloaded (`pip download --no-deps --only-binary=:all:
 --python-version 3.12 megatron-core==0.19.2`) and `megatron.training.arguments.parse_args/validate_args`
 run on CPU with small shims: typing.override from typing_extensions, stubs for the modules that import

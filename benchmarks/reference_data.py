@@ -11,7 +11,6 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
@@ -126,13 +125,3 @@ def korthikanti_layer(gpu: GPUProfile) -> list[tuple[str, ModelSpec, ClusterSpec
     train = megatron_2021_train(global_batch_size=4)
     return [(name, model, cluster, train, Layout(tp=8, sp=sp, mbs=4, recompute=rc), (f + b) / 1e3)
             for name, sp, rc, f, b in KORTHIKANTI_TABLE4]
-
-
-def with_efficiency(gpu: GPUProfile, **eff) -> GPUProfile:
-    """A copy of `gpu` with some efficiency parameters replaced."""
-    return gpu.model_copy(update={"efficiency": gpu.efficiency.model_copy(update=eff)})
-
-
-def resolve_gpu(name: str, override: Optional[GPUProfile] = None) -> GPUProfile:
-    """The shipped profile `name`, or `override`."""
-    return override or hp.load_gpu(name)

@@ -34,7 +34,7 @@ Sources: ring algorithms and their bandwidth terms (Thakur, Rabenseifner & Gropp
 busbw conventions (nccl-tests PERFORMANCE.md); the seed's worked example n = 8, X = 2 GB, B = 25 GB/s
 -> 0.14 s; NCCL's double binary tree (NCCL 2.4 blog, "Massively scale your deep learning training
 with NCCL 2.4", 2019) with a chain inside each node; NVLS (NVLink SHARP) and the placement statements
-in shared/reference/nccl_busbw.md sections 4.2, 6.2 and 9. Fitted numbers: benchmarks/calibrate_nccl.py.
+in benchmarks/data/nccl_busbw.md sections 4.2, 6.2 and 9. Fitted numbers: benchmarks/calibrate_nccl.py.
 """
 
 from __future__ import annotations
@@ -173,8 +173,8 @@ def tree_steps(size: int, stride: int, gpus_per_node: int) -> int:
 def tree_all_reduce_s(links: Links, size: int, stride: int, nbytes: float, calls: int = 1) -> float:
     """Hierarchical (tree) all-reduce: L + tree_steps * alpha + the slower of its two pipelined
     halves, seconds: inside each node a reduce and a broadcast along a chain of r ranks (every hop
-    carries the whole buffer: 2 * X over NVLink, NCCL 2.4 tree design), across the N nodes an all-reduce of the node's data spread over its r NICs
-    (2(N-1)/N * X / (r * B_out)). For N = 2 a byte crosses the network once instead of the ring's
+    carries the whole buffer: 2 * X over NVLink, NCCL 2.4 tree design), across the N nodes an
+    all-reduce of the node's data spread over its r NICs (2(N-1)/N * X / (r * B_out)). For N = 2 a byte crosses the network once instead of the ring's
     2(n-1)/n times: the "2-node Tree busbw above the NIC limit" of nccl_busbw.md section 1 is this
     real saving (470 vs 366 GB/s at 2 vs 4 H100 nodes: (2*31/32) / (2*3/4) = 1.29, section 6.2).
     Inside one node it is the ring's bandwidth with the chain's latency.

@@ -2,7 +2,7 @@
 
 `resolve_layout` fills derived values (dp, schedule, stage_layers, num_microbatches) and checks
 Megatron-LM's own argument rules (megatron.training.arguments.validate_args, as listed in
-shared/reference/launch_formats.md) plus the expert-grid rule Megatron checks only at start-up.
+benchmarks/data/launch_formats.md) plus the expert-grid rule Megatron checks only at start-up.
 Every message names the fields and the numbers involved.
 """
 
@@ -28,7 +28,7 @@ class LayoutError(SpecError):
 
 
 class Layout(BaseModel):
-    """Parallel degrees and per-run choices (vocabulary of shared/DESIGN.md section 2)."""
+    """Parallel degrees and per-run choices (vocabulary of docs/design.md section 2)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 

@@ -1,6 +1,6 @@
 """ModelSpec: the shape of a decoder-only transformer, dense or mixture-of-experts.
 
-Field names are a contract (shared/DESIGN.md section 4). Optional shape fields left out
+Field names are a contract (docs/design.md section 4). Optional shape fields left out
 (`num_kv_heads`, `head_dim`, `ffn_hidden_size`, `moe_ffn_hidden_size`) are filled with their
 documented defaults at validation time, so a validated spec always carries explicit numbers.
 """

@@ -1,4 +1,4 @@
-"""Output models: the Estimate and its parts (JSON keys: shared/DESIGN.md section 6)."""
+"""Output models: the Estimate and its parts (JSON keys: docs/design.md section 6)."""
 
 from __future__ import annotations
 

@@ -136,12 +136,13 @@ def _fp8_cast_s(c: Context, moe: bool) -> float:
 
 
 def _passes(c: Context, moe: bool) -> tuple[float, float, float, float]:
-    """(linear GEMMs, attention core, element-wise, fp8 casts) forward seconds of one layer."""
+    """Forward seconds of one layer's linear GEMMs, attention core and element-wise work, and the
+    seconds of its FP8 casts over forward and backward together."""
     m, x, flash = c.model, c.x, c.train.flash_attention
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
     elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale)
-    return lin, core, elem, _fp8_cast_s(c, moe) / 3
+    return lin, core, elem, _fp8_cast_s(c, moe)
 
 
 def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float, int]:
@@ -158,7 +159,7 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     flash, k = c.train.flash_attention, c.kappa
     lin, core, elem, cast = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    compute = 3 * (lin + elem + cast) + core + bwd_core
+    compute = 3 * (lin + elem) + cast + core + bwd_core
     recompute, extra = _recompute(c, lin, core, elem)
     tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * cmp.ACT_BYTES)
     tp = tp_pass * (2 + extra)
@@ -167,7 +168,8 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     ep = 2 * comm.all_to_all_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.top_k * c.model.hidden_size * 2)
     cp_fwd = _cp_exchange_s(c)
     cp = exposed_s(core, cp_fwd, k) + exposed_s(bwd_core, 2 * cp_fwd, k)
-    fwd, bwd = lin + core + elem + cast, compute - (lin + core + elem + cast) + recompute
+    fwd = lin + core + elem + cast / 3  # a third of the casts (the forward inputs' and weights')
+    bwd = compute - fwd + recompute
     dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
     host = layer_overhead_s(c) * (1 + extra / 3)

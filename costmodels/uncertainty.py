@@ -45,6 +45,12 @@ def validated(err: RegimeError) -> bool:
     return err.rows >= MIN_ROWS and err.mean <= MAX_MEAN_ERROR
 
 
+def validated_regimes(stack: Stack) -> list[str]:
+    """The 'sharding/scale' regimes of `stack.held_out` that validate (fallback keys with ANY, or the
+    all-stacks entry, never do)."""
+    return sorted(k for k, e in stack.held_out.items() if ANY not in k and "/" in k and validated(e))
+
+
 def _fallback(stack: Stack, sharding: str) -> tuple[RegimeError | None, str]:
     for key, basis in ((f"{sharding}/{ANY}", "stack and sharding, any scale"), (f"{ANY}/{ANY}", "stack, any regime"),
                        ("all-stacks", "every stack's held-out rows")):

@@ -1,6 +1,6 @@
 """The `parplan` command line: a thin Typer layer over costmodels and the planner.
 
-Exit codes (shared/DESIGN.md section 5): 0 success / fits, 1 does not fit or nothing fits,
+Exit codes (docs/design.md section 5): 0 success / fits, 1 does not fit or nothing fits,
 2 bad input (one message naming field and value on stderr; `--debug` shows the traceback),
 3 an internal error (a bug in parplan: please report it).
 """

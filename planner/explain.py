@@ -10,9 +10,8 @@ import hardware_profiles as hp
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
-from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from costmodels.uncertainty import validated
+from costmodels.uncertainty import validated_regimes
 from planner.costing import Coster, balanced_split
 from planner.search import SearchResult
 from planner.space import SpaceOptions, enumerate_layouts
@@ -100,11 +99,6 @@ def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: Searc
     known = ", ".join(validated_regimes(stack)) or "none"
     return [f"--validated-only: {stats.filtered_out:,} of {stats.layouts_considered:,} layouts fall in regimes of "
             f"stack {stack.name} not validated at {cluster.num_gpus} GPUs (validated: {known})"]
-
-
-def validated_regimes(stack: Stack) -> list[str]:
-    """The 'sharding/scale' keys of `stack.held_out` that validate (fallback keys with '*' never do)."""
-    return sorted(k for k, e in stack.held_out.items() if "*" not in k and "/" in k and validated(e))
 
 
 def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions) -> list[str]:

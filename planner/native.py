@@ -1,7 +1,7 @@
 """`parplan check` on native launch configs: a Megatron-LM script or argument file, a DeepSpeed JSON,
 or a torchtitan 0.2.x TOML, read into a planner.loading.Problem.
 
-Source: shared/reference/launch_formats.md, sections "Megatron-LM" (flags), "DeepSpeed" (keys and the
+Source: benchmarks/data/launch_formats.md, sections "Megatron-LM" (flags), "DeepSpeed" (keys and the
 batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0.2.x job file); the
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need

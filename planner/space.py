@@ -1,6 +1,6 @@
 """The layout space: every combination of degrees and choices Megatron-LM accepts for a problem.
 
-Rules mirror costmodels.layout (Megatron's argument checks, shared/reference/launch_formats.md);
+Rules mirror costmodels.layout (Megatron's argument checks, benchmarks/data/launch_formats.md);
 stage splits are left open here (the search chooses them). Three choices are fixed by dominance
 under parplan's cost model, and `DOMINATED` says why:
 - sp is on whenever tp > 1 (same communication volume, less memory, less element-wise work);

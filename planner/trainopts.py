@@ -21,7 +21,7 @@ import hardware_profiles as hp
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 from planner import loading
-from planner.explain import validated_regimes
+from costmodels.uncertainty import validated_regimes
 from planner.errors import UserError
 
 STACK_OPT = typer.Option(None, "--stack", help="Software stack whose mechanisms and fitted efficiencies the time "

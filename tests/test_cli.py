@@ -1,4 +1,4 @@
-"""The `parplan` command line (shared/DESIGN.md sections 5 and 6): commands, exit codes, JSON keys.
+"""The `parplan` command line (docs/design.md sections 5 and 6): commands, exit codes, JSON keys.
 
 typer.testing.CliRunner keeps stdout and stderr apart (result.stdout / result.stderr; result.output
 holds both), so `--json` output is checked to parse on its own. One test runs the real process,

@@ -1,5 +1,5 @@
 """Collectives as NCCL runs them (costmodels.comm): golden numbers from the seed and from published
-nccl-tests bus bandwidths (shared/reference/nccl_busbw.md), and invariants of the model."""
+nccl-tests bus bandwidths (benchmarks/data/nccl_busbw.md), and invariants of the model."""
 
 from __future__ import annotations
 

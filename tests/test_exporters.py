@@ -1,5 +1,5 @@
 """Exporters (planner.exporters): files for every format pass the mirrored framework rules
-(planner.exporters.validate, from shared/reference/launch_formats.md), parse as bash/TOML/JSON,
+(planner.exporters.validate, from benchmarks/data/launch_formats.md), parse as bash/TOML/JSON,
 never clobber without force, refuse what a target cannot express, quote everything that reaches a shell,
 and carry a header with the plan's predicted numbers."""
 

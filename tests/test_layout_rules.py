@@ -1,6 +1,6 @@
 """Every rule of costmodels.layout.resolve_layout, and ModelSpec's own validation.
 
-The rules mirror Megatron-LM's argument checks (shared/reference/launch_formats.md, "Rules Megatron
+The rules mirror Megatron-LM's argument checks (benchmarks/data/launch_formats.md, "Rules Megatron
 enforces"): world % (tp*cp*pp), dp consistency, heads % tp, query groups a multiple or a divisor of
 tp, ffn % tp, seq % (2*cp), the expert grid, layers % pp (or stage_layers), vpp and schedule rules,
 global batch % (mbs*dp). Each failing case checks that a LayoutError is raised AND that its message

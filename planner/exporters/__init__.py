@@ -1,6 +1,6 @@
 """Exporters: turn a saved plan into launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM.
 
-Source: shared/reference/launch_formats.md (one section per target; each module names its own).
+Source: benchmarks/data/launch_formats.md (one section per target; each module names its own).
 `export` checks every target path before writing any, writes atomically (planner.planfile.write_atomic)
 and never overwrites without `force`. A target that cannot express the plan raises ExportRefused
 (a UserError: exit 2); with fmt="all" such refusals are collected instead, and only an export in

@@ -1,8 +1,8 @@
 """Shared pieces of the exporters: the plan being exported, the header every file carries, and
 safe rendering of shell scripts and TOML strings.
 
-Source: shared/reference/launch_formats.md (all sections) for what each file must contain;
-shared/DESIGN.md sections 2-4 for the plan's vocabulary. Everything that reaches a shell script
+Source: benchmarks/data/launch_formats.md (all sections) for what each file must contain;
+docs/design.md sections 2-4 for the plan's vocabulary. Everything that reaches a shell script
 goes through `shq` (shlex.quote) or is a fixed string written here; comment text is reduced to
 printable characters so that no name can end a comment line early.
 """

@@ -1,6 +1,6 @@
 """DeepSpeed exporter: `ds_config.json`, `hostfile`, `launch_deepspeed.sh`, `PLAN-NOTES.txt`.
 
-Source: shared/reference/launch_formats.md, section "DeepSpeed" (keys, the batch rule
+Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (keys, the batch rule
 train_batch_size == micro * GAS * DP, strict sections, no "auto" values, ZeRO < 2 with pipeline
 parallelism, launcher flags with underscores, hostfile lines `host slots=N`).
 JSON has no comments, so ds_config.json stays clean and the header goes into the launcher script

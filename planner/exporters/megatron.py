@@ -1,6 +1,6 @@
 """Megatron-LM exporter: `launch_megatron.sh` runs `torchrun ... pretrain_gpt.py` with the plan.
 
-Source: shared/reference/launch_formats.md, section "Megatron-LM" (flag names, the rules Megatron
+Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names, the rules Megatron
 enforces, the CUDA_DEVICE_MAX_CONNECTIONS requirement) and section "torchrun" (static launch).
 Two facts read from megatron.training.arguments 0.19.2 refine the brief: Megatron-FSDP asserts that
 CUDA_DEVICE_MAX_CONNECTIONS is not 1 and needs `--ckpt-format fsdp_dtensor`; with --bf16 Megatron

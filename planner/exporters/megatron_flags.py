@@ -1,6 +1,6 @@
 """Read a Megatron-LM launch script or argument file back into parplan's vocabulary.
 
-Source: shared/reference/launch_formats.md, section "Megatron-LM" (flag names and meanings: the
+Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names and meanings: the
 inverse of planner.exporters.megatron's mapping tables). Megatron's defaults apply to flags left
 out: dropout on, gelu, LayerNorm, learned positions, tied embeddings, biases, expert tensor
 parallel size = tensor parallel size, and fp32 main gradients with --bf16 unless

@@ -1,6 +1,6 @@
 """Pure readers of DeepSpeed JSON and torchtitan 0.2.x TOML settings (no spec loading), for planner.native.
 
-Source: shared/reference/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
+Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
 * DP, "auto" is not DeepSpeed's, ZeRO < 2 with pipeline stages, offload devices) and section "torchtitan"
 (the degree keys, dp_shard -1 = the rest, the stage split of torchtitan's generate_llm_fqn_per_model_part).
 Every problem is a UserError naming the key and its value.

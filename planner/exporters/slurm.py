@@ -1,6 +1,6 @@
 """SLURM exporter: `launch_slurm.sbatch` running Megatron-LM's pretrain_gpt.py through srun + torchrun.
 
-Source: shared/reference/launch_formats.md, section "SLURM" (#SBATCH --nodes/--ntasks-per-node=1/
+Source: benchmarks/data/launch_formats.md, section "SLURM" (#SBATCH --nodes/--ntasks-per-node=1/
 --gpus-per-node, the first node's hostname as c10d rendezvous endpoint, `srun torchrun --nnodes
 $SLURM_NNODES ... --rdzv-id $SLURM_JOB_ID`) and section "Megatron-LM" for the training arguments,
 which come from planner.exporters.megatron's argument builder.

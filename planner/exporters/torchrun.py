@@ -1,6 +1,6 @@
 """torchrun exporter: `launch_torchrun.sh` for a user's own `train.py`, static or c10d rendezvous.
 
-Source: shared/reference/launch_formats.md, section "torchrun" (static flags --nnodes/--nproc-per-node/
+Source: benchmarks/data/launch_formats.md, section "torchrun" (static flags --nnodes/--nproc-per-node/
 --node-rank/--master-addr/--master-port; elastic flags --rdzv-backend c10d/--rdzv-endpoint/--rdzv-id;
 integer --nproc-per-node). The plan reaches train.py as clearly named arguments and as
 PARPLAN_* environment variables (PARPLAN_LAYOUT uses parplan's --layout syntax).

@@ -1,6 +1,6 @@
 """torchtitan exporter: `launch_torchtitan.sh` for torchtitan 0.3.0 and `torchtitan_0.2.toml` for 0.2.x.
 
-Source: shared/reference/launch_formats.md, section "torchtitan" (0.3.0: `--module/--config` plus
+Source: benchmarks/data/launch_formats.md, section "torchtitan" (0.3.0: `--module/--config` plus
 `--section.key value` overrides and the `activation-checkpoint:` subcommand, `--training.disable_cuda_graphs`
 with PP > 1; 0.2.x: a TOML job file; the degree, batch and sequence rules) and section "torchrun".
 Choices documented in the files and in docs/exporters.md:

@@ -1,6 +1,6 @@
 """Pure-Python validators of exported launch files, mirroring each framework's own checks.
 
-Source: shared/reference/launch_formats.md: "Rules Megatron enforces" (and the two it does not check),
+Source: benchmarks/data/launch_formats.md: "Rules Megatron enforces" (and the two it does not check),
 the DeepSpeed batch rule, strict sections and hostfile rules, the torchrun flag rules, the torchtitan
 rules and the SLURM batch-script shape. Each validator reads the written files back (flags parsed
 with planner.exporters.shellread, never executed) and returns a list of problems; an empty list

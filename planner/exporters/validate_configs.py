@@ -1,6 +1,6 @@
 """DeepSpeed and torchtitan rules on parsed configs (the validators' config half).
 
-Source: shared/reference/launch_formats.md, section "DeepSpeed" (train_batch_size == micro * GAS * DP,
+Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (train_batch_size == micro * GAS * DP,
 strict sections with enums, unknown top-level keys ignored by DeepSpeed so checked here, no "auto",
 pipeline with ZeRO < 2, launcher flags with underscores, hostfile `host slots=N` without duplicates)
 and section "torchtitan" (dp_replicate*dp_shard*cp*tp*pp == world, (dp_shard*cp*tp) % ep == 0,

@@ -1,6 +1,6 @@
 """The frameworks' rules, one function per target, on already-parsed flags and sections.
 
-Source: shared/reference/launch_formats.md: "Rules Megatron enforces (mirror them)" and "Not checked by
+Source: benchmarks/data/launch_formats.md: "Rules Megatron enforces (mirror them)" and "Not checked by
 Megatron"; DeepSpeed's batch rule, strict sections, "auto", pipeline with ZeRO < 2, launcher flags and
 hostfile lines; torchrun's flags (strict spelling, integer --nproc-per-node); torchtitan's degree,
 batch and sequence rules and the 0.3.0 CUDA-graph rule. Each function returns a list of problems.
