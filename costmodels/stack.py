@@ -72,8 +72,9 @@ class Stack(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    name: str = Field(..., description="Stack name, e.g. megatron-core.")
-    family: Optional[str] = Field(None, description="Stacks whose error bands are measured together (e.g. "
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$",
+                      description="Stack name, e.g. megatron-core: letters, digits and . _ + - (at most 64).")
+    family: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$", description="Stacks whose error bands are measured together (e.g. "
                                   "torchtitan with and without compile); null = the stack's own name.")
     framework: Framework = Field(..., description="The framework family that runs it.")
     description: str = Field("", description="What this stack is, in one sentence.")

@@ -7,6 +7,7 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
@@ -50,13 +51,9 @@ def validate(cls: type[T], data: Any, where: str) -> T:
 
 
 def read_mapping(path: Path) -> dict:
-    """A JSON or YAML file holding one mapping (safe loading, 4 MiB cap, no YAML aliases)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise UserError(f"{path}: file is {len(raw)} bytes; spec files are limited to {MAX_FILE_BYTES} bytes")
+    """A JSON or YAML file holding one mapping: a regular file (a FIFO or device would block or never
+    end), at most 4 MiB (checked while reading), safe loading, no YAML aliases, no duplicate keys."""
+    raw = _read_capped(path)
     if not raw.strip():
         raise UserError(f"{path}: file is empty")
     try:
@@ -69,17 +66,55 @@ def read_mapping(path: Path) -> dict:
     return data
 
 
+def _read_capped(path: Path) -> bytes:
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise UserError(f"{path}: not a regular file (a directory, FIFO or device); give a spec file")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UserError(f"{path}: file is over {MAX_FILE_BYTES} bytes; spec files are limited to {MAX_FILE_BYTES} bytes")
+    return raw
+
+
+def _unique_pairs(pairs: list) -> dict:
+    """json object_pairs_hook: a mapping, refusing a key given twice (the last would silently win)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping key given twice."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _parse_text(text: str, path: Path) -> Any:
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_pairs)
         except json.JSONDecodeError as err:
             raise UserError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+        except ValueError as err:
+            raise UserError(f"{path}: {err}") from None
     try:
         events = list(yaml.parse(text, Loader=yaml.SafeLoader))
         if any(isinstance(e, yaml.AliasEvent) for e in events):
             raise UserError(f"{path}: YAML aliases (*name) are not accepted in spec files")
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -194,10 +229,11 @@ def _layout_value(key: str, value: str) -> Any:
 
 
 def _int(key: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise UserError(f"--layout: {key}={value!r} is not a whole number") from None
+    """A layout integer in ASCII digits (int() would also read other scripts' digits, e.g. '٨' as 8)."""
+    digits = value[1:] if value[:1] in "+-" else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise UserError(f"--layout: {key}={value!r} is not a whole number (ASCII digits)")
+    return int(value)
 
 
 def resolve_train(train: TrainSpec, stack=None, where: str = "train") -> TrainSpec:

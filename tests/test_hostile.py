@@ -101,6 +101,20 @@ CASES = {
     "plan-save-missing-folder": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "8",
                                   "--save", "nowhere/plan.json"], {}, ["nowhere"]),
     "schema-unknown-definition": (["schema", "Nope"], {}, ["Nope", "Estimate"]),
+    # the stack and sharding inputs of the time-model issue
+    "stack-file-dup-key-yaml": (EST + ["--layout", L70, "--stack-file", "s.yaml"],
+                                {"s.yaml": "name: a\nframework: megatron\nname: b\n"}, ["'name'", "twice", "line 3"]),
+    "stack-file-dup-key-json": (EST + ["--layout", L70, "--stack-file", "s.json"],
+                                {"s.json": '{"name": "a", "framework": "megatron", "name": "b"}'}, ["'name'", "twice"]),
+    "stack-file-is-a-folder": (EST + ["--layout", L70, "--stack-file", "."], {}, ["not a regular file"]),
+    "stack-name-escape": (EST + ["--layout", L70, "--stack-file", "s.yaml"],
+                          {"s.yaml": 'name: "x\\x1b[2J"\nframework: megatron\n'}, ["stack.name", "pattern"]),
+    "stack-unknown": (EST + ["--layout", L70, "--stack", "megatron-cor"], {}, ["--stack", "megatron-core"]),
+    "shard-group-not-divisor": (EST + ["--layout", L70 + ",zero=3,shard_group=3"], {}, ["shard_group=3", "dp*cp"]),
+    "shard-group-arabic-digit": (EST + ["--layout", "tp=8,dp=8,zero=3,shard_group=\u0668"], {},
+                                 ["shard_group", "ASCII digits"]),
+    "layout-arabic-digit": (EST + ["--layout", "tp=\u0668"], {}, ["tp=", "ASCII digits"]),
+    "fp8-recipe-unknown": (EST + ["--layout", L70, "--fp8-recipe", "fp4"], {}, ["fp8_recipe", "fp4"]),
 }
 
 
@@ -116,6 +130,16 @@ def test_hostile_input_exits_2_with_a_named_field(case: str, tmp_path: Path, mon
     assert "Traceback" not in message
     for needle in needles:
         assert needle in message, (needle, message)
+
+
+def test_fifo_spec_file_is_refused_not_read(tmp_path: Path, monkeypatch):
+    """A FIFO named as a spec file would block forever on read: refused by its type, at once."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("s.yaml")
+    result = runner.invoke(app, EST + ["--layout", L70, "--stack-file", "s.yaml"])
+    assert result.exit_code == 2 and "not a regular file" in result.stderr + result.stdout
 
 
 def test_battery_size():
