@@ -15,7 +15,10 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 - context parallelism: the sequence on one GPU is s/c (attention scores: s/c queries x s keys);
 - MoE: each token's hidden state and expert activations are stored top_k times, routing is assumed
   balanced (real imbalance raises the peak), a capacity factor pads the expert batch;
-- full recompute: only each layer's input (2sbh, /t with SP) is kept.
+- full recompute: only each layer's input (2sbh, /t with SP) is kept;
+- torchtitan's per-op selective policy (torchtitan/models/llama3/infra/parallelize.py, `_save_list`
+  and its matmul counter per block): the block input and the outputs of matmuls 1, 3, 5, 7 (wq, wv,
+  w1, w2) and of attention (its context) are kept, everything else is recomputed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class ActShape:
     ep: int = 1
     recompute: str = "none"
     flash: bool = True
+    selective: str = "attention-core"  # or "per-op" (torchtitan): what recompute=selective keeps
 
     @property
     def tokens(self) -> float:
@@ -107,20 +111,34 @@ def layer_input_bytes(m: ModelSpec, x: ActShape) -> float:
     return ACT_BYTES * x.tokens * m.hidden_size * x.u
 
 
+def per_op_layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """torchtitan per-op selective checkpointing: block input, wq and wv outputs, attention context,
+    w1 and w2 outputs (every second matmul of the block, counted from the first). MoE blocks keep
+    the attention part so and half of the MoE block's activations (its grouped matmuls alternate too)."""
+    T, t, u = x.tokens, x.tp, x.u
+    attn = T * (m.hidden_size * u + 2 * m.q_width / t + _kv_local_width(m, t))
+    if moe:
+        return ACT_BYTES * attn + moe_mlp_bytes(m, x) / 2
+    return ACT_BYTES * (attn + T * (m.ffn_hidden_size / t + m.hidden_size * u))
+
+
 def layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
     """Stored activations of one layer for one micro-batch on one GPU, under `x.recompute`."""
     if x.recompute == "full":
         return layer_input_bytes(m, x)
+    if x.recompute == "selective" and x.selective == "per-op":
+        return per_op_layer_bytes(m, x, moe)
     mlp = moe_mlp_bytes(m, x) if moe else dense_mlp_bytes(m, x)
     return attention_bytes(m, x) + mlp
 
 
 def recompute_working_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
-    """Full recompute rebuilds one layer at a time in backward: that layer's full activations exist
-    transiently beside the kept inputs; its own kept input is part of them, so it is not counted twice."""
-    if x.recompute != "full":
+    """Full (and per-op selective) recompute rebuilds one layer at a time in backward: that layer's
+    full activations exist transiently beside what is kept; what the layer keeps is part of them,
+    so it is not counted twice."""
+    if x.recompute == "none" or (x.recompute == "selective" and x.selective != "per-op"):
         return 0.0
-    return layer_bytes(m, replace(x, recompute="none"), moe) - layer_input_bytes(m, x)
+    return layer_bytes(m, replace(x, recompute="none"), moe) - layer_bytes(m, x, moe)
 
 
 def embedding_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -129,9 +147,15 @@ def embedding_bytes(m: ModelSpec, x: ActShape) -> float:
 
 
 def head_bytes(m: ModelSpec, x: ActShape) -> float:
-    """Last stage: final-norm input and output-layer input 2sbh/t each, fp32 logits 4sbV/t (section 4.3)."""
-    T = x.tokens
-    return 2 * ACT_BYTES * T * m.hidden_size * x.u + LOGIT_BYTES * T * m.vocab_size / x.tp
+    """Last stage, kept per micro-batch: final-norm input and output-layer input, 2sbh/t each (section
+    4.3). The logits (Korthikanti's 4sbV/t) live only from the loss into its backward, which follows at
+    once on the last stage: costmodels.memory counts them once, as the loss transient."""
+    return 2 * ACT_BYTES * x.tokens * m.hidden_size * x.u
+
+
+def logit_count(m: ModelSpec, x: ActShape) -> float:
+    """Logits of one micro-batch on one GPU: tokens x vocabulary / tp (vocab-parallel loss)."""
+    return x.tokens * m.vocab_size / x.tp
 
 
 def inflight_microbatches(schedule: str, stage: int, pp: int, vpp: int, num_microbatches: int) -> float:

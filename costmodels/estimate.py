@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, resolve_layout
+from costmodels.device_memory import device_terms
 from costmodels.memory import memory_by_stage
 from costmodels.model_spec import ModelSpec
 from costmodels.outputs import Estimate, MemoryOut, ParamsOut, StageOut, ThroughputOut, TimeOut
@@ -11,19 +12,26 @@ from costmodels.params import active_params, total_params
 from costmodels.step import model_flops_per_step, step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
-from costmodels.uncertainty import uncertainty
+from costmodels.uncertainty import memory_uncertainty, uncertainty
 
 __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "estimate", "estimate_memory",
            "estimate_time"]
 
 
 def estimate_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> MemoryOut:
-    """MemoryOut for a resolved layout."""
-    stages = [StageOut(total_bytes=s.total_bytes, **vars(s)) for s in memory_by_stage(model, cluster, train, lay)]
+    """MemoryOut for a resolved layout: allocated, reserved and device bytes per stage."""
+    dev = device_terms(cluster, train, lay)
+    stages = [StageOut(total_bytes=s.total_bytes, reserved_bytes=round(dev.reserved(s.total_bytes)),
+                       device_bytes=round(dev.device(s.total_bytes)), **vars(s))
+              for s in memory_by_stage(model, cluster, train, lay)]
     peak = max(stages, key=lambda s: s.total_bytes)
     return MemoryOut(
-        hbm_bytes=cluster.gpu_profile.hbm_bytes, usable_bytes=cluster.usable_bytes,
+        hbm_bytes=dev.hbm_bytes, usable_bytes=dev.allocated_budget,
         peak_bytes=peak.total_bytes, peak_stage=peak.stage, stages=stages,
+        peak_allocated_bytes=peak.total_bytes, peak_reserved_bytes=peak.reserved_bytes,
+        device_bytes=peak.device_bytes, margin_bytes=round(dev.margin_bytes),
+        headroom_bytes=round(dev.hbm_bytes - dev.margin_bytes - peak.device_bytes),
+        uncertainty=memory_uncertainty(train.stack_spec),
     )
 
 

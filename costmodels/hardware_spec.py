@@ -137,7 +137,8 @@ class ClusterSpec(BaseModel):
         "microseconds."
     )
     memory_reserve_gib: float = Field(
-        3.0, ge=0, le=65536, description="Kept free per GPU: CUDA context, allocator fragmentation, NCCL buffers."
+        1.0, ge=0, le=65536, description="Safety margin kept free per GPU beyond the modelled device use (the "
+        "allocator reserve, CUDA context and NCCL buffers are modelled: costmodels.device_memory), GiB."
     )
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 

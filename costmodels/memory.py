@@ -9,7 +9,11 @@ Source: ZeRO (Rajbhandari et al., SC'20) section 5 and Figure 1: ZeRO-0 (w+g+k)P
 (w+g)P + kP/N, ZeRO-2 wP + (g+k)P/N, ZeRO-3 (w+g+k)P/N. Megatron's distributed optimizer shards
 over the data-parallel group including context-parallel ranks, so N_d = dp*cp.
 Activations: costmodels.activations (Korthikanti et al. MLSys'23). `other_bytes` holds ZeRO-3's
-gathered-layer buffers; framework/NCCL buffers and the CUDA context sit in the cluster's reserve.
+gathered-layer buffers; `transient_bytes` what lives only at the peak: the loss's logits and their
+gradient on the last stage, or the optimizer step's temporaries, whichever is higher
+(costmodels.memory_semantics gives each stack's numbers and their sources). The sum is what
+torch.cuda.max_memory_allocated reports; costmodels.device_memory adds the allocator's reserve,
+the CUDA context and NCCL buffers.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
-from costmodels.params import ParamCount, local_layer_params, local_stage_params, stage_layer_mix
+from costmodels.params import (ParamCount, embedding_params, head_params, local_layer_params, local_stage_params,
+                               stage_layer_mix)
 from costmodels.train_spec import TrainSpec
 
 
@@ -35,11 +40,13 @@ class StageMemory:
     optimizer_bytes: int
     activations_bytes: int
     other_bytes: int
+    transient_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
-        """Sum of all parts."""
-        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes + self.other_bytes
+        """Sum of all parts: the allocated peak."""
+        return (self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.other_bytes + self.transient_bytes)
 
 
 def zero_state_bytes(params: float, shards: int, zero: int, train: TrainSpec) -> tuple[float, float, float]:
@@ -64,6 +71,14 @@ def memory_zero(lay) -> int:
     return 1 if lay.zero >= 3 and lay.pp > 1 else lay.zero
 
 
+def memory_train(train: TrainSpec) -> TrainSpec:
+    """The train spec whose byte counts the memory uses: the stack's gradient buffer (Megatron's fp32
+    main grads) unless the gradient dtype is given."""
+    if train.grad_dtype is None and train.stack_spec.memory.grad_buffer_bytes == 4:
+        return train.model_copy(update={"grad_dtype": "fp32"})
+    return train
+
+
 def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
     """edp = world / (etp * ep * pp): ranks holding the same experts (DESIGN.md section 2)."""
     return cluster.num_gpus // (lay.etp * lay.ep * lay.pp)
@@ -73,7 +88,7 @@ def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
     """Activation shape of one micro-batch on one GPU under `lay`."""
     return act.ActShape(
         seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp, ep=lay.ep,
-        recompute=lay.recompute, flash=train.flash_attention,
+        recompute=lay.recompute, flash=train.flash_attention, selective=train.stack_spec.selective_recompute,
     )
 
 
@@ -91,13 +106,38 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     return per_mb * inflight + working
 
 
-def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
-    """ZeRO-3 gathers whole layers: the current and the prefetched layer's weights, one layer's grads.
-    For MoE models the MoE layer is taken on every stage (conservative where a stage is all dense)."""
+def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int = 0) -> float:
+    """ZeRO-3 gathers whole layers: the units in flight at the peak (stack's zero3_unit_bytes per
+    parameter of a layer; two bf16 weights and a bf16 gradient = 6), plus, where the stack keeps the
+    root gathered (FSDP2), the bf16 embedding and output layer. For MoE models the MoE layer is taken
+    on every stage (conservative where a stage is all dense)."""
     if memory_zero(lay) < 3:
         return 0.0
+    sem = train.stack_spec.memory
     layer = local_layer_params(model, model.is_moe, lay.tp, lay.ep, lay.etp).total
-    return layer * (2 * train.weight_bytes_per_param + train.grad_bytes_per_param)
+    root = 0.0
+    if sem.root_gathered:
+        root = train.weight_bytes_per_param * (embedding_params(model) + head_params(model)) / lay.tp
+    return layer * sem.zero3_unit_bytes + root
+
+
+def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
+    """Logits and their gradient at the loss's peak, on the last stage: the stack's bytes per logit
+    (costmodels.memory_semantics) x tokens x vocabulary / tp."""
+    if stage != lay.pp - 1:
+        return 0.0
+    per_logit = train.stack_spec.memory.logit_bytes(train.loss_fused)
+    return per_logit * act.logit_count(model, act_shape(model, train, lay))
+
+
+def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:
+    """The optimizer step's temporaries: the stack's bytes per parameter this GPU updates."""
+    per = train.stack_spec.memory.optimizer_temp_bytes
+    if per == 0:
+        return 0.0
+    zero = memory_zero(lay)
+    shard = (lambda n: n if zero >= 1 else 1)
+    return per * (local.dense / shard(lay.dense_shards) + local.expert / shard(edp))
 
 
 def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, stage: int) -> StageMemory:
@@ -105,17 +145,22 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     local: ParamCount = local_stage_params(
         model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model)
     )
-    zero = memory_zero(lay)
-    dense = zero_state_bytes(local.dense, lay.dense_shards, zero, train)
-    expert = zero_state_bytes(local.expert, expert_dp(cluster, lay), zero, train)
+    zero, mtrain, edp = memory_zero(lay), memory_train(train), expert_dp(cluster, lay)
+    dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)
+    expert = zero_state_bytes(local.expert, edp, zero, mtrain)
+    acts = round(stage_activation_bytes(model, train, lay, stage))
+    other = round(zero3_buffer_bytes(model, train, lay, stage))
+    step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other
+    transient = max(loss_transient_bytes(model, train, lay, stage), step_temp, 0.0)
     return StageMemory(
         stage=stage,
         layers=lay.stage_layers[stage],
         weights_bytes=round(dense[0] + expert[0]),
         grads_bytes=round(dense[1] + expert[1]),
         optimizer_bytes=round(dense[2] + expert[2]),
-        activations_bytes=round(stage_activation_bytes(model, train, lay, stage)),
-        other_bytes=round(zero3_buffer_bytes(model, train, lay, stage)),
+        activations_bytes=acts,
+        other_bytes=other,
+        transient_bytes=round(transient),
     )
 
 

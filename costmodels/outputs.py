@@ -22,18 +22,42 @@ class StageOut(_Out):
     grads_bytes: int = Field(..., description="Gradients.")
     optimizer_bytes: int = Field(..., description="Optimizer states incl. fp32 master weights.")
     activations_bytes: int = Field(..., description="Activations kept for backward at the peak.")
-    other_bytes: int = Field(..., description="ZeRO-3 gathered-layer buffers.")
-    total_bytes: int = Field(..., description="Sum of the above.")
+    other_bytes: int = Field(..., description="ZeRO-3 gathered-layer buffers (units in flight, FSDP root).")
+    transient_bytes: int = Field(0, description="Alive only at the peak: the loss's logits and their gradient "
+                                 "(last stage), or the optimizer step's temporaries.")
+    total_bytes: int = Field(..., description="Sum of the above: the allocated peak "
+                             "(torch.cuda.max_memory_allocated).")
+    reserved_bytes: int = Field(0, description="Peak reserved by the caching allocator "
+                                "(torch.cuda.max_memory_reserved).")
+    device_bytes: int = Field(0, description="Whole-device use (nvidia-smi): reserved + CUDA context + NCCL buffers.")
+
+
+class MemoryUncertaintyOut(_Out):
+    """How far to trust the memory numbers: held-out error of the measurement kind (benchmarks/memory_accuracy.py)."""
+
+    kind: str = Field(..., description="allocated, reserved or device.")
+    rows: int = Field(..., description="Held-out published peaks behind the band.")
+    mean: Optional[float] = Field(..., description="Mean |relative error|; null = no rows.")
+    p90: Optional[float] = Field(..., description="90th percentile |relative error|.")
+    bias: Optional[float] = Field(..., description="Median signed error (negative: predicted below measured).")
 
 
 class MemoryOut(_Out):
-    """Per-GPU memory against capacity."""
+    """Per-GPU memory against capacity. `fits` is decided on device_bytes <= hbm_bytes - margin_bytes,
+    which is the same as peak_bytes <= usable_bytes."""
 
     hbm_bytes: int = Field(..., description="Device memory.")
-    usable_bytes: int = Field(..., description="Device memory minus the cluster's reserve.")
-    peak_bytes: int = Field(..., description="Largest stage total.")
+    usable_bytes: int = Field(..., description="The largest allocated peak that fits this layout: "
+                              "(HBM - margin - CUDA context - NCCL buffers) / (1 + fragmentation).")
+    peak_bytes: int = Field(..., description="Largest stage total (allocated peak).")
     peak_stage: int = Field(..., description="Stage with the largest total.")
     stages: list[StageOut]
+    peak_allocated_bytes: int = Field(0, description="torch.cuda.max_memory_allocated at the peak stage (= peak_bytes).")
+    peak_reserved_bytes: int = Field(0, description="torch.cuda.max_memory_reserved at the peak stage.")
+    device_bytes: int = Field(0, description="Whole-device use at the peak stage (nvidia-smi).")
+    margin_bytes: int = Field(0, description="Kept free beyond the modelled use (cluster memory_reserve_gib).")
+    headroom_bytes: int = Field(0, description="hbm - margin - device: negative when it does not fit.")
+    uncertainty: Optional[MemoryUncertaintyOut] = None
 
 
 class TimeOut(_Out):

@@ -24,6 +24,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from costmodels.memory_semantics import MemorySemantics
+
 Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
 Fp8Recipe = Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]
 
@@ -121,6 +123,8 @@ class Stack(BaseModel):
                                               "forward+backward kernels; null = the GPU profile's.")
     step_overhead_s: Optional[float] = Field(None, ge=0, le=60, description="Fixed per-step cost; null = the "
                                              "GPU profile's.")
+    memory: MemorySemantics = Field(default_factory=MemorySemantics, description="What the stack allocates, "
+                                    "reserves and keeps on the device beyond the papers' formulas.")
     fitted_on: str = Field("not fitted", description="Which rows fitted these numbers, and how.")
     fit_rows: list[str] = Field(default_factory=list, description="Ids of the measured rows the fit used.")
     fit_error: Optional[float] = Field(None, ge=0, description="Mean |relative error| on the fitting rows.")

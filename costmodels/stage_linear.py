@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
-from costmodels.memory import expert_dp, memory_zero, zero_state_bytes
+from costmodels.memory import (expert_dp, loss_transient_bytes, memory_train, memory_zero, optimizer_temp_bytes,
+                               zero3_buffer_bytes, zero_state_bytes)
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.step import DpOverlap, dp_comm_s, dp_overlap, optimizer_s, pp_comm_s
@@ -97,16 +98,19 @@ def layer_costs(c: Context) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
-    zero = memory_zero(lay)
+    zero, train = memory_zero(lay), memory_train(train)
     dense = sum(zero_state_bytes(params.dense, lay.dense_shards, zero, train))
     return dense + sum(zero_state_bytes(params.expert, edp, zero, train))
 
 
-def _zero3_buffers(c: Context) -> float:
-    if memory_zero(c.lay) < 3:
-        return 0.0
-    layer = local_layer_params(c.model, c.model.is_moe, c.lay.tp, c.lay.ep, c.lay.etp).total
-    return layer * (2 * c.train.weight_bytes_per_param + c.train.grad_bytes_per_param)
+def _transient(c: Context, stage: int, extras: ParamCount, layer_params: tuple) -> Affine:
+    """A bound, affine in the layer counts, on memory.stage_memory's transient max(loss, step - rest):
+    max(loss, optimizer temporaries of the stage's fixed parameters) plus those of each layer (exact
+    where the stack's optimizer allocates none)."""
+    loss = loss_transient_bytes(c.model, c.train, c.lay, stage)
+    edp = expert_dp(c.cluster, c.lay)
+    opt = [optimizer_temp_bytes(c.train, c.lay, p, edp) for p in (extras, *layer_params)]
+    return Affine(max(loss, opt[0]), opt[1], opt[2])
 
 
 def _param_affine(f, extras: ParamCount, dense: ParamCount, moe: ParamCount) -> Affine:
@@ -147,7 +151,7 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
     costs = costs or layer_costs(c)
     memo = {} if memo is None else memo
     params = tuple(local_layer_params(model, moe, lay.tp, lay.ep, lay.etp) for moe in (False, True))
-    fixed_extra = costs.working_bytes + _zero3_buffers(c)
+    fixed_extra = costs.working_bytes + zero3_buffer_bytes(model, train, lay)
     stages = []
     for i in range(lay.pp):
         first, last = i == 0, i == lay.pp - 1
@@ -157,8 +161,11 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
         states, reduce, gather, opt = memo[key]
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
         act_fixed = (costs.embedding_act_bytes if first else 0.0) + (costs.head_act_bytes if last else 0.0)
-        memory = Affine(states[0] + act_fixed * inflight + fixed_extra,
-                        states[1] + costs.act_bytes[0] * inflight, states[2] + costs.act_bytes[1] * inflight)
+        extras = local_stage_params(model, [0] * lay.pp, i, lay.tp, lay.ep, lay.etp, c.x.seq)
+        peak = _transient(c, i, extras, params)
+        memory = Affine(states[0] + act_fixed * inflight + fixed_extra + peak.fixed,
+                        states[1] + costs.act_bytes[0] * inflight + peak.per_dense,
+                        states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
         stages.append(StageCoefficients(time, memory, reduce, gather, opt))
     return LayoutCoefficients(stages, pp_comm_s(c), step_overhead_s(c), lay.num_microbatches, lay.vpp,

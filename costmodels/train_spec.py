@@ -39,6 +39,10 @@ class TrainSpec(BaseModel):
         None, description="Data-parallel gradient reduction overlaps the last backward (Megatron "
         "--overlap-grad-reduce, DeepSpeed overlap_comm); null = the stack's default."
     )
+    fused_loss: Optional[bool] = Field(
+        None, description="Cross entropy fused or compiled (Megatron --cross-entropy-loss-fusion, torch.compile of "
+        "the loss): no fp32 copy of the logits; null = the stack's default."
+    )
     stack: Optional[Union[str, Stack]] = Field(
         None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
         f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."
@@ -67,6 +71,11 @@ class TrainSpec(BaseModel):
     def grad_overlap(self) -> bool:
         """Whether gradient reduction is overlapped: the explicit setting, else the stack's."""
         return self.stack_spec.overlap_grad_reduce if self.overlap_grad_reduce is None else self.overlap_grad_reduce
+
+    @property
+    def loss_fused(self) -> bool:
+        """Whether the loss is fused: the explicit setting, else the stack's."""
+        return self.stack_spec.memory.fused_loss if self.fused_loss is None else self.fused_loss
 
     def seq_len(self, model: ModelSpec) -> int:
         """Effective sequence length in tokens."""

@@ -12,7 +12,7 @@ held-out rows, then to every stack's (`basis` says which), and is never validate
 
 from __future__ import annotations
 
-from costmodels.outputs import UncertaintyOut
+from costmodels.outputs import MemoryUncertaintyOut, UncertaintyOut
 from costmodels.stack import RegimeError, Stack
 
 MIN_ROWS = 5
@@ -72,3 +72,13 @@ def uncertainty(stack: Stack, lay, num_gpus: int) -> UncertaintyOut:
                               validated=False, basis=basis)
     return UncertaintyOut(rel_error_p50=err.p50, rel_error_p90=err.p90, bias=err.bias, rows=err.rows, regime=key,
                           validated=basis == "regime" and validated(err), basis=basis, mean=err.mean)
+
+
+def memory_uncertainty(stack: Stack, kind: str = "device") -> MemoryUncertaintyOut:
+    """The held-out error of `kind` peaks under `stack`, else over every stack; `fits` is decided on
+    device bytes, so that is the default kind."""
+    held = stack.memory.held_out
+    err = held.get(kind) or held.get(f"all-stacks:{kind}")
+    if err is None:
+        return MemoryUncertaintyOut(kind=kind, rows=0, mean=None, p90=None, bias=None)
+    return MemoryUncertaintyOut(kind=kind, rows=err.rows, mean=err.mean, p90=err.p90, bias=err.bias)

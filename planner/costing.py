@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodels import activations as act
+from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
 from planner.space import Candidate
 from costmodels.memory import expert_dp
@@ -95,7 +96,11 @@ class Coster:
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
         k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
-        return make_table(lay, k, self.cluster.usable_bytes)
+        return make_table(lay, k, self.budget(lay))
+
+    def budget(self, lay: Candidate) -> int:
+        """The largest allocated peak that fits this candidate (costmodels.device_memory)."""
+        return device_terms(self.cluster, self.train, lay).allocated_budget
 
 
 def balanced_split(model: ModelSpec, table: Table) -> list[int]:

@@ -102,8 +102,8 @@ def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: Searc
 
 
 def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions) -> list[str]:
-    usable = cluster.usable_bytes
     smallest = result.stats.smallest_memory_bound
+    usable = cluster.usable_bytes if smallest is None else Coster(model, cluster, train).budget(smallest[1])
     if smallest is None:
         return [f"no layout of the {result.stats.layouts_considered} considered has a stage split that fits "
                 f"{usable / GIB:.1f} GiB usable per GPU"]
@@ -135,7 +135,7 @@ def _suggestions(model, cluster, train, need, opts) -> list[str]:
     for factor in (2, 4, 8, 16, 32, 64):
         bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
         found = min_memory_bound(model, bigger_cluster, train, opts)
-        if found and found[0] <= bigger_cluster.usable_bytes:
+        if found and found[0] <= Coster(model, bigger_cluster, train).budget(found[1]):
             out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x) reach {found[0] / GIB:.1f} GiB "
                        f"({layout_text(found[1])})")
             break
@@ -143,7 +143,7 @@ def _suggestions(model, cluster, train, need, opts) -> list[str]:
     if seq >= 256:
         shorter = train.model_copy(update={"seq_length": seq // 2})
         found = min_memory_bound(model, cluster, shorter, opts)
-        if found and found[0] <= cluster.usable_bytes:
+        if found and found[0] <= Coster(model, cluster, shorter).budget(found[1]):
             out.append(f"a shorter sequence: {seq // 2} tokens reaches {found[0] / GIB:.1f} GiB")
     if not out:
         out.append("none of: a bigger GPU preset, up to 64x the GPUs, half the sequence length, is enough alone")

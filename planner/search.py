@@ -2,7 +2,8 @@
 
 1. Enumerate every candidate layout (planner.space), keeping those a `keep` predicate accepts
    (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
-2. Drop candidates whose memory lower bound exceeds usable HBM (no split can fit them).
+2. Drop candidates whose memory lower bound exceeds their allocated budget (HBM less margin, CUDA
+   context, NCCL buffers and fragmentation: costmodels.device_memory; no split can fit them).
 3. In order of their step-time lower bound, build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
@@ -65,7 +66,6 @@ Keep = Callable[[Candidate], bool]
 
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
                 keep: Optional[Keep] = None):
-    usable = cluster.usable_bytes
     kept = []
     for lay in enumerate_layouts(model, cluster, train, opts):
         if stats.layouts_considered % 512 == 0 and time.perf_counter() > deadline:
@@ -76,6 +76,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
             stats.filtered_out += 1
             continue
         b = coster.bounds(lay)
+        usable = coster.budget(lay)
         if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
             stats.smallest_memory_bound = (b.memory_bytes, lay)
         if b.memory_bytes > usable:

@@ -40,7 +40,7 @@ OVER_PLAN = {
 }
 
 STAGE_KEYS = {"stage", "layers", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
-              "other_bytes", "total_bytes"}
+              "other_bytes", "transient_bytes", "total_bytes"}
 LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "zero", "mbs", "recompute", "sp", "schedule",
                "stage_layers", "num_microbatches"}
 TIME_KEYS = {"step_s", "compute_s", "recompute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
@@ -121,6 +121,10 @@ def test_estimate_json_has_every_contract_key():
     assert mem["peak_bytes"] == max(s["total_bytes"] for s in mem["stages"])
     assert mem["stages"][mem["peak_stage"]]["total_bytes"] == mem["peak_bytes"]
     assert data["fits"] == (mem["peak_bytes"] <= mem["usable_bytes"])
+    # the three numbers of issue 13: allocated <= reserved <= device, fits decided on device bytes
+    assert mem["peak_allocated_bytes"] == mem["peak_bytes"] <= mem["peak_reserved_bytes"] <= mem["device_bytes"]
+    assert data["fits"] == (mem["device_bytes"] <= mem["hbm_bytes"] - mem["margin_bytes"])
+    assert mem["headroom_bytes"] == mem["hbm_bytes"] - mem["margin_bytes"] - mem["device_bytes"]
     assert TIME_KEYS <= set(data["time"])
     assert all(isinstance(data["time"][k], (int, float)) and data["time"][k] >= 0 for k in TIME_KEYS)
     assert {"tokens_per_s", "model_tflops_per_gpu", "mfu"} <= set(data["throughput"])

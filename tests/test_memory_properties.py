@@ -28,7 +28,7 @@ from costmodels.train_spec import TrainSpec
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 POW2 = [1, 2, 4, 8, 16, 32]
-FIELDS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
+FIELDS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes", "transient_bytes")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""Fit the memory model's free numbers on the declared rows (benchmarks/memory_splits.py).
+
+Usage: python benchmarks/calibrate_memory.py
+Three stages, each written into hardware_profiles/stacks/*.yaml (`memory:`) before the next:
+1. Megatron fragmentation: the mean measured reserved/allocated ratio of the Megatron logs that
+   print both, minus 1 (no prediction enters).
+2. torch fragmentation (torchtitan, FSDP, AutoModel, DeepSpeed: PyTorch's caching allocator): the
+   median of measured reserved / predicted allocated on the torch fitting rows, minus 1.
+3. Device terms: measured device - predicted reserved = C + g N on the device fitting rows (g
+   communicators per rank; all Megatron), least squares with C, N >= 0. Megatron stacks take C (which
+   also holds whatever those runs allocate outside PyTorch's allocator: Transformer Engine and cuBLAS
+   workspaces, userbuffers) and N; the torch stacks take N and TORCH_CONTEXT_MIB: 1 GiB, an
+   allowance until benchmarks/gpu/measure_memory.py has run on a GPU (it writes
+   benchmarks/data/measured/gpu_memory_h200.csv, whose median context this script then takes).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+from memory_accuracy import predict  # noqa: E402
+from memory_data import load_memory_cases  # noqa: E402
+from memory_splits import DEVICE, MEGATRON_FRAGMENTATION, TORCH_FRAGMENTATION  # noqa: E402
+
+from costmodels.device_memory import communicators  # noqa: E402
+from costmodels.estimate import estimate  # noqa: E402
+
+STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
+MEGATRON = ("megatron-core", "megatron-2021", "nemo")
+TORCH = ("torchtitan", "torchtitan-eager", "fsdp", "automodel", "deepspeed")
+MIB = 2**20
+GPU_CSV = Path(__file__).resolve().parent / "data" / "measured" / "gpu_memory_h200.csv"
+TORCH_CONTEXT_MIB = 1024.0  # an allowance, not measured: replaced by the GPU measurement when present
+
+
+def update_stacks(names, values: dict, note: str) -> None:
+    """Set `values` in the memory section of each stack in `names`, appending `note` to fitted_on."""
+    for name in names:
+        path = STACKS / f"{name}.yaml"
+        text = path.read_text()
+        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        data = yaml.safe_load(text)
+        mem = data.setdefault("memory", {})
+        mem.update(values)
+        notes = [n for n in mem.get("fitted_on", "").split("; ") if n and not n.startswith(note.split(":")[0])]
+        mem["fitted_on"] = "; ".join(notes + [note])
+        path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+
+
+def megatron_fragmentation() -> float:
+    cases = {c.case_id: c for c in load_memory_cases()}
+    ratios = [cases[i + ":reserved"].measured_bytes / cases[i].measured_bytes for i in sorted(MEGATRON_FRAGMENTATION)]
+    return statistics.mean(ratios) - 1
+
+
+def torch_fragmentation() -> float:
+    ratios = []
+    for c in load_memory_cases():
+        if c.case_id in TORCH_FRAGMENTATION:
+            est = estimate(c.model, c.cluster, c.train, c.layout)
+            ratios.append(c.measured_bytes / est.memory.peak_allocated_bytes)
+    return max(0.0, statistics.median(ratios) - 1)
+
+
+def device_terms() -> tuple[float, float]:
+    """(C, N) in MiB from the device rows, least squares with both >= 0."""
+    rows, rhs = [], []
+    for c in load_memory_cases():
+        if c.case_id in DEVICE:
+            est = estimate(c.model, c.cluster, c.train, c.layout)
+            rows.append([1.0, communicators(c.cluster, est.layout)])
+            rhs.append((c.measured_bytes - est.memory.peak_reserved_bytes) / MIB)
+    a, b = np.array(rows), np.array(rhs)
+    sol = np.linalg.lstsq(a, b, rcond=None)[0]
+    if sol.min() < 0:  # clamp one term at zero and refit the other
+        fits = [(float(np.mean(b)), 0.0), (0.0, float(np.sum(a[:, 1] * b) / np.sum(a[:, 1] ** 2)))]
+        sol = min(fits, key=lambda s: float(np.sum((a @ np.array(s) - b) ** 2)))
+    return max(0.0, float(sol[0])), max(0.0, float(sol[1]))
+
+
+def torch_context_mib() -> float:
+    """Device memory of a plain PyTorch process after its first GEMM, MiB (the H200 measurement)."""
+    path = GPU_CSV
+    if not path.exists():
+        return TORCH_CONTEXT_MIB
+    import csv
+    with open(path) as fh:
+        values = [float(r["after_first_gemm_bytes"]) for r in csv.DictReader(fh) if r.get("after_first_gemm_bytes")]
+    return round(statistics.median(values) / MIB, 1) if values else TORCH_CONTEXT_MIB
+
+
+def main() -> None:
+    f_meg = round(megatron_fragmentation(), 4)
+    update_stacks(MEGATRON, {"fragmentation": f_meg},
+                  f"fragmentation: measured max reserved / max allocated of {', '.join(sorted(MEGATRON_FRAGMENTATION))}")
+    f_torch = round(torch_fragmentation(), 4)
+    update_stacks(TORCH, {"fragmentation": f_torch},
+                  f"fragmentation: median measured reserved / predicted allocated of {', '.join(sorted(TORCH_FRAGMENTATION))}")
+    ctx, nccl = device_terms()
+    note = f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))}"
+    update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
+    update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
+                  note + " (NCCL only); context: " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
+                                                      if GPU_CSV.exists() else "1 GiB allowance, not measured"))
+    print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} MiB, NCCL {nccl:.0f} MiB per communicator")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The public measured memory peaks (benchmarks/data/measured/memory_runs.json) as parplan problems.
+
+One case = one published per-GPU peak, of one of four kinds, each compared with the number parplan
+predicts for what measured it:
+- `max_allocated`: torch.cuda.max_memory_allocated (Megatron-LM CI golden values, Megatron logs,
+  Megatron-Bridge) -> `peak_allocated_bytes`;
+- `max_reserved`: the caching allocator's peak reserve (torchtitan's "Memory(GiB)", Megatron's
+  "max reserved") -> `peak_reserved_bytes`;
+- `device`: nvidia-smi / whole-device use (FlagPerf, ms-swift) -> `device_bytes`;
+- `oom`: the run did not fit -> `fits` must be false.
+
+Assumptions where a source is silent (each case's `assumptions` in the JSON list the source's own):
+- stack: torchtitan rows `torchtitan` when torch.compile is on, else `torchtitan-eager`; every
+  Megatron-derived framework (Megatron-LM, FlagScale, Pai-Megatron-Patch, ms-swift, Megatron-Bridge)
+  `megatron-core`; DeepSpeed `deepspeed`.
+- Multi-head latent attention (DeepSeek-V3 shapes) is modelled as multi-head attention with the
+  value head width (as benchmarks/measured_data.py does); the multi-token-prediction layer is not modelled.
+- torchtitan "selective" is its per-op policy (the stack's meaning); Megatron "--recompute-activations"
+  is selective core-attention recompute.
+- 405B with pp=8: torchtitan's default split puts the extra layers on the first ranks.
+- Megatron MoE rows that do not state an expert tensor-parallel size shard experts over tp (the only
+  choice before Megatron-Core 0.10 added --expert-tensor-parallel-size, and its default after).
+- "unfused" attention backends store the s x s scores (flash_attention false); a cross-entropy
+  fusion flag or a compiled loss sets fused_loss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from measured_data import uneven_stages
+from reference_data import preset_latencies
+
+import hardware_profiles as hp
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout
+from costmodels.model_spec import ModelSpec
+from costmodels.train_spec import TrainSpec
+
+DATA = Path(__file__).resolve().parent / "data" / "measured" / "memory_runs.json"
+
+GPU = (  # (substring of the case's gpu text, parplan profile, cluster preset for latencies/bandwidth)
+    ("H100 SXM 96GB", "h100-sxm-500w", "dgx-h100"), ("H200", "h200", "hgx-h200"),
+    ("H800", "h800", "dgx-h100"), ("A800", "a100-80gb", "dgx-a100"), ("A100", "a100-80gb", "dgx-a100"),
+    ("H100", "h100-sxm", "dgx-h100"),
+)
+KINDS = {"max_allocated": "allocated", "max_reserved": "reserved", "nvidia_smi_used": "device",
+         "device_memory_used": "device", "oom": "oom"}
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    """One measured peak as a parplan problem."""
+
+    case_id: str
+    kind: str  # allocated | reserved | device | oom
+    measured_bytes: Optional[float]
+    stage: Optional[int]  # pipeline rank measured; None = the maximum over ranks
+    approximate: bool
+    model: ModelSpec
+    cluster: ClusterSpec
+    train: TrainSpec
+    layout: Layout
+    stack: str
+    framework: str
+
+
+def _raw() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def model_spec(raw: dict, seq: int) -> ModelSpec:
+    """A memory_runs.json model entry as a ModelSpec (MLA as MHA with the value head width)."""
+    mla = raw.get("attention") == "mla"
+    heads = raw["num_attention_heads"]
+    fields = dict(
+        name=raw["name"], num_layers=raw["num_layers"], hidden_size=raw["hidden_size"], num_attention_heads=heads,
+        num_kv_heads=heads if mla else raw.get("num_kv_heads") or heads, vocab_size=raw["vocab_size"],
+        seq_length=seq, activation=raw["activation"], norm=raw["norm"], tied_embeddings=raw["tied_embeddings"],
+        position_embedding=raw["position_embedding"], linear_bias=bool(raw.get("add_bias_linear")),
+        qk_norm=bool(raw.get("qk_layernorm")), dropout=bool(raw.get("hidden_dropout")),
+        ffn_hidden_size=raw["ffn_hidden_size"],
+    )
+    if mla:
+        fields["head_dim"] = raw["mla"]["v_head_dim"]
+    elif raw.get("head_dim"):
+        fields["head_dim"] = raw["head_dim"]
+    if raw.get("num_experts"):
+        fields.update(num_experts=raw["num_experts"], top_k=raw["top_k"],
+                      moe_ffn_hidden_size=raw["moe_ffn_hidden_size"],
+                      num_shared_experts=raw.get("num_shared_experts") or 0,
+                      first_k_dense_layers=raw.get("first_k_dense_layers") or 0)
+    return ModelSpec.model_validate(fields)
+
+
+def _gpu(text: str) -> tuple[str, str]:
+    for key, profile, preset in GPU:
+        if key in text:
+            return profile, preset
+    raise ValueError(f"no GPU profile for {text!r}")
+
+
+def _cluster(case: dict) -> ClusterSpec:
+    profile, preset = _gpu(case["gpu"])
+    base = hp.load_cluster(preset)
+    per = min(8, case["num_gpus"])
+    return ClusterSpec(name=f"measured-{profile}", gpu=hp.load_gpu(profile), gpus_per_node=per,
+                       num_nodes=case["num_gpus"] // per, scale_up_gb_per_s=base.scale_up_gb_per_s,
+                       scale_out_gb_per_s=base.scale_out_gb_per_s, **preset_latencies(preset))
+
+
+def _stack(case: dict) -> str:
+    fw = case["framework"].lower()
+    if fw.startswith("torchtitan"):
+        compiled = "compile" in (case.get("notes") or "").lower() and "only on loss" not in case["notes"]
+        return "torchtitan" if compiled else "torchtitan-eager"
+    return "deepspeed" if fw.startswith("deepspeed") else "megatron-core"
+
+
+def _recompute(text: str) -> str:
+    text = text.lower()
+    for value in ("selective", "full"):
+        if text.startswith(value):
+            return value
+    return "none"
+
+
+def _layout(case: dict, model: ModelSpec) -> Layout:
+    pp, vpp = case["pp"], case["vpp"] or 1
+    stages = None
+    if pp > 1 and model.num_layers % (pp * vpp):
+        stages = uneven_stages(model.num_layers, pp, vpp) or None
+    mbs = case["micro_batch"]
+    zero = 3 if case["zero_stage"] == 3 else (1 if case["distributed_optimizer"] else 0)
+    etp = case["etp"] or (case["tp"] if model.is_moe and "megatron" in case["framework"].lower() else 1)
+    return Layout(tp=case["tp"], sp=bool(case["sequence_parallel"]) and case["tp"] > 1, cp=case["cp"] or 1,
+                  ep=case["ep"] or 1, etp=etp, pp=pp, vpp=vpp, zero=zero, mbs=mbs,
+                  recompute=_recompute(case["recompute"]), stage_layers=stages)
+
+
+def _text(case: dict) -> str:
+    return " ".join(str(case.get(k) or "") for k in ("notes", "recompute", "framework")).lower()
+
+
+def _train(case: dict, stack: str) -> TrainSpec:
+    precision = "fp16" if case["precision"].startswith("fp16") else "bf16"
+    fp8 = "fp8" in case["precision"].lower() or "float8" in case["precision"].lower()
+    text = _text(case)
+    fused = any(k in text for k in ("cross-entropy-loss-fusion", "cross entropy loss fusion",
+                                    "cross-entropy loss fusion", "compile only on loss")) or None
+    train = TrainSpec(global_batch_size=case["global_batch"], seq_length=case["seq_length"],
+                      precision="fp8" if fp8 else precision, flash_attention="unfused" not in text,
+                      fused_loss=fused)
+    return hp.resolve_train(train, stack)
+
+
+def _stage(text: str, pp: int) -> Optional[int]:
+    text = text.lower()
+    if "last pp stage" in text or "last rank" in text:
+        return pp - 1
+    if "pp stage" in text:
+        return int(text.split("pp stage")[1].split()[0])
+    if text.startswith("rank 0"):
+        return 0
+    return None
+
+
+def _cases_of(case: dict, models: dict) -> list[MemoryCase]:
+    meas = case["measured"]
+    model = model_spec(models[case["model"]], case["seq_length"])
+    stack = _stack(case)
+    base = dict(model=model, cluster=_cluster(case), train=_train(case, stack), layout=_layout(case, model),
+                stack=stack, framework=case["framework"], approximate=bool(meas.get("approximate")),
+                stage=_stage(meas.get("rank_or_stage") or "", case["pp"]))
+    out = [MemoryCase(case_id=case["id"], kind=KINDS[meas["kind"]], measured_bytes=meas.get("bytes"), **base)]
+    if meas.get("max_reserved_bytes"):  # Megatron's report_memory line also gives the reserve
+        out.append(MemoryCase(case_id=case["id"] + ":reserved", kind="reserved",
+                              measured_bytes=meas["max_reserved_bytes"], **base))
+    return out
+
+
+def load_memory_cases() -> list[MemoryCase]:
+    """Every case of memory_runs.json (two for Megatron logs that give allocated and reserved)."""
+    raw = _raw()
+    return [mc for case in raw["cases"] for mc in _cases_of(case, raw["models"])]

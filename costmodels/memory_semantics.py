@@ -1,0 +1,92 @@
+"""How a framework holds memory beyond the papers' formulas: what a stack allocates, reserves and
+keeps on the device (read from each framework's code; fitted numbers name their rows).
+
+Notation: T tokens of one micro-batch on one GPU, V vocabulary, t tp degree, P_opt parameters
+whose optimizer states one GPU updates, U parameters of one ZeRO-3/FSDP unit (a layer).
+
+Sources, per field:
+- gradient buffer: Megatron-LM keeps fp32 main gradients for bf16/fp16 training
+  (`accumulate_allreduce_grads_in_fp32`, docs/source/api-guide/dist_optimizer.md: 18 bytes per
+  parameter, 6 + 12/N with the distributed optimizer); FSDP2 and ZeRO keep the weights' dtype.
+- loss: torchtitan computes `cross_entropy(pred.flatten(0, 1).float(), labels)` (torchtitan
+  components/loss.py): the bf16 logits (2 bytes), their fp32 copy (4) and log_softmax's fp32 output
+  (4) live at the forward's end; in backward the fp32 gradient of log_softmax (4) and of its input
+  (4) meet the saved output (4): 12 bytes per logit at the peak. Megatron's vocab-parallel cross
+  entropy (megatron/core/tensor_parallel/cross_entropy.py) turns the bf16 logits into an fp32
+  softmax in place and builds the gradient in that buffer: 2 + 4 = 6. A fused or compiled loss
+  (Megatron `--cross-entropy-loss-fusion`, torch.compile of the loss) never materializes fp32
+  logits: the bf16 logits and their bf16 gradient, 4.
+- optimizer step: torch.optim.AdamW(foreach=True) builds `torch._foreach_sqrt(exp_avg_sq)`, one
+  fp32 temporary per parameter it updates (torch/optim/adamw.py, _multi_tensor_adam): 4 bytes x
+  P_opt; fused Adam kernels (Apex/TE FusedAdam in Megatron, DeepSpeed FusedAdam) none.
+- FSDP2 units in flight (torch/distributed/fsdp/_fully_shard): the current and the prefetched
+  unit's unsharded bf16 weights (2 + 2), the current unit's bf16 gradient (2) and its fp32
+  reduce-scatter input (reduce_dtype fp32: 4) = 10 bytes x U; the root module (embedding, final
+  norm, output layer) is not resharded after forward (`fully_shard` docs: the root's
+  reshard_after_forward is treated as False), so its bf16 weights stay gathered into backward.
+- fragmentation: the caching allocator's reserve over its allocated peak, fitted on published
+  runs that report both or on reserved peaks (benchmarks/calibrate_memory.py; rows in the stack).
+- device: the CUDA context and libraries (cuBLAS/cuDNN handles and workspaces) and one set of NCCL
+  buffers per communicator a rank uses (NCCL_BUFFSIZE 4 MiB per channel and peer, several
+  protocols and channels: hundreds of MiB per communicator), fitted on nvidia-smi peaks.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 2**20
+
+
+class KindError(BaseModel):
+    """Held-out relative error of one measurement kind (benchmarks/memory_accuracy.py --write)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    rows: int = Field(..., ge=0, description="Held-out published peaks.")
+    mean: float = Field(..., ge=0, description="Mean |predicted/measured - 1|.")
+    p90: float = Field(..., ge=0, description="90th percentile |relative error|.")
+    bias: float = Field(..., description="Median signed error (negative: predicted below measured).")
+
+
+class MemorySemantics(BaseModel):
+    """What a stack allocates beyond weights, gradients, optimizer states and stored activations.
+    The defaults are the papers' formulas and nothing more (no fragmentation, context or NCCL
+    buffers): the stack profiles carry the numbers read from each framework and the fitted ones."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    grad_buffer_bytes: Optional[int] = Field(None, ge=1, le=8, description="Bytes per parameter of the "
+                                             "gradient buffer (Megatron: fp32 main grads, 4); null = the train "
+                                             "spec's gradient dtype.")
+    loss_bytes_per_logit: float = Field(4.0, ge=0, le=64, description="Bytes per logit (token x vocab/tp) "
+                                        "live at the loss's peak without a fused loss: torch eager cross "
+                                        "entropy on fp32-upcast logits 12, Megatron vocab-parallel 6; the "
+                                        "default 4 is Korthikanti's fp32 logits (4sbV/t).")
+    fused_loss_bytes_per_logit: float = Field(4.0, ge=0, le=64, description="The same with a fused or "
+                                              "compiled loss (bf16 logits and their gradient).")
+    fused_loss: bool = Field(False, description="Default for TrainSpec.fused_loss.")
+    optimizer_temp_bytes: float = Field(0.0, ge=0, le=64, description="Temporary bytes per parameter the "
+                                        "optimizer step allocates (torch foreach AdamW 4; fused Adam 0).")
+    zero3_unit_bytes: float = Field(6.0, ge=0, le=64, description="Bytes per parameter of one ZeRO-3 unit "
+                                    "held unsharded at the peak, current and prefetched units together "
+                                    "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")
+    root_gathered: bool = Field(False, description="ZeRO-3: the embedding and output layer stay gathered "
+                                "from forward into backward (FSDP2 root module).")
+    fragmentation: float = Field(0.0, ge=0, le=1, description="Reserved over allocated peak, minus 1 "
+                                 "(caching-allocator fragmentation), fitted.")
+    context_mib: float = Field(0.0, ge=0, le=65536, description="CUDA context, libraries and their "
+                               "workspaces per process, MiB, fitted or measured.")
+    nccl_mib_per_group: float = Field(0.0, ge=0, le=65536, description="NCCL buffers of one communicator "
+                                      "a rank uses (tp, cp, ep, pp, dp), MiB, fitted.")
+    fitted_on: str = Field("not fitted", description="Which rows fitted fragmentation and the device terms.")
+    held_out: dict[str, KindError] = Field(default_factory=dict, description="Held-out error per measurement "
+                                           "kind (allocated, reserved, device; 'all-stacks:KIND' over every "
+                                           "stack), written by benchmarks/memory_accuracy.py.")
+    sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
+
+    def logit_bytes(self, fused: bool) -> float:
+        """Bytes per logit at the loss peak, with or without a fused loss."""
+        return self.fused_loss_bytes_per_logit if fused else self.loss_bytes_per_logit
