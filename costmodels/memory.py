@@ -135,9 +135,9 @@ def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: 
     per = train.stack_spec.memory.optimizer_temp_bytes
     if per == 0:
         return 0.0
-    zero = memory_zero(lay)
-    shard = (lambda n: n if zero >= 1 else 1)
-    return per * (local.dense / shard(lay.dense_shards) + local.expert / shard(edp))
+    if memory_zero(lay) == 0:  # every rank updates every parameter
+        return per * local.total
+    return per * (local.dense / lay.dense_shards + local.expert / edp)
 
 
 def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, stage: int) -> StageMemory:
