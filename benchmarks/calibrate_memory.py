@@ -16,6 +16,7 @@ Three stages, each written into hardware_profiles/stacks/*.yaml (`memory:`) befo
 
 from __future__ import annotations
 
+import csv
 import statistics
 import sys
 from pathlib import Path
@@ -69,7 +70,7 @@ def torch_fragmentation() -> float:
     return max(0.0, statistics.median(ratios) - 1)
 
 
-def device_terms() -> tuple[float, float]:
+def fit_device_terms() -> tuple[float, float]:
     """(C, N) in MiB from the device rows, least squares with both >= 0."""
     rows, rhs = [], []
     for c in load_memory_cases():
@@ -90,7 +91,6 @@ def torch_context_mib() -> float:
     path = GPU_CSV
     if not path.exists():
         return TORCH_CONTEXT_MIB
-    import csv
     with open(path) as fh:
         values = [float(r["after_first_gemm_bytes"]) for r in csv.DictReader(fh) if r.get("after_first_gemm_bytes")]
     return round(statistics.median(values) / MIB, 1) if values else TORCH_CONTEXT_MIB
@@ -103,7 +103,7 @@ def main() -> None:
     f_torch = round(torch_fragmentation(), 4)
     update_stacks(TORCH, {"fragmentation": f_torch},
                   f"fragmentation: median measured reserved / predicted allocated of {', '.join(sorted(TORCH_FRAGMENTATION))}")
-    ctx, nccl = device_terms()
+    ctx, nccl = fit_device_terms()
     note = f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))}"
     update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
