@@ -50,8 +50,8 @@ def update_stacks(names, values: dict, note: str) -> None:
         data = yaml.safe_load(text)
         mem = data.setdefault("memory", {})
         mem.update(values)
-        notes = [n for n in mem.get("fitted_on", "").split("; ") if n and not n.startswith(note.split(":")[0])]
-        mem["fitted_on"] = "; ".join(notes + [note])
+        notes = [n for n in mem.get("fitted_on", "").split(" | ") if n and not n.startswith(note.split(":")[0])]
+        mem["fitted_on"] = " | ".join(notes + [note])
         path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
 
 
@@ -97,6 +97,7 @@ def torch_context_mib() -> float:
 
 
 def main() -> None:
+    update_stacks(MEGATRON + TORCH, {"fitted_on": ""}, "")  # each run writes its stages' notes afresh
     f_meg = round(megatron_fragmentation(), 4)
     update_stacks(MEGATRON, {"fragmentation": f_meg},
                   f"fragmentation: measured max reserved / max allocated of {', '.join(sorted(MEGATRON_FRAGMENTATION))}")
@@ -107,7 +108,7 @@ def main() -> None:
     note = f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))}"
     update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
-                  note + " (NCCL only); context: " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
+                  note + " (NCCL only), context " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
                                                       if GPU_CSV.exists() else "1 GiB allowance, not measured"))
     print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} MiB, NCCL {nccl:.0f} MiB per communicator")
 
