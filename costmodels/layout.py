@@ -169,9 +169,8 @@ def _stage_problems(model: ModelSpec, lay: Layout, stages: list[int]) -> list[st
     if lay.vpp > 1:
         if lay.pp < 2:
             out.append(f"vpp={lay.vpp} (interleaving) needs pp > 1 (pp={lay.pp})")
-        bad = [n for n in stages if n % lay.vpp]
-        if bad:
-            out.append(f"stage_layers={stages}: every stage must be divisible by vpp={lay.vpp}")
+        if any(n < lay.vpp for n in stages):  # fewer leaves a virtual chunk empty (pipeline.chunk_layers)
+            out.append(f"stage_layers={stages}: every stage needs at least vpp={lay.vpp} layers (one per chunk)")
     if lay.schedule == "interleaved" and lay.vpp == 1:
         out.append("schedule=interleaved needs vpp > 1 (vpp=1)")
     if lay.schedule in ("gpipe", "1f1b") and lay.vpp > 1:

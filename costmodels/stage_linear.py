@@ -11,9 +11,12 @@ The per-layer primitives depend on the activation shape alone; `LayerCosts` hold
 caller can reuse them across layouts that share a shape.
 
 The step time from stage values (used by step.step_time, stated here for the planner):
-    step = (m - 1/v) * max_i t_i + sum_i t_i / v + pp_comm + max_i dp_i + max_i opt_i + overhead
+    step = (m - 1/v) * max_i t_i + sum_i t_i / v + a * sum_i (ceil(n_i/v) - n_i/v)
+           + pp_comm + max_i dp_i + max_i opt_i + overhead
     dp_i = [max(0, R_i - w*2t_i/3) or R_i] + [max(0, G_i - t_i/3) or G_i]   (w: ZeRO-2 reduces every
                                                                              micro-batch, w = m; else 1)
+    (a: the slowest layer kind's per-layer time; the term is the uneven virtual chunks' extra bubble,
+    costmodels.pipeline, and 0 when v divides every stage)
 with the overlapped form where costmodels.step.dp_overlap says so (ZeRO-3 without pipelining
 books its per-layer collectives in t_i and its edges, constant, in R_i).
 """

@@ -30,9 +30,9 @@ from costmodels import sharding
 from costmodels.activations import ActShape
 from costmodels.outputs import TimeOut
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
-from costmodels.pipeline import bubble_s, p2p_transfers
-from costmodels.timing import (ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, stage_time,
-                               step_overhead_s)
+from costmodels.pipeline import bubble_s, chunk_excess_layers, p2p_transfers
+from costmodels.timing import (ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, layer_time,
+                               stage_time, step_overhead_s)
 
 
 @dataclass(frozen=True)
@@ -146,12 +146,23 @@ def step_time(c: Context) -> TimeOut:
     dp = max(dp_exposed_s(c, params[i], micro[i]) for i in range(lay.pp))
     opt = max(optimizer_s(c, p) for p in params)
     t = micro[crit].scaled(lay.num_microbatches)
-    bubble, pp = bubble_s(totals, lay.vpp), pp_comm_s(c)
+    bubble, pp = bubble_s(totals, lay.vpp, chunk_excess_s(c)), pp_comm_s(c)
     overhead = step_overhead_s(c)
     step = t.total_s + bubble + pp + dp + opt + overhead
     return TimeOut(step_s=step, compute_s=t.compute_s, recompute_s=t.recompute_s, bubble_s=bubble,
                    tp_comm_s=t.tp_comm_s, cp_comm_s=t.cp_comm_s, ep_comm_s=t.ep_comm_s, pp_comm_s=pp,
                    dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead)
+
+
+def chunk_excess_s(c: Context) -> list[float]:
+    """Per rank, seconds its largest virtual chunk adds to the bubble when v does not divide its layers
+    (costmodels.pipeline): excess layers times the slowest layer kind's time (MoE when the model has
+    MoE layers; an upper bound on a rank holding only dense layers)."""
+    lay = c.lay
+    if lay.vpp <= 1:
+        return [0.0] * lay.pp
+    slowest = max(layer_time(c, moe).total_s for moe in ((False, True) if c.model.is_moe else (False,)))
+    return [slowest * e for e in chunk_excess_layers(lay.stage_layers, lay.vpp)]
 
 
 def model_flops_per_step(c: Context) -> tuple[float, float]:

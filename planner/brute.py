@@ -1,7 +1,7 @@
 """The oracle: plain enumeration of every candidate table and every stage split.
 
 Used by the tests to check the CP-SAT optimum on small instances; exponential in the number of
-pipeline stages (C(L/v - 1, pp - 1) splits per candidate), so only for small models.
+pipeline stages (C(L - p(v-1) - 1, p - 1) splits per candidate), so only for small models.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from planner.tables import Table, stage_counts
 
 
 def splits(num_layers: int, pp: int, vpp: int) -> Iterator[list[int]]:
-    """Every way to put num_layers on pp stages, each a positive multiple of vpp."""
-    units = num_layers // vpp
+    """Every way to put num_layers on pp stages, each with at least vpp layers (one per virtual chunk)."""
+    units = num_layers - pp * (vpp - 1)  # stage sizes less (vpp - 1): compositions into positive parts
     for cuts in combinations(range(1, units), pp - 1):
         bounds = (0, *cuts, units)
-        yield [(b - a) * vpp for a, b in zip(bounds, bounds[1:])]
+        yield [b - a + vpp - 1 for a, b in zip(bounds, bounds[1:])]
 
 
 def best_split(model: ModelSpec, table: Table) -> Optional[tuple[int, list[int]]]:

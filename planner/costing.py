@@ -103,42 +103,52 @@ class Coster:
         return device_terms(self.cluster, self.train, lay).allocated_budget
 
 
+def split_unit(num_layers: int, vpp: int) -> int:
+    """Granularity of the first split: whole virtual stages (vpp layers, even chunks, no extra bubble)
+    when vpp divides the layers, else single layers (uneven chunks, costmodels.pipeline)."""
+    return vpp if num_layers % vpp == 0 else 1
+
+
 def balanced_split(model: ModelSpec, table: Table) -> list[int]:
-    """Stage sizes (multiples of vpp) that equalise stage times, ignoring memory: a first split."""
+    """Stage sizes (at least vpp, multiples of split_unit) that equalise stage times, ignoring memory:
+    a first split."""
     pp, v, L = table.layout.pp, table.layout.vpp, model.num_layers
     if pp == 1:
         return [L]
+    u = split_unit(L, v)
+    least = v // u  # units per stage: at least one layer per virtual chunk
     per_layer = [max(a.dense if not model.is_moe else a.moe, 1) for a in table.time]
     fixed = [a.fixed for a in table.time]
     target = (sum(fixed) + sum(p * L / pp for p in per_layer)) / pp
     ideal = [max(v, (target - f) / p) for f, p in zip(fixed, per_layer)]
     scale = L / sum(ideal)
-    units = [max(1, int(x * scale / v)) for x in ideal]
-    order = sorted(range(pp), key=lambda i: (ideal[i] * scale / v) - int(ideal[i] * scale / v), reverse=True)
+    units = [max(least, int(x * scale / u)) for x in ideal]
+    order = sorted(range(pp), key=lambda i: (ideal[i] * scale / u) - int(ideal[i] * scale / u), reverse=True)
     i = 0
-    while sum(units) != L // v:
+    while sum(units) != L // u:
         j = order[i % pp]
-        if sum(units) < L // v:
+        if sum(units) < L // u:
             units[j] += 1
-        elif units[j] > 1:
+        elif units[j] > least:
             units[j] -= 1
         i += 1
-    return [u * v for u in units]
+    return [n * u for n in units]
 
 
 def first_objective(model: ModelSpec, table: Table) -> tuple[int, list[int]] | None:
     """Objective of the balanced split, moving layers off overflowing stages if needed."""
     stages = balanced_split(model, table)
     v = table.layout.vpp
-    for _ in range(4 * len(stages)):
+    u = split_unit(model.num_layers, v)
+    for _ in range(4 * len(stages) * v // u):
         value = table.objective(stage_counts(model, stages))
         if value is not None:
             return value, stages
         counts = stage_counts(model, stages)
         slack = [table.cap - mem.at(*n) for mem, n in zip(table.memory, counts)]
         worst, best = min(range(len(stages)), key=slack.__getitem__), max(range(len(stages)), key=slack.__getitem__)
-        if stages[worst] <= v or slack[best] <= 0:
+        if stages[worst] - u < v or slack[best] <= 0:
             return None
-        stages[worst] -= v
-        stages[best] += v
+        stages[worst] -= u
+        stages[best] += u
     return None

@@ -1,7 +1,8 @@
 """CP-SAT: choose one candidate layout and, for pp > 1, the layers of every stage.
 
 Variables: x_c (candidate c chosen, exactly one); per pipeline degree p, the stage sizes n_{p,i}
-(sum = L; multiples of vpp for the chosen candidate) with their dense/MoE split; per p, epigraph
+(sum = L; at least vpp for the chosen candidate) with their dense/MoE split, and per vpp the largest
+virtual chunk c_i >= n_i / v (the uneven chunks' extra bubble, planner.tables); per p, epigraph
 variables for max_i t_i (T), the exposed data-parallel term (D) and the optimizer (O). Every
 candidate's constraints are enforced only by its own x_c; the objective Z is the step time in
 planner.tables' objective units. All numbers come from the integer tables: no cost logic here.
@@ -83,10 +84,12 @@ class _Group:
             start = end
         return dense, moe
 
-    def multiples(self, m, v: int) -> list:
-        """q_i with n_i = v * q_i (created once per v)."""
+    def chunks(self, m, v: int) -> list:
+        """c_i, the largest virtual chunk of stage i: v * c_i >= n_i, so c_i = ceil(n_i / v) at the
+        optimum (its cost is positive). Created once per v."""
         if v not in self.q:
-            self.q[v] = [m.NewIntVar(1, self.L // v, f"q{len(self.n)}_{v}_{i}") for i in range(len(self.n))]
+            top = -(-self.L // v)
+            self.q[v] = [m.NewIntVar(1, top, f"c{len(self.n)}_{v}_{i}") for i in range(len(self.n))]
         return self.q[v]
 
 
@@ -98,7 +101,6 @@ def stage_capacities(t: Table, num_layers: int) -> Optional[list[int]]:
         per = min(mem.dense, mem.moe) if mem.moe else mem.dense
         room = t.cap - mem.fixed
         cap = num_layers if per <= 0 else min(num_layers, room // per)
-        cap -= cap % v
         if room < 0 or cap < v:
             return None
         caps.append(cap)
@@ -128,10 +130,14 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
             m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
             gather = g.F[i]
         m.Add(g.D >= q // 3 * (reduce + gather)).OnlyEnforceIf(x)
+    chunk = 0
     if t.v > 1:
-        for n, qi in zip(g.n, g.multiples(m, t.v)):
-            m.Add(n == t.v * qi).OnlyEnforceIf(x)
-    obj = (q * t.m - q // t.v) * g.T + q // t.v * sum(times) + q * (t.const + g.O) + g.D
+        cs = g.chunks(m, t.v)
+        for n, c in zip(g.n, cs):
+            m.Add(n >= t.v).OnlyEnforceIf(x)
+            m.Add(t.v * c >= n).OnlyEnforceIf(x)
+        chunk = q * t.chunk_layer * sum(cs) - q // t.v * t.chunk_layer * g.L  # Table.chunk_term
+    obj = (q * t.m - q // t.v) * g.T + q // t.v * sum(times) + q * (t.const + g.O) + g.D + chunk
     m.Add(Z >= obj).OnlyEnforceIf(x)
 
 

@@ -114,10 +114,11 @@ def expert_choices(model: ModelSpec, world: int, tp: int, pp: int) -> list[tuple
 
 
 def vpp_choices(num_layers: int, pp: int, opts: SpaceOptions) -> list[int]:
-    """Virtual stages: 1, or v > 1 with pp > 1, v | layers and at least v layers per stage."""
+    """Virtual stages: 1, or v > 1 with pp > 1 and at least one layer per virtual stage (layers >= v * pp).
+    v need not divide the layers: a stage's chunks may differ by one layer (costmodels.pipeline)."""
     if pp == 1:
         return [1]
-    return [v for v in VPP_CHOICES if v <= opts.max_vpp and (v == 1 or (num_layers % v == 0 and num_layers // v >= pp))]
+    return [v for v in VPP_CHOICES if v <= opts.max_vpp and (v == 1 or num_layers >= v * pp)]
 
 
 def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,

@@ -3,8 +3,8 @@
 Scale (one, documented): time in units of TIME_UNIT_S = 0.1 microsecond, rounded to nearest;
 memory in units of MEM_UNIT_BYTES = 1 KiB, coefficients rounded up and capacity down (so a
 split the tables accept fits the float model too); the objective in units of
-TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 840 = lcm(1..8) so that (m - 1/v) and the 1/3,
-2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula).
+TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 840 = lcm(1..8) so that (m - 1/v), n_i / v and the
+1/3, 2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula).
 """
 
 from __future__ import annotations
@@ -83,7 +83,22 @@ class Table:
         dp = max(self.dp_term(r.at(*n), g.at(*n), ti) for r, g, n, ti in zip(self.reduce, self.gather, counts, t))
         opt = max(o.at(*n) for o, n in zip(self.optimizer, counts))
         q = OBJ_PER_TIME
-        return (q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
+        return ((q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
+                + self.chunk_term([d + e for d, e in counts]))
+
+    @property
+    def chunk_layer(self) -> int:
+        """Time units of the slowest layer kind: what one excess layer of a virtual chunk costs."""
+        return max(self.time[0].dense, self.time[0].moe)
+
+    def chunk_term(self, stage_layers: list[int]) -> int:
+        """Extra bubble of virtual chunks that v does not divide, objective units:
+        q * a * sum_i ceil(n_i / v) - (q / v) * a * L (costmodels.pipeline; 0 when v divides every n_i)."""
+        v = self.v
+        if v == 1:
+            return 0
+        q, a = OBJ_PER_TIME, self.chunk_layer
+        return q * a * sum(-(-n // v) for n in stage_layers) - q // v * a * sum(stage_layers)
 
 
 def _sum_over_stages(affines: tuple[IntAffine, ...], n_dense: int, n_moe: int) -> int:

@@ -10,7 +10,7 @@ drawn, mbs <= 4, vpp <= 2, cp <= 2) to stay fast.
 
 Checked:
 1. CP-SAT over all tables equals brute force (integer objectives, exact) and proves optimality;
-   its split is consistent (objective re-evaluates, sums to L, multiples of vpp).
+   its split is consistent (objective re-evaluates, sums to L, at least vpp layers per stage).
 2. search() (bound pruning + batched CP-SAT) finds the brute-force optimum over ALL tables, and its
    top-3 equals the three best candidates of the enumeration.
 3. Every returned plan obeys the layout rules, fits, and re-estimates to the same step time.
@@ -165,7 +165,7 @@ def check_cpsat_equals_brute(p: Problem) -> None:
     assert sol.table.objective(stage_counts(model, sol.stage_layers)) == sol.objective
     assert len(sol.stage_layers) == lay.pp
     assert sum(sol.stage_layers) == model.num_layers
-    assert all(n >= lay.vpp and n % lay.vpp == 0 for n in sol.stage_layers)
+    assert all(n >= lay.vpp for n in sol.stage_layers)  # uneven virtual chunks allowed (costmodels.pipeline)
     assert sol.bound <= sol.objective
 
 
@@ -236,7 +236,7 @@ def check_plan_invariants(p: Problem) -> None:
             assert lay.ep == lay.etp == 1
         assert len(lay.stage_layers) == lay.pp
         assert sum(lay.stage_layers) == model.num_layers
-        assert all(n % lay.vpp == 0 for n in lay.stage_layers)
+        assert all(n >= lay.vpp for n in lay.stage_layers)
         assert train.global_batch_size == lay.mbs * lay.dp * lay.num_microbatches
         assert plan.fits is True
         assert plan.memory.peak_bytes <= plan.memory.usable_bytes
