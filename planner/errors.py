@@ -10,20 +10,50 @@ class UserError(Exception):
 
 
 def _loc(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc if not isinstance(p, str) or not p.startswith("function-"))
+    return ".".join(_part(p) for p in loc if not isinstance(p, str) or not p.startswith("function-"))
+
+
+def _part(part) -> str:
+    """A location part as a message shows it: printable, at most 40 characters (it may be a key of a
+    file that is no spec at all, e.g. a line of /etc/shadow)."""
+    text = "".join(c if c.isprintable() else "?" for c in str(part))
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def describe_validation_error(err: ValidationError, where: str) -> str:
-    """Turn a Pydantic error into short lines: `where.field: problem (got value)`."""
-    lines = []
+    """Turn a Pydantic error into short lines: `where.field: problem (got value)`. Unknown keys are
+    named once (the first, and how many more), never with their values."""
+    lines, extra = [], []
     for e in err.errors(include_url=False):
         loc = _loc(e.get("loc", ()))
         field = f"{where}.{loc}" if loc else where
+        if e.get("type") == "extra_forbidden":
+            extra.append(_extra(where, e.get("loc", ())))
+            continue
+        if _other_branch(e):
+            continue
         msg = e.get("msg", "invalid").removeprefix("Value error, ")
         got = e.get("input")
         shown = "" if isinstance(got, dict) or e.get("type") == "missing" else f" (got {_short(got)})"
         lines.append(f"{field}: {msg}{shown}")
+    if extra:
+        more = f" (and {len(extra) - 1} more unknown keys)" if len(extra) > 1 else ""
+        lines.append(f"{extra[0]}: Extra inputs are not permitted{more}")
     return "\n".join(lines)
+
+
+def _extra(where: str, loc: tuple) -> str:
+    """An unknown key's location; a key with spaces or ':' is a line of some other file, not shown."""
+    key = str(loc[-1]) if loc else ""
+    if any(c.isspace() or c == ":" for c in key):
+        return f"{where}.{_loc(loc[:-1])}: a key with spaces or ':'".replace(".:", ":")
+    return f"{where}.{_loc(loc)}"
+
+
+def _other_branch(error: dict) -> bool:
+    """The `str` branch of a `str | Spec` union failing on a mapping: noise beside the Spec branch's errors."""
+    loc = error.get("loc", ())
+    return error.get("type") == "string_type" and bool(loc) and loc[-1] == "str" and isinstance(error.get("input"), dict)
 
 
 def _short(value) -> str:

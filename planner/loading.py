@@ -6,24 +6,22 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 
 from __future__ import annotations
 
-import json
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
+from costmodels.outputs import Estimate
 from costmodels.hf_config import model_from_hf_config
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError, describe_validation_error
+from planner.safe_read import MAX_FILE_BYTES, key_text, parse_mapping, read_text  # noqa: F401  (MAX_FILE_BYTES re-exported)
 
-MAX_FILE_BYTES = 4 * 2**20
 PLAN_KEYS = {"model", "cluster", "train", "layout"}
 PLAN_EXTRA_KEYS = {"parplan_version", "estimate", "search", "alternatives", "reasons"}
 
@@ -40,10 +38,13 @@ class Problem:
     layout: Optional[Layout] = None
 
 
-def validate(cls: type[T], data: Any, where: str) -> T:
-    """cls.model_validate(data) with errors rewritten as a UserError naming `where`."""
+def validate(cls: type[T], data: Any, where: str, from_file: bool = True) -> T:
+    """cls.model_validate(data) with errors rewritten as a UserError naming `where`. A mapping read from
+    a file with no known field at all is no spec (e.g. /etc/shadow): said so, nothing of it echoed."""
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    if from_file and data and not set(map(str, data)) & set(cls.model_fields):
+        raise UserError(f"{where}: does not look like a parplan spec file (no known field of {cls.__name__})")
     try:
         return cls.model_validate(data)
     except ValidationError as err:
@@ -51,74 +52,11 @@ def validate(cls: type[T], data: Any, where: str) -> T:
 
 
 def read_mapping(path: Path) -> dict:
-    """A JSON or YAML file holding one mapping: a regular file (a FIFO or device would block or never
-    end), at most 4 MiB (checked while reading), safe loading, no YAML aliases, no duplicate keys."""
-    raw = _read_capped(path)
-    if not raw.strip():
-        raise UserError(f"{path}: file is empty")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a UTF-8 text file (binary?)") from None
-    data = _parse_text(text, path)
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
-
-
-def _read_capped(path: Path) -> bytes:
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise UserError(f"{path}: not a regular file (a directory, FIFO or device); give a spec file")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as err:
-        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise UserError(f"{path}: file is over {MAX_FILE_BYTES} bytes; spec files are limited to {MAX_FILE_BYTES} bytes")
-    return raw
-
-
-def _unique_pairs(pairs: list) -> dict:
-    """json object_pairs_hook: a mapping, refusing a key given twice (the last would silently win)."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} is given twice")
-        out[key] = value
-    return out
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping key given twice."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def _parse_text(text: str, path: Path) -> Any:
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text, object_pairs_hook=_unique_pairs)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-        except ValueError as err:
-            raise UserError(f"{path}: {err}") from None
-    try:
-        events = list(yaml.parse(text, Loader=yaml.SafeLoader))
-        if any(isinstance(e, yaml.AliasEvent) for e in events):
-            raise UserError(f"{path}: YAML aliases (*name) are not accepted in spec files")
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}: invalid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    """A JSON or YAML file holding one mapping, read through planner.safe_read: a regular file of at
+    most 4 MiB (checked while reading), safe loading, no YAML aliases, no duplicate keys, nesting,
+    integers and floats bounded."""
+    path = Path(path)
+    return parse_mapping(read_text(path), path)
 
 
 def _preset(loader: Callable[[str], T], name: str) -> T:
@@ -159,19 +97,32 @@ def load_model(arg: str) -> ModelSpec:
 
 def cluster_from_data(data: Any, nodes: Optional[int] = None, gpus: Optional[int] = None,
                       where: str = "cluster") -> ClusterSpec:
-    """A preset name, `{preset: NAME, num_nodes: N, ...}` or an inline ClusterSpec, GPU resolved,
-    resized by --nodes or --gpus."""
+    """A preset name, `{preset: NAME, num_nodes: N, gpu: OTHER, ...}` (a preset's chassis with fields
+    overridden, another GPU profile included) or an inline ClusterSpec; the GPU resolved to its profile,
+    the whole validated once (memory_reserve_gib below the HBM), resized by --nodes or --gpus."""
     if isinstance(data, str):
-        cluster = _preset(hp.load_cluster, data)
-    elif isinstance(data, dict) and isinstance(data.get("preset"), str):
-        base = _preset(hp.load_cluster, data["preset"]).model_dump()
-        overrides = {k: v for k, v in data.items() if k != "preset"}
-        cluster = validate(ClusterSpec, {**base, **overrides}, where)
-    else:
-        cluster = validate(ClusterSpec, data, where)
-        if isinstance(cluster.gpu, str):
-            cluster = cluster.model_copy(update={"gpu": _preset(hp.load_gpu, cluster.gpu)})
-    return resize_cluster(cluster, nodes, gpus)
+        return resize_cluster(_preset(hp.load_cluster, data), nodes, gpus)
+    if isinstance(data, dict) and "preset" in data:
+        data = _over_preset(data, where)
+    if isinstance(data, dict) and isinstance(data.get("gpu"), str):
+        data = {**data, "gpu": _gpu_profile(data["gpu"], where).model_dump()}
+    return resize_cluster(validate(ClusterSpec, data, where), nodes, gpus)
+
+
+def _over_preset(data: dict, where: str) -> dict:
+    """`{preset: NAME, **overrides}` as the preset's fields with the overrides over them."""
+    name = data["preset"]
+    if not isinstance(name, str):
+        raise UserError(f"{where}.preset: a cluster preset name is expected (got {type(name).__name__})")
+    base = _preset(hp.load_cluster, name).model_dump()
+    return {**base, **{k: v for k, v in data.items() if k != "preset"}}
+
+
+def _gpu_profile(name: str, where: str):
+    try:
+        return hp.load_gpu(name)
+    except hp.UnknownPresetError as err:
+        raise UserError(f"{where}.gpu: {err}") from None
 
 
 def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int]) -> ClusterSpec:
@@ -215,11 +166,11 @@ def parse_layout(text: str) -> Layout:
         if key in data:
             raise UserError(f"--layout: {key} is given twice")
         data[key] = _layout_value(key, value)
-    return validate(Layout, data, "layout")
+    return validate(Layout, data, "layout", from_file=False)
 
 
 def _layout_value(key: str, value: str) -> Any:
-    if key in ("recompute", "schedule"):
+    if key in ("recompute", "schedule", "cp_comm"):
         return value
     if key == "stage_layers":
         return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]
@@ -231,8 +182,9 @@ def _layout_value(key: str, value: str) -> Any:
 def _int(key: str, value: str) -> int:
     """A layout integer in ASCII digits (int() would also read other scripts' digits, e.g. '٨' as 8)."""
     digits = value[1:] if value[:1] in "+-" else value
-    if not (digits.isascii() and digits.isdigit()):
-        raise UserError(f"--layout: {key}={value!r} is not a whole number (ASCII digits)")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
+        shown = value if len(value) <= 24 else value[:21] + "..."
+        raise UserError(f"--layout: {key}={shown!r} is not a whole number (at most 18 ASCII digits)")
     return int(value)
 
 
@@ -252,12 +204,8 @@ def train_from_data(data: Any, where: str = "train") -> TrainSpec:
 
 def problem_from_plan(data: dict, where: str) -> Problem:
     """A plan file's mapping: model, cluster, train, layout (each a preset name or inline spec)."""
-    unknown = set(data) - PLAN_KEYS - PLAN_EXTRA_KEYS
-    if unknown:
-        raise UserError(f"{where}: unknown plan-file keys {sorted(map(str, unknown))}; expected {sorted(PLAN_KEYS)}")
-    for key in ("model", "cluster", "train"):
-        if key not in data:
-            raise UserError(f"{where}: plan file lacks {key!r}")
+    _plan_keys(data, where)
+    check_plan_extras(data, where)
     layout = data.get("layout")
     if isinstance(layout, str):
         layout = parse_layout(layout)
@@ -269,6 +217,64 @@ def problem_from_plan(data: dict, where: str) -> Problem:
         train=train_from_data(data["train"], f"{where}: train"),
         layout=layout,
     )
+
+
+def _plan_keys(data: dict, where: str) -> None:
+    """The plan file's keys: model, cluster and train present, nothing unknown (named, never echoed
+    in bulk: a file that is no plan at all may hold anything)."""
+    known = set(map(str, data)) & (PLAN_KEYS | PLAN_EXTRA_KEYS)
+    if data and not known:
+        raise UserError(f"{where}: does not look like a parplan plan file (no model, cluster or train)")
+    unknown = sorted(map(str, set(data) - PLAN_KEYS - PLAN_EXTRA_KEYS))
+    if unknown:
+        shown = [key_text(k) for k in unknown if not any(c.isspace() or c == ":" for c in k)][:3]
+        more = f" (and {len(unknown) - len(shown)} more)" if len(unknown) > len(shown) else ""
+        raise UserError(f"{where}: unknown plan-file keys {shown}{more}; expected "
+                        f"{sorted(PLAN_KEYS | PLAN_EXTRA_KEYS)}")
+    for key in ("model", "cluster", "train"):
+        if key not in data:
+            raise UserError(f"{where}: plan file lacks {key!r}")
+
+
+def check_plan_extras(data: dict, where: str) -> None:
+    """What `plan --save` writes beside the specs, checked for shape: reasons (strings), alternatives
+    (estimates, as report draws them), estimate (its memory.peak_bytes and time.step_s, which export
+    prints), parplan_version (a string), search (a mapping)."""
+    reasons = data.get("reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise UserError(f"{where}: reasons must be a list of strings (got {_kind(reasons)})")
+    alternatives = data.get("alternatives", [])
+    if not isinstance(alternatives, list):
+        raise UserError(f"{where}: alternatives must be a list of estimates (got {_kind(alternatives)})")
+    for i, alt in enumerate(alternatives):
+        validate(Estimate, alt, f"{where}: alternatives[{i}]")
+    _saved_estimate(data.get("estimate"), where)
+    if not isinstance(data.get("parplan_version", ""), str):
+        raise UserError(f"{where}: parplan_version must be a string (got {_kind(data['parplan_version'])})")
+    if not isinstance(data.get("search") or {}, dict):
+        raise UserError(f"{where}: search must be a mapping (got {_kind(data['search'])})")
+
+
+def _saved_estimate(est: Any, where: str) -> None:
+    if est is None:
+        return
+    if not isinstance(est, dict):
+        raise UserError(f"{where}: estimate must be a mapping (an Estimate) or null (got {_kind(est)})")
+    for part, key, kinds in (("memory", "peak_bytes", int), ("time", "step_s", (int, float))):
+        section = est.get(part, {})
+        if not isinstance(section, dict):
+            raise UserError(f"{where}: estimate.{part} must be a mapping (got {_kind(section)})")
+        value = section.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, kinds) or value < 0:
+            raise UserError(f"{where}: estimate.{part}.{key} must be a number >= 0 (got {_kind(value)})")
+
+
+def _kind(value: Any) -> str:
+    """A value's type and, for scalars, a short repr; never a whole nested structure."""
+    if isinstance(value, (dict, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load_plan(path: Path) -> Problem:

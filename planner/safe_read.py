@@ -1,0 +1,223 @@
+"""One guarded way in for every file parplan reads: spec files, plan files, stack files, Hugging Face
+config.json, DeepSpeed JSON, torchtitan TOML and launch scripts.
+
+Why each guard: a FIFO or device would block or never end (regular files only, checked on the open
+descriptor); a huge file would exhaust memory (a size cap checked while reading); deep nesting
+overflows the parsers' recursion or makes PyYAML's scanner quadratic (a depth limit, checked on
+the YAML event stream before anything is built, and on every parsed tree); a key given twice would
+silently lose one value (refused in JSON, YAML and TOML); a 5,000-digit integer, 1e400 or NaN would
+overflow or poison the arithmetic (integers of at most 18 digits, finite floats). Every refusal is
+a UserError naming the file and, where there is one, the key path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.errors import UserError
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    tomllib = None
+
+MAX_FILE_BYTES = 4 * 2**20
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 18
+MAX_KEY_SHOWN = 40
+
+
+class _BigInt(str):
+    """The text of an integer literal too long to convert; check_tree names where it stands."""
+
+
+def read_capped(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES, the cap enforced while reading. The file
+    is opened non-blocking and checked on the descriptor, so a FIFO swapped in after a check cannot
+    block. Errors name the path as given (never a symlink's target)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"{path}: not a regular file (a directory, FIFO or device); give a spec file")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        except OSError as err:
+            raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UserError(f"{path}: file is over {MAX_FILE_BYTES} bytes; spec files are limited to {MAX_FILE_BYTES} bytes")
+    return raw
+
+
+def read_text(path: Path) -> str:
+    """read_capped, decoded as UTF-8."""
+    try:
+        return read_capped(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file (binary?)") from None
+
+
+# ---- the parsed tree ----------------------------------------------------------------------------
+
+def key_text(key: Any) -> str:
+    """A key as a message may show it: printable, at most MAX_KEY_SHOWN characters."""
+    text = "".join(c if c.isprintable() else "?" for c in str(key))
+    return text if len(text) <= MAX_KEY_SHOWN else text[:MAX_KEY_SHOWN - 3] + "..."
+
+
+def _join(where: str, key: Any) -> str:
+    return f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key_text(key)}" if where else key_text(key))
+
+
+def check_tree(data: Any, where: str) -> Any:
+    """`data` unchanged when it nests at most MAX_DEPTH levels, its integers have at most
+    MAX_INT_DIGITS digits and its floats are finite; else a UserError naming the key path."""
+    stack = [(data, "", 0)]
+    while stack:
+        node, at, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels (at {at or 'the top'})")
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend((v, _join(at, k), depth + 1) for k, v in items)
+        else:
+            _check_scalar(node, at, where)
+    return data
+
+
+def _check_scalar(value: Any, at: str, where: str) -> None:
+    name = at or "value"
+    if isinstance(value, _BigInt) or (isinstance(value, int) and abs(value) >= 10**MAX_INT_DIGITS):
+        digits = len(str(value).lstrip("+-").replace("_", ""))
+        raise UserError(f"{where}: {name}: an integer of {digits} digits is out of range (it must be less than "
+                        f"10**{MAX_INT_DIGITS} in size)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{where}: {name}: {value} is not a finite number")
+
+
+def _int_literal(text: str) -> Any:
+    digits = text.lstrip("+-").replace("_", "")
+    return _BigInt(text) if len(digits) > MAX_INT_DIGITS else int(text)
+
+
+# ---- JSON ---------------------------------------------------------------------------------------
+
+def _unique_pairs(pairs: list) -> dict:
+    """json object_pairs_hook: a mapping, refusing a key given twice (the last would silently win)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key_text(key)!r} is given twice")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str, where: str) -> Any:
+    """JSON with duplicate keys refused, integers and depth bounded, NaN/Infinity refused by name."""
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_pairs, parse_int=_int_literal)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{where}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except RecursionError:
+        raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as err:
+        raise UserError(f"{where}: {err}") from None
+    return check_tree(data, where)
+
+
+# ---- YAML ---------------------------------------------------------------------------------------
+
+class _GuardedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping key given twice and leaves over-long integers unconverted."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: SafeLoader names it below
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key_text(key)!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):
+        text = self.construct_scalar(node)
+        if len(text.lstrip("+-").replace("_", "")) > MAX_INT_DIGITS:
+            return _BigInt(text)
+        return super().construct_yaml_int(node)
+
+
+_GuardedLoader.add_constructor("tag:yaml.org,2002:int", _GuardedLoader.construct_yaml_int)
+
+
+def _yaml_prescan(text: str, where: str) -> None:
+    """Walk the event stream (nothing built yet): refuse aliases and nesting past MAX_DEPTH early,
+    before PyYAML's recursive composer or its scanner's per-level bookkeeping get to run away."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise UserError(f"{where}: YAML aliases (*name) are not accepted in spec files")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML (safe loading only) with aliases and duplicate keys refused, integers and depth bounded."""
+    try:
+        _yaml_prescan(text, where)
+        data = yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"{where}: invalid YAML{at}: {getattr(err, 'problem', None) or err}") from None
+    except RecursionError:
+        raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as err:  # a constructor's conversion (e.g. a malformed date)
+        raise UserError(f"{where}: invalid YAML value: {str(err)[:80]}") from None
+    return check_tree(data, where)
+
+
+# ---- TOML ---------------------------------------------------------------------------------------
+
+def parse_toml(text: str, where: str) -> Any:
+    """TOML (tomllib refuses keys and tables given twice) with integers and depth bounded."""
+    if tomllib is None:  # pragma: no cover
+        raise UserError("reading TOML needs Python 3.11 or newer (tomllib)")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{where}: invalid TOML: {err}") from None
+    except RecursionError:
+        raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # int() of a literal past Python's digit limit
+        raise UserError(f"{where}: invalid TOML: a number is out of range (at most {MAX_INT_DIGITS} digits)") from None
+    return check_tree(data, where)
+
+
+def parse_mapping(text: str, path: Path) -> dict:
+    """A JSON (by suffix) or YAML document holding one mapping."""
+    if not text.strip():
+        raise UserError(f"{path}: file is empty")
+    parse = parse_json if path.suffix.lower() == ".json" else parse_yaml
+    data = parse(text, str(path))
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
