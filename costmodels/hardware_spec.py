@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from costmodels.errors import SpecError
 
@@ -19,6 +19,12 @@ TFLOP = 1e12
 US = 1e-6
 
 Precision = Literal["bf16", "fp16", "fp8"]
+
+# Sane physical minimums (floats are finite: allow_inf_nan=False). A rate or a fraction of 1e-300
+# would turn times into inf and NaN; nothing real is slower than 1 MB/s or 1 GFLOP/s.
+MIN_RATE = 1e-3  # GB/s and TFLOP/s
+MIN_FRACTION = 1e-3  # efficiencies (fractions of peak) and half sizes
+MIN_HBM_GIB = 1e-6  # about one KiB
 
 
 class Efficiency(BaseModel):
@@ -31,19 +37,25 @@ class Efficiency(BaseModel):
     where d is the harmonic-mean-like "effective dimension" of the local matrix product.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    gemm_max: float = Field(0.75, gt=0, le=1, description="Asymptotic fraction of dense peak reached by large GEMMs.")
+    gemm_max: float = Field(
+        0.75, ge=MIN_FRACTION, le=1,
+        description="Asymptotic fraction of dense peak reached by large GEMMs.")
     gemm_half_dim: float = Field(
         256.0, ge=0, le=1e6, description="Effective GEMM dimension at which half of gemm_max is reached."
     )
-    hbm: float = Field(0.8, gt=0, le=1, description="Achieved fraction of HBM bandwidth for memory-bound kernels.")
+    hbm: float = Field(
+        0.8, ge=MIN_FRACTION, le=1,
+        description="Achieved fraction of HBM bandwidth for memory-bound kernels.")
     scale_up: float = Field(
-        0.8, gt=0, le=1, description="eta_up: plateau NCCL bus bandwidth of ring collectives inside a node as a "
+        0.8, ge=MIN_FRACTION, le=1,
+        description="eta_up: plateau NCCL bus bandwidth of ring collectives inside a node as a "
         "fraction of the scale-up (NVLink) rate per direction."
     )
     scale_out: float = Field(
-        0.8, gt=0, le=1, description="eta_out: plateau NCCL bus bandwidth per NIC across nodes as a fraction of the "
+        0.8, ge=MIN_FRACTION, le=1,
+        description="eta_out: plateau NCCL bus bandwidth per NIC across nodes as a fraction of the "
         "scale-out rate per GPU and direction."
     )
     launch_us: float = Field(
@@ -63,12 +75,14 @@ class Efficiency(BaseModel):
         "NVSwitch node; 1 = no NVLS (A100, AMD); at most 2 (the all-reduce would beat an all-gather of its buffer)."
     )
     attn_max: float = Field(
-        0.5, gt=0, le=1, description="Fused (flash) attention: fraction of the 16-bit peak its matmuls reach at long "
+        0.5, ge=MIN_FRACTION, le=1,
+        description="Fused (flash) attention: fraction of the 16-bit peak its matmuls reach at long "
         "sequences, forward and backward alike (FlashAttention-2 reaches 50-73% on A100, 35% on H100; "
         "FlashAttention-3 / cuDNN 60-75% on H100: Dao 2023; Shah et al. 2024)."
     )
     attn_half_seq: float = Field(
-        512.0, gt=0, le=1e7, description="Sequence length (tokens) at which fused attention reaches half of attn_max "
+        512.0, ge=MIN_FRACTION, le=1e7,
+        description="Sequence length (tokens) at which fused attention reaches half of attn_max "
         "(its tiles are idle on short sequences; FlashAttention-2 Figure 4: about half speed at 512 tokens)."
     )
     layer_overhead_s: float = Field(
@@ -84,14 +98,18 @@ class Efficiency(BaseModel):
 class GPUProfile(BaseModel):
     """One accelerator: capacity, peak rates and fitted efficiencies."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     name: str = Field(..., description="Profile name, e.g. h100-sxm.")
-    hbm_gib: float = Field(..., gt=0, le=65536, description="Device memory in GiB as the driver reports it.")
-    hbm_gb_per_s: float = Field(..., gt=0, le=1e6, description="Peak HBM bandwidth, GB/s.")
-    bf16_tflops: float = Field(..., gt=0, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
-    fp16_tflops: float = Field(..., gt=0, le=1e6, description="Dense FP16 tensor-core peak, TFLOP/s.")
-    fp8_tflops: Optional[float] = Field(None, gt=0, le=1e6, description="Dense FP8 peak, TFLOP/s; null if unsupported.")
+    hbm_gib: float = Field(
+        ..., ge=MIN_HBM_GIB, le=65536,
+        description="Device memory in GiB as the driver reports it.")
+    hbm_gb_per_s: float = Field(..., ge=MIN_RATE, le=1e6, description="Peak HBM bandwidth, GB/s.")
+    bf16_tflops: float = Field(..., ge=MIN_RATE, le=1e6, description="Dense BF16 tensor-core peak, TFLOP/s.")
+    fp16_tflops: float = Field(..., ge=MIN_RATE, le=1e6, description="Dense FP16 tensor-core peak, TFLOP/s.")
+    fp8_tflops: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6,
+        description="Dense FP8 peak, TFLOP/s; null if unsupported.")
     efficiency: Efficiency = Field(default_factory=Efficiency, description="Fitted achieved fractions of peak.")
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 
@@ -116,17 +134,17 @@ class GPUProfile(BaseModel):
 class ClusterSpec(BaseModel):
     """Nodes of identical GPUs on a two-tier network: scale-up inside a node, scale-out across."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     name: str = Field("custom", description="Cluster name, e.g. dgx-h100.")
     gpu: Union[str, GPUProfile] = Field(..., description="GPU profile name or inline profile.")
     gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs in one node (scale-up domain).")
     num_nodes: int = Field(1, ge=1, le=1_000_000, description="Number of nodes.")
     scale_up_gb_per_s: float = Field(
-        ..., gt=0, le=1e6, description="Per GPU, per direction, inside a node (NVLink/Infinity Fabric), GB/s."
+        ..., ge=MIN_RATE, le=1e6, description="Per GPU, per direction, inside a node (NVLink/Infinity Fabric), GB/s."
     )
     scale_out_gb_per_s: float = Field(
-        ..., gt=0, le=1e6, description="Per GPU, per direction, across nodes (NIC share), GB/s."
+        ..., ge=MIN_RATE, le=1e6, description="Per GPU, per direction, across nodes (NIC share), GB/s."
     )
     scale_up_latency_us: float = Field(
         3.0, ge=0, le=1e6, description="alpha_up: latency of one collective step (ring hop) inside a node, "
@@ -141,6 +159,14 @@ class ClusterSpec(BaseModel):
         "allocator reserve, CUDA context and NCCL buffers are modelled: costmodels.device_memory), GiB."
     )
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
+
+    @model_validator(mode="after")
+    def _reserve_below_hbm(self) -> "ClusterSpec":
+        """A reserve of the whole HBM or more leaves nothing (or less than nothing) to train in."""
+        if isinstance(self.gpu, GPUProfile) and self.memory_reserve_gib >= self.gpu.hbm_gib:
+            raise ValueError(f"memory_reserve_gib={self.memory_reserve_gib:g} must be below the GPU's HBM "
+                             f"(gpu {self.gpu.name!r}: hbm_gib={self.gpu.hbm_gib:g})")
+        return self
 
     @property
     def num_gpus(self) -> int:

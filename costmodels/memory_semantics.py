@@ -43,12 +43,12 @@ MIB = 2**20
 class KindError(BaseModel):
     """Held-out relative error of one measurement kind (benchmarks/memory_accuracy.py --write)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    rows: int = Field(..., ge=0, description="Held-out published peaks.")
-    mean: float = Field(..., ge=0, description="Mean |predicted/measured - 1|.")
-    p90: float = Field(..., ge=0, description="90th percentile |relative error|.")
-    bias: float = Field(..., description="Median signed error (negative: predicted below measured).")
+    rows: int = Field(..., ge=0, le=1_000_000, description="Held-out published peaks.")
+    mean: float = Field(..., ge=0, le=100, description="Mean |predicted/measured - 1|.")
+    p90: float = Field(..., ge=0, le=100, description="90th percentile |relative error|.")
+    bias: float = Field(..., ge=-100, le=100, description="Median signed error (negative: predicted below measured).")
 
 
 class MemorySemantics(BaseModel):
@@ -56,7 +56,7 @@ class MemorySemantics(BaseModel):
     The defaults are the papers' formulas and nothing more (no fragmentation, context or NCCL
     buffers): the stack profiles carry the numbers read from each framework and the fitted ones."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     grad_buffer_bytes: Optional[int] = Field(None, ge=1, le=8, description="Bytes per parameter of the "
                                              "gradient buffer (Megatron: fp32 main grads, 4); null = the train "

@@ -22,7 +22,7 @@ MAX_EXPERTS = 65_536
 class ModelSpec(BaseModel):
     """A decoder-only transformer. Dense when `num_experts` is 0."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     name: str = Field("custom", description="Human-readable model name.")
     num_layers: int = Field(..., ge=1, le=MAX_LAYERS, description="Transformer layers (L).")
@@ -68,7 +68,7 @@ class ModelSpec(BaseModel):
         0, ge=0, le=MAX_LAYERS, description="Leading layers that use a dense MLP instead of experts (MoE only)."
     )
     capacity_factor: Optional[float] = Field(
-        None, gt=0, le=1000, description="Expert capacity factor; null = dropless routing."
+        None, ge=0.01, le=1000, description="Expert capacity factor; null = dropless routing."
     )
 
     @model_validator(mode="before")
@@ -80,7 +80,7 @@ class ModelSpec(BaseModel):
         heads, hidden = data.get("num_attention_heads"), data.get("hidden_size")
         if data.get("num_kv_heads") is None and isinstance(heads, int):
             data["num_kv_heads"] = heads
-        if data.get("head_dim") is None and _ints(heads, hidden) and heads > 0:
+        if data.get("head_dim") is None and _ints(heads, hidden) and heads > 0 and hidden > 0:
             if hidden % heads:
                 raise ValueError(
                     f"hidden_size={hidden} is not divisible by num_attention_heads={heads}; set head_dim explicitly"

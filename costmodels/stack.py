@@ -26,6 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from costmodels.memory_semantics import MemorySemantics
 
+# Sane ranges (floats are finite: allow_inf_nan=False): a scale or bucket of 1e-300 would turn times
+# into inf and NaN; a relative error beyond 100 (10,000%) is no measurement.
+MIN_SCALE = 1e-3
+MAX_REL_ERROR = 100.0
+
 Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
 Fp8Recipe = Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]
 
@@ -34,19 +39,25 @@ class Fp8Efficiency(BaseModel):
     """Achieved FP8 GEMM speed of each scaling recipe, as a fraction of the GPU's bf16 GEMM curve
     applied to the FP8 peak (1.0 = FP8 GEMMs as efficient as bf16 ones, i.e. twice as fast)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    tensorwise: float = Field(0.75, gt=0, le=1.5, description="Per-tensor scales (Transformer Engine delayed "
+    tensorwise: float = Field(0.75, ge=MIN_SCALE, le=1.5, description="Per-tensor scales (Transformer Engine delayed "
                               "scaling, torchao tensorwise): cuBLAS FP8 GEMMs.")
-    rowwise: float = Field(0.6, gt=0, le=1.5, description="Per-row scales (torchao rowwise): CUTLASS GEMMs.")
-    mxfp8: float = Field(0.7, gt=0, le=1.5, description="MX block scales (32 elements), Blackwell only.")
-    blockwise: float = Field(0.65, gt=0, le=1.5, description="128x128 / 1x128 block scales (DeepSeek-V3 style).")
-    half_dim_scale: float = Field(1.0, gt=0, le=20, description="FP8 GEMMs reach half their efficiency at this "
-                                  "multiple of the GPU's gemm_half_dim: FP8 kernels need larger tiles to saturate, so "
-                                  "small GEMMs gain less from FP8 than large ones.")
-    rowwise_half_dim_scale: float = Field(1.0, gt=0, le=50, description="Further factor on the half size for the "
-                                          "rowwise recipe (CUTLASS rowwise-scaled kernels saturate later than "
-                                          "cuBLAS per-tensor ones).")
+    rowwise: float = Field(0.6, ge=MIN_SCALE, le=1.5, description="Per-row scales (torchao rowwise): CUTLASS GEMMs.")
+    mxfp8: float = Field(0.7, ge=MIN_SCALE, le=1.5, description="MX block scales (32 elements), Blackwell only.")
+    blockwise: float = Field(
+        0.65, ge=MIN_SCALE, le=1.5,
+        description="128x128 / 1x128 block scales (DeepSeek-V3 style).")
+    half_dim_scale: float = Field(
+        1.0, ge=MIN_SCALE, le=20,
+        description="FP8 GEMMs reach half their efficiency at this "
+                    "multiple of the GPU's gemm_half_dim: FP8 kernels need larger tiles to saturate, so "
+                    "small GEMMs gain less from FP8 than large ones.")
+    rowwise_half_dim_scale: float = Field(
+        1.0, ge=MIN_SCALE, le=50,
+        description="Further factor on the half size for the "
+                    "rowwise recipe (CUTLASS rowwise-scaled kernels saturate later than "
+                    "cuBLAS per-tensor ones).")
 
     def half_dim_of(self, recipe: Fp8Recipe) -> float:
         """The half-size multiple of `recipe`."""
@@ -60,19 +71,21 @@ class Fp8Efficiency(BaseModel):
 class RegimeError(BaseModel):
     """Held-out relative error of step time in one regime (benchmarks/accuracy.py)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    rows: int = Field(..., ge=0, description="Held-out published runs behind the numbers.")
-    mean: float = Field(..., ge=0, description="Mean |predicted/measured - 1|.")
-    p50: float = Field(..., ge=0, description="Median |relative error|.")
-    p90: float = Field(..., ge=0, description="90th percentile |relative error|.")
-    bias: float = Field(..., description="Median signed error (negative: predicted faster than measured).")
+    rows: int = Field(..., ge=0, le=1_000_000, description="Held-out published runs behind the numbers.")
+    mean: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Mean |predicted/measured - 1|.")
+    p50: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Median |relative error|.")
+    p90: float = Field(..., ge=0, le=MAX_REL_ERROR, description="90th percentile |relative error|.")
+    bias: float = Field(
+        ..., ge=-MAX_REL_ERROR, le=MAX_REL_ERROR,
+        description="Median signed error (negative: predicted faster than measured).")
 
 
 class Stack(BaseModel):
     """One software stack: mechanisms (what overlaps what) and fitted efficiencies."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$",
                       description="Stack name, e.g. megatron-core: letters, digits and . _ + - (at most 64).")
@@ -86,12 +99,16 @@ class Stack(BaseModel):
                                       "gradient reduction runs during the last micro-batch's backward.")
     overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "
                                        "during the next forward (Megatron --overlap-param-gather); else exposed.")
-    grad_bucket_mparams: float = Field(40.0, gt=0, le=1e6, description="Gradient-reduction bucket, millions of "
-                                       "parameters (Megatron: max(40M, 1M*dp); DeepSpeed reduce_bucket_size 500M).")
-    zero3_bucket_mparams: Optional[float] = Field(None, gt=0, le=1e6, description="ZeRO-3 gather granularity, "
-                                                  "millions of parameters per collective (DeepSpeed "
-                                                  "stage3_prefetch_bucket_size 50M); null = one transformer "
-                                                  "block per collective (an FSDP unit).")
+    grad_bucket_mparams: float = Field(
+        40.0, ge=MIN_SCALE, le=1e6,
+        description="Gradient-reduction bucket, millions of "
+                    "parameters (Megatron: max(40M, 1M*dp); DeepSpeed reduce_bucket_size 500M).")
+    zero3_bucket_mparams: Optional[float] = Field(
+        None, ge=MIN_SCALE, le=1e6,
+        description="ZeRO-3 gather granularity, "
+                    "millions of parameters per collective (DeepSpeed "
+                    "stage3_prefetch_bucket_size 50M); null = one transformer "
+                    "block per collective (an FSDP unit).")
     zero3_call_overhead_s: float = Field(0.0, ge=0, le=1, description="Host time of one ZeRO-3 collective call "
                                          "that nothing hides (DeepSpeed's per-parameter fetch and partition "
                                          "bookkeeping, stream syncs), seconds; fitted where data allows.")
@@ -106,12 +123,14 @@ class Stack(BaseModel):
     selective_recompute: Literal["attention-core", "per-op"] = Field(
         "attention-core", description="What recompute=selective means: Megatron's core attention, or "
         "torchtitan's per-op policy (every second matmul and all element-wise ops recomputed).")
-    elementwise_scale: float = Field(1.0, gt=0, le=4, description="Bytes moved by element-wise kernels relative "
-                                     "to unfused eager kernels (fusion by TE, Apex or torch.compile lowers it).")
-    attn_scale: float = Field(1.0, gt=0, le=2, description="Fused-attention efficiency relative to the GPU "
+    elementwise_scale: float = Field(
+        1.0, ge=MIN_SCALE, le=4,
+        description="Bytes moved by element-wise kernels relative "
+                    "to unfused eager kernels (fusion by TE, Apex or torch.compile lowers it).")
+    attn_scale: float = Field(1.0, ge=MIN_SCALE, le=2, description="Fused-attention efficiency relative to the GPU "
                               "profile's attn_max (the stack's attention kernel: cuDNN/FlashAttention-3 in Transformer "
                               "Engine vs FlashAttention-2 in PyTorch SDPA).")
-    gemm_scale: float = Field(1.0, gt=0, le=1.5, description="GEMM efficiency relative to the GPU profile's "
+    gemm_scale: float = Field(1.0, ge=MIN_SCALE, le=1.5, description="GEMM efficiency relative to the GPU profile's "
                               "curve (1 = the same cuBLAS kernels).")
     fp8: Fp8Efficiency = Field(default_factory=Fp8Efficiency, description="FP8 GEMM efficiency per recipe.")
     fp8_cast_bytes_per_element: float = Field(6.0, ge=0, le=64, description="HBM bytes moved to quantize one "
@@ -127,7 +146,9 @@ class Stack(BaseModel):
                                     "reserves and keeps on the device beyond the papers' formulas.")
     fitted_on: str = Field("not fitted", description="Which rows fitted these numbers, and how.")
     fit_rows: list[str] = Field(default_factory=list, description="Ids of the measured rows the fit used.")
-    fit_error: Optional[float] = Field(None, ge=0, description="Mean |relative error| on the fitting rows.")
+    fit_error: Optional[float] = Field(
+        None, ge=0, le=MAX_REL_ERROR,
+        description="Mean |relative error| on the fitting rows.")
     held_out: dict[str, RegimeError] = Field(
         default_factory=dict, description="Held-out error per regime 'sharding/scale' ('*' = any), written by "
         "benchmarks/accuracy.py; costmodels.uncertainty reads it.")

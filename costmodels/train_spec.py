@@ -17,7 +17,7 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 class TrainSpec(BaseModel):
     """What is trained and how: global batch, sequence length, precision, optimizer."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     global_batch_size: int = Field(..., ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_length: Optional[int] = Field(
