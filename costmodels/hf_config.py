@@ -34,13 +34,31 @@ Known deviations (parameter counts are otherwise exact):
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any, Optional, Union
+
+from pydantic import ValidationError
 
 from costmodels.model_spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
 DEFAULT_MAX_SEQ = 4096
+
+
+# ModelSpec field -> the config.json key it comes from, so that errors speak config.json's names.
+FIELD_KEYS = {"num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_heads",
+              "ffn_hidden_size": "intermediate_size", "seq_length": "max_position_embeddings",
+              "tied_embeddings": "tie_word_embeddings", "top_k": "num_experts_per_tok",
+              "first_k_dense_layers": "mlp_only_layers"}
+MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
+                  "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"}}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _int(config: dict, key: str, default: Any = ...) -> Any:
@@ -51,8 +69,29 @@ def _int(config: dict, key: str, default: Any = ...) -> Any:
             raise ValueError(f"config.json is missing required key {key!r}")
         return default
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"config.json key {key!r} must be an integer, got {value!r}")
+        raise ValueError(f"config.json key {key!r} must be an integer, got {_short(value)}")
     return value
+
+
+def _bool(config: dict, key: str) -> bool:
+    """config[key] as a JSON boolean (absent or null: false); a string such as "false" is refused
+    (bool("false") would be True)."""
+    value = config.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"config.json key {key!r} must be true or false, got {_short(value)}")
+    return value
+
+
+def _dropout(config: dict) -> bool:
+    """attention_dropout > 0; it must be a probability (a number from 0 to 1)."""
+    value = config.get("attention_dropout")
+    if value is None:
+        return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 <= value <= 1):
+        raise ValueError(f"config.json key 'attention_dropout' must be a number from 0 to 1, got {_short(value)}")
+    return value > 0
 
 
 def _first_dense_layers(config: dict, num_layers: int) -> int:
@@ -108,24 +147,48 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
         activation="swiglu",
         norm="rmsnorm",
         position_embedding="rope",
-        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        tied_embeddings=_bool(config, "tie_word_embeddings"),
         linear_bias=False,
         qk_norm=model_type in ("qwen3", "qwen3_moe"),
-        dropout=float(config.get("attention_dropout") or 0.0) > 0.0,
+        dropout=_dropout(config),
     )
     if model_type in ("llama", "qwen3", "qwen3_moe"):
-        spec["linear_bias"] = bool(config.get("attention_bias", False)) or bool(config.get("mlp_bias", False))
+        spec["linear_bias"] = _bool(config, "attention_bias") or _bool(config, "mlp_bias")
 
     if model_type == "mixtral":
-        spec.update(num_experts=_int(config, "num_local_experts"), top_k=_int(config, "num_experts_per_tok"),
-                    moe_ffn_hidden_size=ffn)
+        experts = _int(config, "num_local_experts")
+        if experts < 1:
+            raise ValueError(f"config.json key 'num_local_experts' must be at least 1 for mixtral, got {experts}")
+        spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"), moe_ffn_hidden_size=ffn)
     elif model_type == "qwen3_moe":
         experts = _int(config, "num_experts")
         if experts:
             spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"),
                         moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                         first_k_dense_layers=_first_dense_layers(config, num_layers))
-    return ModelSpec.model_validate(spec)
+    return _validate(spec, model_type)
+
+
+def _validate(spec: dict, model_type: str) -> ModelSpec:
+    """ModelSpec.model_validate(spec), its errors on one line in config.json's key names."""
+    try:
+        return ModelSpec.model_validate(spec)
+    except ValidationError as err:
+        keys = {**FIELD_KEYS, **MOE_FIELD_KEYS.get(model_type, {})}
+        raise ValueError("; ".join(_describe(e, keys) for e in err.errors(include_url=False))) from None
+
+
+def _describe(error: dict, keys: dict) -> str:
+    msg = _renamed(error.get("msg", "invalid").removeprefix("Value error, "), keys)
+    loc = [str(p) for p in error.get("loc", ())]
+    if not loc:
+        return f"config.json: {msg}"
+    return f"config.json key {keys.get(loc[0], loc[0])!r}: {msg} (got {_short(error.get('input'))})"
+
+
+def _renamed(text: str, keys: dict) -> str:
+    """ModelSpec's field names in `text` replaced by config.json's."""
+    return re.sub(r"\b(" + "|".join(map(re.escape, keys)) + r")\b", lambda m: keys[m.group(1)], text)
 
 
 def load_hf_config_file(
