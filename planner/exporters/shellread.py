@@ -5,6 +5,10 @@ Used by the validators (planner.exporters.validate) and by `parplan check` on na
 and SLURM sections): scalar assignments (`X=1`, `export X=1`), arrays (`ARGS=( --a 1 ... )`),
 line continuations, comments, `${X}`, `${X:-default}` and `"${ARGS[@]}"`. Anything else (loops,
 command substitution) is skipped. Variables the script does not assign stay as written (`$SLURM_NNODES`).
+
+Expansion is bounded (a 300-byte script doubling `A=$A$A` forty times would need a terabyte): a value
+or an array may hold at most MAX_VALUE_CHARS characters, the whole script's expansions at most
+MAX_TOTAL_CHARS; past that, and on an unclosed quote, a UserError names the line.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ KEYWORDS = {"then", "else", "do", "if", "elif", "while", "until", "!", "{", "}",
 ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 ARRAY_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
+MAX_VALUE_CHARS = 64 * 1024
+MAX_TOTAL_CHARS = 16 * 2**20
 
 
 @dataclass
@@ -31,6 +37,21 @@ class ShellScript:
     arrays: dict[str, list[str]] = field(default_factory=dict)
     commands: list[list[str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # exported or command-prefix assignments
+    expanded: int = 0  # characters produced by expansion so far (bounded by MAX_TOTAL_CHARS)
+    text: str = ""  # the script, for line numbers in messages
+
+    def line_of(self, word) -> str:
+        """'line N' of a word (its offset in the script), '' when unknown."""
+        pos = getattr(word, "pos", None)
+        return "" if pos is None else f"line {self.text.count(chr(10), 0, pos) + 1}"
+
+    def charge(self, name: str, value_len: int, word) -> None:
+        """Count `value_len` expanded characters for `name`; refuse a value or a total past the bounds."""
+        self.expanded += value_len
+        if value_len > MAX_VALUE_CHARS or self.expanded > MAX_TOTAL_CHARS:
+            limit = MAX_VALUE_CHARS if value_len > MAX_VALUE_CHARS else MAX_TOTAL_CHARS
+            raise UserError(f"cannot read the script: {self.line_of(word)}: {name} expands past {limit} characters "
+                            "(variable expansion is bounded)")
 
 
 class Word(tuple):
@@ -53,6 +74,7 @@ def _tokens(text: str) -> list:
     buf: list[str] = []
     kind = "bare"
     i, n = 0, len(text)
+    start = [0]
 
     def flush_seg(k):
         if buf:
@@ -62,11 +84,13 @@ def _tokens(text: str) -> list:
     def flush_word():
         flush_seg(kind)
         if segs:
-            out.append(Word(tuple(segs)))
+            out.append(_word(tuple(segs), start[0]))
             segs.clear()
 
     while i < n:
         c = text[i]
+        if not buf and not segs:
+            start[0] = i
         if c == "\\" and i + 1 < n:
             if text[i + 1] != "\n":
                 flush_seg(kind)
@@ -77,7 +101,7 @@ def _tokens(text: str) -> list:
             flush_seg(kind)
             j = text.find("'", i + 1)
             if j < 0:
-                raise UserError(f"cannot read the script: unclosed single quote at offset {i}")
+                raise UserError(f"cannot read the script: line {_line(text, i)}: unclosed single quote")
             segs.append((text[i + 1:j], "lit"))
             i = j + 1
             continue
@@ -92,7 +116,7 @@ def _tokens(text: str) -> list:
                 part.append(text[j])
                 j += 1
             if j >= n:
-                raise UserError(f"cannot read the script: unclosed double quote at offset {i}")
+                raise UserError(f"cannot read the script: line {_line(text, i)}: unclosed double quote")
             segs.append(("".join(part), "dq"))
             i = j + 1
             continue
@@ -118,13 +142,23 @@ def _tokens(text: str) -> list:
             flush_word()
             two = text[i:i + 2]
             tok = two if two in ("&&", "||", ";;") else c
-            out.append(Word(((tok, "bare"),)))
+            out.append(_word(((tok, "bare"),), i))
             i += len(tok)
             continue
         buf.append(c)
         i += 1
     flush_word()
     return out
+
+
+def _word(segs: tuple, pos: int) -> Word:
+    word = Word(segs)
+    word.pos = pos
+    return word
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
 
 
 def _statements(tokens: list) -> list[list]:
@@ -150,7 +184,7 @@ def _statements(tokens: list) -> list[list]:
 
 def read_script(text: str) -> ShellScript:
     """Parse `text` into assignments and expanded simple commands."""
-    sh = ShellScript()
+    sh = ShellScript(text=text)
     for stmt in _statements(_tokens(text)):
         while stmt and stmt[0].plain and stmt[0].text in KEYWORDS:
             stmt = stmt[1:]
@@ -176,39 +210,56 @@ def _assignments(sh: ShellScript, stmt: list, exported: bool) -> list:
         if not m:
             break
         name, append, first = m.groups()
-        word = Word(((first, "bare"),) + tuple(stmt[i][1:]))
+        word = _word(((first, "bare"),) + tuple(stmt[i][1:]), getattr(stmt[i], "pos", None))
         if not word.text and i + 1 < len(stmt) and _is_paren(stmt[i + 1], "("):
             end = next((j for j in range(i + 2, len(stmt)) if _is_paren(stmt[j], ")")), len(stmt))
-            items = expand_words(sh, stmt[i + 2:end])
-            sh.arrays[name] = (sh.arrays.get(name, []) if append else []) + items
+            items = (sh.arrays.get(name, []) if append else []) + expand_words(sh, stmt[i + 2:end])
+            sh.charge(name, sum(len(x) + 1 for x in items), stmt[i])
+            sh.arrays[name] = items
             i = end + 1
             continue
-        val = expand(sh, word)
-        sh.scalars[name] = (sh.scalars.get(name, "") if append else "") + val
+        val = (sh.scalars.get(name, "") if append else "") + expand(sh, word)
+        sh.charge(name, len(val), stmt[i])
+        sh.scalars[name] = val
         if exported or i + 1 < len(stmt):
             sh.env[name] = sh.scalars[name]
         i += 1
     return stmt[i:]
 
 
-def _expand_text(sh: ShellScript, text: str) -> str:
+def _expand_text(sh: ShellScript, text: str, room: list) -> str:
+    """`text` with variables substituted; room[0] counts down the characters a word may still grow by."""
     def sub(m: re.Match) -> str:
         name = m.group(1) or m.group(4)
         colon = (m.group(2) or "").startswith(":")
         if name in sh.scalars and (sh.scalars[name] or not colon):
-            return sh.scalars[name]
-        if m.group(2):
-            return m.group(3) or ""
-        return m.group(0)
+            value = sh.scalars[name]
+        elif m.group(2):
+            value = m.group(3) or ""
+        else:
+            value = m.group(0)
+        room[0] -= len(value)
+        if room[0] < 0:
+            raise _TooLong
+        return value
     return VAR.sub(sub, text)
+
+
+class _TooLong(Exception):
+    """A word's expansion passed MAX_VALUE_CHARS (re-raised as a UserError naming the line)."""
 
 
 def expand(sh: ShellScript, word) -> str:
     """Substitute the variables the script assigned (`${X:-d}` gives d when X is unknown);
-    single-quoted and escaped text stays literal."""
+    single-quoted and escaped text stays literal. A word grows to at most MAX_VALUE_CHARS."""
     if isinstance(word, str):
         word = Word(((word, "bare"),))
-    return "".join(t if k == "lit" else _expand_text(sh, t) for t, k in word)
+    room = [MAX_VALUE_CHARS]
+    try:
+        return "".join(t if k == "lit" else _expand_text(sh, t, room) for t, k in word)
+    except _TooLong:
+        raise UserError(f"cannot read the script: {sh.line_of(word) or 'a word'}: expands past {MAX_VALUE_CHARS} "
+                        "characters (variable expansion is bounded)") from None
 
 
 def expand_words(sh: ShellScript, words: list) -> list[str]:
@@ -217,9 +268,13 @@ def expand_words(sh: ShellScript, words: list) -> list[str]:
     for w in words:
         m = ARRAY_REF.match(w.text) if len(w) == 1 and w[0][1] != "lit" else None
         if m:
-            out.extend(sh.arrays.get(m.group(1), []))
+            items = sh.arrays.get(m.group(1), [])
+            sh.charge(w.text, sum(len(x) + 1 for x in items), w)
+            out.extend(items)
         else:
-            out.append(expand(sh, w))
+            value = expand(sh, w)
+            sh.charge(w.text[:40], len(value), w)
+            out.append(value)
     return out
 
 
@@ -282,9 +337,13 @@ def flag_dict(pairs: list[tuple[str, Optional[str]]]) -> dict[str, Optional[str]
 def sbatch_options(text: str) -> dict[str, str]:
     """`#SBATCH --key=value` / `#SBATCH --key value` lines before the first command."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.startswith("#SBATCH"):
             continue
-        for flag, value in parse_flags(shlex.split(line[len("#SBATCH"):], comments=True)):
+        try:
+            words = shlex.split(line[len("#SBATCH"):], comments=True)
+        except ValueError as err:  # shlex: "No closing quotation", "No escaped character"
+            raise UserError(f"cannot read the script: line {number}: #SBATCH options: {str(err).lower()}") from None
+        for flag, value in parse_flags(words):
             out[flag] = value if value is not None else ""
     return out
