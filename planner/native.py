@@ -14,7 +14,7 @@ The software stack (hardware_profiles/stacks) follows the config: a Megatron scr
 
 from __future__ import annotations
 
-import json
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -26,13 +26,10 @@ from planner import loading
 from planner.errors import UserError
 from planner.exporters import megatron_flags as mf
 from planner.exporters import read_configs as rc
+from planner.exporters.ds_partition import ds_stages
 from planner.exporters.read_configs import titan_split  # noqa: F401  (re-exported)
 from planner.exporters.shellread import sbatch_options
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    tomllib = None
+from planner.safe_read import parse_json, parse_toml, read_text
 
 __all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
 
@@ -93,16 +90,28 @@ def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
 
 
 def _read_text(path: Path) -> str:
+    """The config's text through planner.safe_read (a regular file, size-capped while reading, UTF-8)."""
+    return read_text(path)
+
+
+@contextmanager
+def _named(path: Path):
+    """Errors of the flag readers (which see text, not files) prefixed with the file's name."""
     try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"cannot read {str(path)!r}: {err.strerror or err}") from None
-    if len(raw) > loading.MAX_FILE_BYTES:
-        raise UserError(f"{path}: file is {len(raw)} bytes; configs are limited to {loading.MAX_FILE_BYTES} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a UTF-8 text file") from None
+        yield
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+
+
+def _sbatch_nodes(text: str, path: Path) -> Optional[int]:
+    """`#SBATCH --nodes N` as a count; None when absent or a range (2-4) or a variable."""
+    with _named(path):
+        value = sbatch_options(text).get("--nodes", "")
+    if not value.isdigit():
+        return None
+    if not value.isascii() or len(value) > 7:
+        raise UserError(f"{path}: #SBATCH --nodes={value[:20]!r} must be a node count (at most 7 ASCII digits)")
+    return int(value)
 
 
 def _need_cluster(cluster, path: Path, kind: str):
@@ -169,17 +178,19 @@ def _layout(data: dict, where: str) -> Layout:
 # ---- Megatron -----------------------------------------------------------------------------------
 
 def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
-    args = mf.read_megatron(text)
-    shape = mf.model_data(args)
+    with _named(path):
+        args = mf.read_megatron(text)
+        shape = mf.model_data(args)
     spec = _load_model(model) if model else loading.validate(
         ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
     script_nodes, per_node = mf.torchrun_size(args.torchrun)
-    sbatch = sbatch_options(text).get("--nodes", "")
-    if script_nodes is None and sbatch.isdigit():
-        script_nodes = int(sbatch)  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
+    sbatch = _sbatch_nodes(text, path)
+    if script_nodes is None and sbatch is not None:
+        script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path))
-    lay = _layout(mf.layout_data(args, shape), str(path))
-    train = mf.train_data(args)
+    with _named(path):
+        lay_data, train = mf.layout_data(args, shape), mf.train_data(args)
+    lay = _layout(lay_data, str(path))
     train["stack"] = "nemo" if train.get("tp_comm_overlap") else "megatron-core"
     if "global_batch_size" not in train:
         train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
@@ -189,41 +200,34 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
 # ---- DeepSpeed ----------------------------------------------------------------------------------
 
 def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    cfg = parse_json(text, str(path))
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
     spec = _need_model(model, path, "DeepSpeed")
-    pp = rc.ds_pipeline(cfg, path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp), path,
+    pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps")
     zero = rc.ds_zero(cfg, path, pp)
-    if clus.num_gpus % pp:
-        raise UserError(f"{path}: pipeline.stages={pp} does not divide the {clus.num_gpus} GPUs")
-    dp = clus.num_gpus // pp
+    if clus.num_gpus % (pp * cp):
+        raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
+                        f"{clus.num_gpus} GPUs")
+    dp = clus.num_gpus // (pp * cp)
     micro, gas, total = rc.ds_batch(cfg, path, dp)
-    recompute = "full" if cfg.get("activation_checkpointing") is not None else "none"
+    recompute = rc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
              "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed"}
-    overlap = (cfg.get("zero_optimization") or {}).get("overlap_comm")
-    if isinstance(overlap, bool):
+    overlap = rc.ds_overlap(cfg, path)
+    if overlap is not None:
         train["overlap_grad_reduce"] = overlap
-    lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas},
-                  str(path))
+    lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, "recompute": recompute,
+                   "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
 
 
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------
 
 def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
-    if tomllib is None:  # pragma: no cover
-        raise UserError("reading TOML needs Python 3.11 or newer (tomllib)")
-    try:
-        cfg = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{path}: invalid TOML: {err}") from None
+    cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
     par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, rc.tt_world(par, path), path,
@@ -236,7 +240,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     lay["recompute"] = rc.tt_recompute(cfg, path)
     train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
              "precision": "bf16", "stack": "torchtitan" if _tt_compiled(cfg, training, path) else "torchtitan-eager"}
-    if par.get("enable_async_tensor_parallel") is True:
+    if rc.tt_bool(par, "enable_async_tensor_parallel", path):
         train["tp_comm_overlap"] = True
     return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
 

@@ -23,6 +23,7 @@ from planner.exporters.shellread import (
 NORM_BACK = {v: k for k, v in NORM.items()}
 POSITION_BACK = {v: k for k, v in POSITION.items()}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
+INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                  "--pipeline-model-parallel-layout")
 
@@ -50,10 +51,10 @@ class MegatronArgs:
         if flag not in self.flags:
             return default
         value = self.flags[flag]
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise UserError(f"{flag} {value!r}: expected a whole number") from None
+        if not isinstance(value, str) or not INT_FLAG.fullmatch(value):  # int() would take '٤', '4_0', 5,000 digits
+            shown = repr(value) if value is None or len(value) <= 40 else repr(value[:37] + "...")
+            raise UserError(f"{flag} {shown}: expected a whole number (at most 18 ASCII digits)")
+        number = int(value)
         if number < minimum:
             raise UserError(f"{flag} {number}: must be at least {minimum}")
         return number
@@ -164,12 +165,20 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
             "ep": a.int("--expert-model-parallel-size", 1),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
-            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size")}
+            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a)}
     stages, vpp = stage_split(a, model["num_layers"], pp)
     data["vpp"] = vpp
     if stages is not None:
         data["stage_layers"] = stages
     return data
+
+
+def cp_comm(a: MegatronArgs) -> str:
+    """`--cp-comm-type` (Megatron default p2p); hierarchical a2a+p2p is not modelled."""
+    value = a.str("--cp-comm-type", "p2p")
+    if value not in ("p2p", "a2a", "allgather"):
+        raise UserError(f"--cp-comm-type {value!r}: parplan models p2p, a2a and allgather (one type for every layer)")
+    return value
 
 
 def zero_stage(a: MegatronArgs) -> int:

@@ -3,7 +3,8 @@
 Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
 * DP, "auto" is not DeepSpeed's, ZeRO < 2 with pipeline stages, offload devices) and section "torchtitan"
 (the degree keys, dp_shard -1 = the rest, the stage split of torchtitan's generate_llm_fqn_per_model_part).
-Every problem is a UserError naming the key and its value.
+Every problem is a UserError naming the key and its value: types are strict (a string "true" is no
+boolean, a list no number), degrees and batch sizes at least 1 and of sane size.
 """
 
 from __future__ import annotations
@@ -16,38 +17,65 @@ from planner.errors import UserError
 
 TT_SCHEDULES_SINGLE = {"1F1B": "1f1b", "GPipe": "gpipe"}
 TT_SCHEDULES_LOOPED = {"Interleaved1F1B": "interleaved"}
+TT_RESHARD = ("default", "always", "never")
+MAX_COUNT = 10**8  # degrees, batch sizes and sequence lengths beyond this are no real run
 
 
-def _ds_int(cfg: dict, key: str, path: Path, section: str = "") -> Optional[int]:
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ds_int(cfg: dict, key: str, path: Path, section: str = "", minimum: int = 0) -> Optional[int]:
     value = cfg.get(key)
     name = f"{section}.{key}" if section else key
     if value is None:
         return None
     if value == "auto":
         raise UserError(f"{path}: {name}=\"auto\" is a Hugging Face Trainer convention; plain DeepSpeed needs a number")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise UserError(f"{path}: {name}={value!r} must be a whole number")
+    if not _whole(value) or not minimum <= value <= MAX_COUNT:
+        raise UserError(f"{path}: {name}={_short(value)} must be a whole number from {minimum} to {MAX_COUNT}")
+    return value
+
+
+def _ds_section(cfg: dict, key: str, path: Path, section: str = "") -> dict:
+    """cfg[key] as a mapping ({} when absent or null)."""
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        name = f"{section}.{key}" if section else key
+        raise UserError(f"{path}: {name}={_short(value)} must be a section (mapping)")
+    return value
+
+
+def _ds_bool(cfg: dict, key: str, path: Path, section: str = "") -> Optional[bool]:
+    """cfg[key] as a JSON boolean (None when absent); "true" or 1 are refused."""
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, bool):
+        name = f"{section}.{key}" if section else key
+        raise UserError(f"{path}: {name}={_short(value)} must be true or false")
     return value
 
 
 def ds_pipeline(cfg: dict, path: Path) -> int:
-    pipe = cfg.get("pipeline")
-    if pipe is None:
-        return 1
-    if not isinstance(pipe, dict):
-        raise UserError(f"{path}: pipeline={pipe!r} must be a section (mapping)")
-    return max(_ds_int(pipe, "stages", path, "pipeline") or 1, 1)
+    pipe = _ds_section(cfg, "pipeline", path)
+    return _ds_int(pipe, "stages", path, "pipeline", minimum=1) or 1
 
 
 def ds_zero(cfg: dict, path: Path, pp: int) -> int:
-    zero = cfg.get("zero_optimization") or {}
-    if not isinstance(zero, dict):
-        raise UserError(f"{path}: zero_optimization={zero!r} must be a section (mapping)")
+    zero = _ds_section(cfg, "zero_optimization", path)
     stage = _ds_int(zero, "stage", path, "zero_optimization") or 0
     if stage > 3:
         raise UserError(f"{path}: zero_optimization.stage={stage} must be 0, 1, 2 or 3")
     for key in ("offload_optimizer", "offload_param"):
-        device = (zero.get(key) or {}).get("device", "none") if isinstance(zero.get(key), dict) else "none"
+        device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
+        if not isinstance(device, (str, type(None))):
+            raise UserError(f"{path}: zero_optimization.{key}.device={_short(device)} must be a device name")
         if device not in ("none", None):
             raise UserError(f"{path}: zero_optimization.{key}.device={device!r}: offloading is not modelled by parplan")
     if stage >= 2 and pp > 1:
@@ -58,9 +86,9 @@ def ds_zero(cfg: dict, path: Path, pp: int) -> int:
 
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
     """(micro, GAS, train_batch_size) from any two of them; the third must agree exactly."""
-    micro = _ds_int(cfg, "train_micro_batch_size_per_gpu", path)
-    gas = _ds_int(cfg, "gradient_accumulation_steps", path)
-    total = _ds_int(cfg, "train_batch_size", path)
+    micro = _ds_int(cfg, "train_micro_batch_size_per_gpu", path, minimum=1)
+    gas = _ds_int(cfg, "gradient_accumulation_steps", path, minimum=1)
+    total = _ds_int(cfg, "train_batch_size", path, minimum=1)
     if micro is None and gas is None and total is None:
         raise UserError(f"{path}: give at least train_batch_size or train_micro_batch_size_per_gpu")
     if total is None:
@@ -84,7 +112,7 @@ def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
 
 
 def ds_precision(cfg: dict, path: Path) -> str:
-    on = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") is True]
+    on = [k for k in ("bf16", "fp16") if _ds_bool(_ds_section(cfg, k, path), "enabled", path, k)]
     if len(on) != 1:
         raise UserError(f"{path}: exactly one of bf16.enabled / fp16.enabled must be true (got {on or 'neither'}); "
                         "parplan models 16-bit mixed precision")
@@ -92,13 +120,28 @@ def ds_precision(cfg: dict, path: Path) -> str:
 
 
 def ds_optimizer(cfg: dict, path: Path) -> str:
-    opt = cfg.get("optimizer")
-    name = str(opt.get("type", "adam")).lower() if isinstance(opt, dict) else "adam"
+    name = _ds_section(cfg, "optimizer", path).get("type", "adam")
+    if not isinstance(name, str):
+        raise UserError(f"{path}: optimizer.type={_short(name)} must be an optimizer name")
+    name = name.lower()
     if "adam" in name:
         return "adam"
     if name == "sgd":
         return "sgd"
     raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
+
+
+def ds_overlap(cfg: dict, path: Path) -> Optional[bool]:
+    """zero_optimization.overlap_comm (None when absent)."""
+    return _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
+
+
+def ds_recompute(cfg: dict, path: Path) -> str:
+    """full when an activation_checkpointing section is given (DeepSpeed checkpoints whole layers), else none."""
+    if cfg.get("activation_checkpointing") is None:
+        return "none"
+    _ds_section(cfg, "activation_checkpointing", path)  # a mapping, or refused
+    return "full"
 
 
 def section(cfg: dict, name: str, path: Path) -> dict:
@@ -108,10 +151,35 @@ def section(cfg: dict, name: str, path: Path) -> dict:
     return value
 
 
-def tt_int(section: dict, key: str, path: Path, default: int, name: str = "parallelism", minimum: int = 1) -> int:
+def tt_int(section: dict, key: str, path: Path, default: int, name: str = "parallelism", minimum: int = 1,
+           maximum: int = MAX_COUNT) -> int:
     value = section.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise UserError(f"{path}: {name}.{key}={value!r} must be a whole number >= {minimum}")
+    if not _whole(value) or not minimum <= value <= maximum:
+        raise UserError(f"{path}: {name}.{key}={_short(value)} must be a whole number from {minimum} to {maximum}")
+    return value
+
+
+def tt_bool(section: dict, key: str, path: Path, name: str = "parallelism") -> bool:
+    """A TOML boolean (false when absent); the string "true" is refused."""
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"{path}: {name}.{key}={_short(value)} must be true or false")
+    return value
+
+
+def tt_shard(par: dict, path: Path) -> int:
+    """data_parallel_shard_degree: -1 (the GPUs left over) or a whole number >= 1; 0 is refused."""
+    value = par.get("data_parallel_shard_degree", -1)
+    if value != -1 and (not _whole(value) or not 1 <= value <= MAX_COUNT):
+        raise UserError(f"{path}: parallelism.data_parallel_shard_degree={_short(value)} must be -1 (the rest) "
+                        f"or a whole number from 1 to {MAX_COUNT}")
+    return value
+
+
+def _tt_choice(par: dict, key: str, path: Path, default: str, known) -> str:
+    value = par.get(key, default)
+    if not isinstance(value, str) or value not in known:
+        raise UserError(f"{path}: parallelism.{key}={_short(value)}: parplan models {', '.join(known)}")
     return value
 
 
@@ -121,13 +189,13 @@ def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int
                 "data_parallel_replicate")}
     tp, cp, pp, ep, rep = (degrees[k] for k in ("tensor_parallel", "context_parallel", "pipeline_parallel",
                                                  "expert_parallel", "data_parallel_replicate"))
-    shard = tt_int(par, "data_parallel_shard_degree", path, -1, minimum=-1)
+    shard = tt_shard(par, path)
     if shard == -1:
         shard = world // (rep * cp * tp * pp)
     if shard < 1 or rep * shard * cp * tp * pp != world:
         raise UserError(f"{path}: data_parallel_replicate*shard*cp*tp*pp = {rep}*{shard}*{cp}*{tp}*{pp} must equal "
                         f"the {world} GPUs")
-    reshard = par.get("fsdp_reshard_after_forward", "default")
+    reshard = _tt_choice(par, "fsdp_reshard_after_forward", path, "default", TT_RESHARD)
     zero = {"never": 2, "always": 3}.get(reshard, 3 if shard > 1 else 0)
     lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
     if rep > 1 and shard > 1:  # HSDP: FSDP over dp_shard*cp, replicated rep times
@@ -138,17 +206,15 @@ def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int
 
 
 def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
-    name = par.get("pipeline_parallel_schedule", "1F1B")
-    if name not in TT_SCHEDULES_SINGLE and name not in TT_SCHEDULES_LOOPED:
-        raise UserError(f"{path}: parallelism.pipeline_parallel_schedule={name!r}: parplan models "
-                        f"{', '.join([*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])}")
-    first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0)
-    last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0)
+    name = _tt_choice(par, "pipeline_parallel_schedule", path, "1F1B", [*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])
+    first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0, maximum=layers)
+    last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0, maximum=layers)
     per = par.get("pipeline_parallel_layers_per_stage")
     if per is None:
         stages = pp * (1 if name in TT_SCHEDULES_SINGLE else 2)
     else:
-        stages = math.ceil((layers + first + last) / tt_int(par, "pipeline_parallel_layers_per_stage", path, 1))
+        per = tt_int(par, "pipeline_parallel_layers_per_stage", path, 1, maximum=layers)
+        stages = math.ceil((layers + first + last) / per)
     if stages % pp:
         raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
     counts = titan_split(stages, layers, first, last)
@@ -178,19 +244,24 @@ def tt_recompute(cfg: dict, path: Path) -> str:
     return mode
 
 
+def ds_sequence_parallel(cfg: dict, path: Path) -> int:
+    """Ulysses degree: `sequence_parallel_size` (1 when absent)."""
+    value = _ds_int(cfg, "sequence_parallel_size", path)
+    if value == 0:
+        raise UserError(f"{path}: sequence_parallel_size=0 must be at least 1")
+    return value or 1
+
+
 def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
     keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-    values = [_ds_int(cfg, k, path) for k in keys]
+    values = [_ds_int(cfg, k, path, minimum=1) for k in keys]
     if None in values or not values[1] or not values[2] or values[0] % (values[1] * values[2]):
         return None
     return values[0] // (values[1] * values[2]) * pp
 
 
 def tt_world(par: dict, path: Path) -> Optional[int]:
-    keys = ("data_parallel_replicate", "data_parallel_shard", "context_parallel", "tensor_parallel",
-            "pipeline_parallel")
-    shard = tt_int(par, "data_parallel_shard_degree", path, -1, minimum=-1)
-    if shard == -1:
-        return None
-    return math.prod(tt_int(par, f"{k}_degree", path, 1, minimum=-1 if k == "data_parallel_shard" else 1)
-                     for k in keys)
+    keys = ("data_parallel_replicate", "context_parallel", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+    degrees = [tt_int(par, f"{k}_degree", path, 1) for k in keys]
+    shard = tt_shard(par, path)
+    return None if shard == -1 else math.prod(degrees[:4]) * shard
