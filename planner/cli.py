@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Optional
@@ -24,23 +23,20 @@ from costmodels.estimate import Estimate, estimate
 from costmodels.errors import SpecError
 from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
-from planner import frameworks as fws
-from planner import listing, loading, stage_split
+from planner import listing, loading
 from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
-from planner.explain import time_limit_note, why_nothing_fits, why_winner
+from planner.explain import why_nothing_fits, why_winner
 from planner.exporters import run_export
 from planner.native import is_native, load_native
 from planner.htmlreport import render_html
-from planner.planfile import plan_document, write_atomic
-from planner.plan_outputs import PlanOutputs
-from planner.safetext import plain, visible
+from planner.planfile import plan_document, save_plan, write_atomic
 from planner.report_data import build as build_report
 from planner.render import print_estimate, print_plan
 from planner.termreport import print_report
 from planner.schema import json_schema
 from planner.search import best_validated, search, validated_filter
-from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
+from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
                                STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
@@ -51,8 +47,7 @@ DEFAULT_PLAN_BATCH = 512
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]parplan: error:[/] {escape(visible(message, keep_newlines=True))}", highlight=False,
-              soft_wrap=True)
+    err.print(f"[bold red]parplan: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -156,7 +151,6 @@ def estimate_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
@@ -166,20 +160,18 @@ def estimate_cmd(
     prob = _problem(model, cluster, nodes, gpus)
     lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
+                        grad_dtype, fp8_recipe)
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
-    lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
-    fws.require(fws.load(framework), result.layout, train)
     _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
-                           f"stack {train.stack_spec.name}", chosen)
+                           f"stack {train.stack_spec.name}")
 
 
-def _show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False) -> None:
+def _show(result: Estimate, as_json: bool, title: str) -> None:
     if as_json:
         _print_json(result.model_dump(mode="json"))
     else:
-        print_estimate(result, out, title, chosen_split)
+        print_estimate(result, out, title)
 
 
 @app.command("plan")
@@ -201,7 +193,6 @@ def plan_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
     time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
     validated_only: bool = typer.Option(False, "--validated-only", help="Only layouts whose accuracy regime "
@@ -209,8 +200,7 @@ def plan_cmd(
     as_json: bool = JSON_OPT,
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
     export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
-                                      "all (default: the --framework's, else all)."),
+    fmt: str = typer.Option("all", "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     tokens: Optional[float] = TOKENS_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
@@ -221,50 +211,45 @@ def plan_cmd(
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     prob = _problem(model, cluster, nodes, gpus)
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
+                        grad_dtype, fp8_recipe)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
-    deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
-    outputs = PlanOutputs(save, export_dir, report, force)
-    outputs.precheck()  # before the search: a refused path costs nothing
-    fw = fws.load(framework)
-    fmt = fws.export_format(fw, fmt, "all")
-    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
+    if save is not None and save.exists() and not force:
+        raise UserError(f"{save} exists; pass --force to overwrite it")
+    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only)
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
-    if doc is not None:
-        _report_export(outputs.write(doc, fmt, tokens))
-    runs_on = [fws.runners(p.layout, train) for p in result.plans]
+    if save is not None and doc is not None:
+        save_plan(save, doc, force)
+    if export_dir is not None and doc is not None:
+        _report_export(run_export(doc, fmt, export_dir, force))
+    if report is not None and doc is not None:
+        write_atomic(report, render_html(build_report(doc, tokens)), force)
+        err.print(f"wrote {report}", highlight=False, soft_wrap=True)
     if as_json:
-        _print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on})
+        _print_json(plan_json(result, reasons, alternative))
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
-                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
-                   + (f", framework {framework}" if fw else ""), alternative, runs_on)
+                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}", alternative)
     raise typer.Exit(0 if result.plans else 1)
 
 
-def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
-                 fw=None, deadline: Optional[float] = None):
-    """(result, best validated alternative when the winner is not validated, reasons); with a
-    framework (planner.frameworks), only the layouts it runs."""
+def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool):
+    """(result, best validated alternative when the winner is not validated, reasons)."""
     model, clus = prob.model, prob.cluster
-    space = fws.space_options(fw, model, clus, train)
-    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)
+    keep = validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None
     with err.status("searching layouts...", spinner="dots") as status:
-        result = search(model, clus, train, top=top, time_limit_s=time_limit, opts=space,
-                        progress=lambda msg: status.update(msg), keep=keep, deadline=deadline)
+        result = search(model, clus, train, top=top, time_limit_s=time_limit,
+                        progress=lambda msg: status.update(msg), keep=keep)
         alternative = None
         winner = result.plans[0].uncertainty if result.plans else None
         if winner is not None and not winner.validated:
             status.update("searching the best layout in a validated regime")
-            alternative = best_validated(model, clus, train, result, time_limit, opts=space,
-                                         keep=fws.keep(fw, train), deadline=deadline)
+            alternative = best_validated(model, clus, train, result, time_limit)
     if result.plans:
-        return result, alternative, time_limit_note(result) + why_winner(result)
-    return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
-                                          deadline=deadline)
+        return result, alternative, why_winner(result)
+    return result, None, why_nothing_fits(model, clus, train, result, validated_only=validated_only)
 
 
 def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:
@@ -276,24 +261,23 @@ def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None
                        "filtered_out": stats.filtered_out,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
                        "solver_candidates": stats.solver_candidates, "gap": result.gap,
-                       "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
+                       "time_limit_reached": stats.truncated},
             "reasons": reasons,
             "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}
 
 
 def _report_export(result) -> None:
     for path in result.written:
-        err.print(plain(f"wrote {path}"), highlight=False, soft_wrap=True)
+        err.print(f"wrote {path}", highlight=False, soft_wrap=True)
     for name, reason in result.refused.items():
-        err.print(plain(f"note: {name} not written: {reason}"), highlight=False, soft_wrap=True)
+        err.print(f"note: {name} not written: {reason}", highlight=False, soft_wrap=True)
 
 
 @app.command("export")
 @user_errors
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
-                                      "all (default: the --framework's)."),
+    fmt: str = typer.Option(..., "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
     stack: Optional[str] = STACK_OPT,
@@ -304,20 +288,12 @@ def export_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
 ) -> None:
     """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
-    fw = fws.load(framework)
-    if fmt is None and fw is None:
-        raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
+                        grad_dtype, fp8_recipe)
     doc = to.apply_to_document(loading.read_mapping(plan), opts)
-    if fw is not None:
-        prob = loading.problem_from_plan(doc, str(plan))
-        if prob.layout is not None:
-            fws.require(fw, estimate(prob.model, prob.cluster, prob.train, prob.layout).layout, prob.train)
-    _report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
+    _report_export(run_export(doc, fmt, out_dir, force))
 
 
 @app.command("report")
@@ -336,8 +312,8 @@ def report_cmd(
     data = build_report(doc, tokens)
     if output is None:
         return print_report(data, out)
-    write_atomic(output, render_html(data), force, option="--output")
-    err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
+    write_atomic(output, render_html(data), force)
+    err.print(f"wrote {output}", highlight=False, soft_wrap=True)
 
 
 @app.command("check")
@@ -355,7 +331,6 @@ def check_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
@@ -376,12 +351,10 @@ def check_cmd(
         prob = load_native(path, model, cluster, nodes)
         spec, clus = prob.model, prob.cluster
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
+                        grad_dtype, fp8_recipe)
     train = to.apply(prob.train, opts)
-    lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
-    result = estimate(spec, clus, train, lay)
-    fws.require(fws.load(framework), result.layout, train)
-    _show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
+    result = estimate(spec, clus, train, prob.layout)
+    _show(result, as_json, f"{config} (stack {train.stack_spec.name})")
     raise typer.Exit(0 if result.fits else 1)
 
 
