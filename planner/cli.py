@@ -23,7 +23,7 @@ from costmodels.estimate import Estimate, estimate
 from costmodels.errors import SpecError
 from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
-from planner import listing, loading
+from planner import listing, loading, stage_split
 from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
 from planner.explain import why_nothing_fits, why_winner
@@ -162,16 +162,17 @@ def estimate_cmd(
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
                         grad_dtype, fp8_recipe)
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
+    lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
     _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
-                           f"stack {train.stack_spec.name}")
+                           f"stack {train.stack_spec.name}", chosen)
 
 
-def _show(result: Estimate, as_json: bool, title: str) -> None:
+def _show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False) -> None:
     if as_json:
         _print_json(result.model_dump(mode="json"))
     else:
-        print_estimate(result, out, title)
+        print_estimate(result, out, title, chosen_split)
 
 
 @app.command("plan")
@@ -353,8 +354,9 @@ def check_cmd(
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
                         grad_dtype, fp8_recipe)
     train = to.apply(prob.train, opts)
-    result = estimate(spec, clus, train, prob.layout)
-    _show(result, as_json, f"{config} (stack {train.stack_spec.name})")
+    lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
+    result = estimate(spec, clus, train, lay)
+    _show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
     raise typer.Exit(0 if result.fits else 1)
 
 

@@ -26,6 +26,7 @@ from planner import loading
 from planner.errors import UserError
 from planner.exporters import megatron_flags as mf
 from planner.exporters import read_configs as rc
+from planner.exporters.ds_partition import ds_stages
 from planner.exporters.read_configs import titan_split  # noqa: F401  (re-exported)
 from planner.exporters.shellread import sbatch_options
 from planner.safe_read import parse_json, parse_toml, read_text
@@ -217,8 +218,8 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     overlap = rc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
-    lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas},
-                  str(path))
+    lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas,
+                   "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
 
 

@@ -141,11 +141,15 @@ def throughput_line(e: Estimate) -> str:
             f"MFU {tp.mfu:.1%} (model FLOPs, no recompute)")
 
 
-def print_estimate(e: Estimate, console: Console, title: str) -> None:
-    """Render one Estimate: header, memory table, time table, throughput."""
+def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool = False) -> None:
+    """Render one Estimate: header, memory table, time table, throughput; the stage split when it is
+    uneven or parplan chose it (`chosen_split`: the layout gave none and pp does not divide the layers)."""
     verdict = Text("fits", style="bold green") if e.fits else Text("does not fit", style="bold red")
     console.print(Text(f"{title}: ").append(verdict))
     console.print(layout_summary(e))
+    if chosen_split or len(set(e.layout.stage_layers)) > 1:
+        console.print(f"stage layers{' (chosen by parplan)' if chosen_split else ''}: "
+                      + ",".join(map(str, e.layout.stage_layers)), highlight=False, soft_wrap=True)
     console.print(f"parameters: {e.params.total / 1e9:.2f} B total, {e.params.active / 1e9:.2f} B active")
     print_band(e, console)
     console.print(Text(memory_verdict(e)), soft_wrap=True)

@@ -18,6 +18,7 @@ from costmodels.hardware_spec import GIB, ClusterSpec
 from costmodels.layout import Layout, LayoutError, resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
+from planner import stage_split
 from planner.errors import UserError
 from planner.loading import problem_from_plan
 from planner.planfile import VERSION
@@ -71,8 +72,9 @@ def plan_from_doc(doc: dict) -> ExportPlan:
     prob = problem_from_plan(doc, "plan")
     if prob.layout is None:
         raise UserError("plan: the plan file has no 'layout'; export needs one (save it with plan --save)")
-    try:
-        lay = resolve_layout(prob.model, prob.cluster, prob.train, prob.layout)
+    try:  # a layout whose pp does not divide the layers takes the split the planner chooses
+        layout, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
+        lay = resolve_layout(prob.model, prob.cluster, prob.train, layout)
     except LayoutError as err:
         raise UserError(f"plan: layout: {err}") from None
     peak, step = _predicted(doc, prob.model, prob.cluster, prob.train, lay)

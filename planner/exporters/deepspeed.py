@@ -10,10 +10,12 @@ and PLAN-NOTES.txt.
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, layout_string, script,
 )
+from planner.exporters.ds_partition import PARTITIONS, ds_split
 
 TARGET = "DeepSpeed 0.19 (ds_config.json + deepspeed launcher)"
 CONFIG, HOSTFILE, SCRIPT, NOTES = "ds_config.json", "hostfile", "launch_deepspeed.sh", "PLAN-NOTES.txt"
@@ -39,8 +41,10 @@ def refusal(plan: ExportPlan) -> None:
         why.append(f"vpp={lay.vpp}: DeepSpeed's pipeline engine has no interleaved schedule")
     if lay.pp > 1 and lay.schedule == "gpipe":
         why.append("schedule=gpipe: DeepSpeed's pipeline engine always runs its 1F1B-style TrainSchedule")
-    if lay.pp > 1 and not plan.uniform_stages:
-        why.append(f"stage_layers={lay.stage_layers}: the pipeline section only partitions uniformly")
+    if lay.pp > 1 and lay.vpp == 1 and partition_method(plan) is None:
+        tried = "; ".join(f"{m} gives {ds_split(m, plan.model.num_layers, lay.pp)}" for m in PARTITIONS)
+        why.append(f"stage_layers={lay.stage_layers}: no PipelineModule partition_method places the layers "
+                   f"so ({tried})")
     if plan.train.precision == "fp8":
         why.append("precision=fp8: ds_config.json has no FP8 training switch (needs Transformer Engine in the model)")
     if lay.shard_group:
@@ -48,6 +52,25 @@ def refusal(plan: ExportPlan) -> None:
                    "partitions are a different scheme)")
     if why:
         raise ExportRefused("deepspeed: " + "; ".join(why))
+
+
+def partition_method(plan: ExportPlan) -> Optional[str]:
+    """The first PARTITIONS method whose split (ds_split) is the plan's stage_layers, or None."""
+    lay = plan.layout
+    return next((m for m in PARTITIONS if ds_split(m, plan.model.num_layers, lay.pp) == lay.stage_layers), None)
+
+
+def partition_lines(plan: ExportPlan) -> list[str]:
+    """What split DeepSpeed will make, for PLAN-NOTES.txt."""
+    lay = plan.layout
+    if lay.pp == 1:
+        return []
+    method = partition_method(plan)
+    return [f"pipeline.partition {method!r}: pass partition_method={method!r} to deepspeed.pipe.PipelineModule "
+            "(the ds_config key is a record; the engine reads the constructor's). With the layer specs "
+            "[embedding, the transformer layers, the output head], DeepSpeed's partition_balanced places "
+            f"transformer layers {','.join(map(str, lay.stage_layers))} on stages 0..{lay.pp - 1}; "
+            + PARTITIONS[method]]
 
 
 def ds_config(plan: ExportPlan) -> dict:
@@ -74,7 +97,7 @@ def ds_config(plan: ExportPlan) -> dict:
                                            "cpu_checkpointing": False, "number_checkpoints": None,
                                            "synchronize_checkpoint_boundary": False, "profile": False}
     if lay.pp > 1:
-        cfg["pipeline"] = {"stages": lay.pp, "partition": "uniform",
+        cfg["pipeline"] = {"stages": lay.pp, "partition": partition_method(plan),
                            "activation_checkpoint_interval": 1 if lay.recompute != "none" else 0}
     return cfg
 
@@ -113,8 +136,9 @@ def notes(plan: ExportPlan) -> str:
         "",
         f"{CONFIG}: train_batch_size {plan.train.global_batch_size} = micro {lay.mbs} x gradient accumulation "
         f"{lay.num_microbatches} x data parallel {lay.dp}.",
-        f"ZeRO stage {lay.zero}, offload off; pipeline stages {lay.pp} (partition uniform)."
-        if lay.pp > 1 else f"ZeRO stage {lay.zero}, offload off; no pipeline section (pp=1).",
+        f"ZeRO stage {lay.zero}, offload off; pipeline stages {lay.pp}." if lay.pp > 1
+        else f"ZeRO stage {lay.zero}, offload off; no pipeline section (pp=1).",
+        *partition_lines(plan),
         f"recompute={lay.recompute}: " + (
             "activation_checkpointing configures deepspeed.checkpointing, which the model code must call "
             "on every transformer layer (full) or only the attention core (selective)."

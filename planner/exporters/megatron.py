@@ -10,6 +10,7 @@ keeps fp32 main gradients unless `--grad-reduce-in-bf16` is given.
 
 from __future__ import annotations
 
+from costmodels.pipeline import chunk_layers
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, bash_array, command, script,
 )
@@ -103,16 +104,19 @@ def parallel_args(plan: ExportPlan) -> list:
 
 
 def stage_args(plan: ExportPlan) -> list:
-    """Virtual stages and uneven stages (launch_formats.md: exactly one virtual-stage option)."""
+    """Virtual stages and uneven stages (launch_formats.md: exactly one virtual-stage option). The
+    first/last-stage flags need every stage divisible by vpp (TransformerConfig.__post_init__); chunks
+    of unequal size (costmodels.pipeline.chunk_layers) only fit --pipeline-model-parallel-layout."""
     lay = plan.layout
     stages = lay.stage_layers
     if lay.pp == 1:
         return []
-    if plan.uniform_stages:
+    even_chunks = all(n % lay.vpp == 0 for n in stages)
+    if plan.uniform_stages and even_chunks:
         if lay.vpp > 1:
             return [("--num-layers-per-virtual-pipeline-stage", stages[0] // lay.vpp)]
         return []
-    ends = uneven_ends(stages)
+    ends = uneven_ends(stages) if even_chunks else None
     if ends is not None:
         first, last = ends
         args = [("--decoder-first-pipeline-num-layers", first)] if first is not None else []
@@ -133,12 +137,15 @@ def uneven_ends(stages: list[int]):
 
 
 def layout_string(stages: list[int], vpp: int) -> str:
-    """Megatron's --pipeline-model-parallel-layout: virtual stage v of rank r is entry v*pp + r."""
+    """Megatron's --pipeline-model-parallel-layout: virtual stage v of rank r is entry v*pp + r
+    (megatron/core/transformer/pipeline_parallel_layer_layout.py); a rank's chunks as
+    costmodels.pipeline.chunk_layers sizes them (larger first)."""
     pp = len(stages)
+    sizes = [chunk_layers(n, vpp) for n in stages]
     chunks = []
     for v in range(vpp):
         for r in range(pp):
-            n = stages[r] // vpp
+            n = sizes[r][v]
             text = f"t*{n}" if n else ""
             if v == 0 and r == 0:
                 text = "E" + text

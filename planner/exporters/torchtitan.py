@@ -11,15 +11,22 @@ Choices documented in the files and in docs/exporters.md:
 - batch: with PP > 1 torchtitan splits training.local_batch_size into pipeline micro-batches, so
   local = mbs * num_microbatches; without PP it accumulates gradients, so local = mbs and
   global / (local * dp) = num_microbatches.
-- stages: only uniform splits (pipeline_parallel_layers_per_stage, with the embedding and output not
-  counted as layers: first/last_stage_less_layers = 0).
+- stages: pipeline_parallel_layers_per_stage with first/last_stage_less_layers chosen so that
+  torchtitan's own split (distributed/pipeline_parallel.py generate_llm_fqn_per_model_part, mirrored by
+  read_configs.titan_split) gives the plan's stage_layers with each rank's chunks as even as parplan
+  models them (Llama 3 405B on pp=16: 1 and 1 give 7, 8, ..., 8, 7); other splits would need
+  module_fqns_per_model_part with the model's module names, and are refused.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Optional
+
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
+from planner.exporters.read_configs import titan_split
 
 TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
 TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
@@ -42,10 +49,10 @@ def known_model(plan: ExportPlan):
 
 def refusal(plan: ExportPlan) -> None:
     lay, train, why = plan.layout, plan.train, []
-    if lay.pp > 1 and not plan.uniform_stages:
-        why.append(f"stage_layers={lay.stage_layers}: torchtitan splits layers evenly "
-                   "(pipeline_parallel_layers_per_stage); a hand split needs module_fqns_per_model_part with the "
-                   "model's module names")
+    if lay.pp > 1 and stage_keys(plan) is None:
+        why.append(f"stage_layers={lay.stage_layers}: no pipeline_parallel_layers_per_stage and first/last_stage_"
+                   "less_layers make torchtitan split the layers so; that needs module_fqns_per_model_part with "
+                   "the model's module names")
     if lay.etp > 1:
         why.append(f"etp={lay.etp}: torchtitan 0.3.0 has no expert tensor parallelism (0.2.x only etp = tp)")
     if train.precision != "bf16":
@@ -62,6 +69,28 @@ def refusal(plan: ExportPlan) -> None:
                    "which it does not divide")
     if why:
         raise ExportRefused("torchtitan: " + "; ".join(why))
+
+
+def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
+    """(pipeline_parallel_layers_per_stage, first_stage_less_layers, last_stage_less_layers) for which
+    torchtitan builds pp * vpp virtual stages whose layers sum per rank (virtual stage s on rank s % pp)
+    to the plan's stage_layers, no rank's largest chunk above ceil(n / vpp); None when none does.
+    torchtitan also needs each less_layers <= the layers per virtual stage (its balance check)."""
+    lay = plan.layout
+    layers, pp, v = plan.model.num_layers, lay.pp, lay.vpp
+    count = pp * v
+    for first in range(layers // count + 1):
+        for last in range(layers // count + 1):
+            effective = layers + first + last
+            per = math.ceil(effective / count)
+            if max(first, last) > effective // count or math.ceil(effective / per) != count:
+                continue
+            split = titan_split(count, layers, first, last)
+            chunks = [[split[k * pp + r] for k in range(v)] for r in range(pp)]
+            if [sum(c) for c in chunks] == lay.stage_layers and \
+                    all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
+                return per, first, last
+    return None
 
 
 def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:
@@ -90,9 +119,11 @@ def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
            ("fsdp_reshard_after_forward", reshard), ("tensor_parallel_degree", lay.tp),
            ("context_parallel_degree", lay.cp), ("pipeline_parallel_degree", lay.pp)]
     if lay.pp > 1:
+        per, first, last = stage_keys(plan)
         par += [("pipeline_parallel_schedule", SCHEDULE[lay.schedule]),
-                ("pipeline_parallel_layers_per_stage", lay.stage_layers[0] // lay.vpp),
-                ("pipeline_parallel_first_stage_less_layers", 0), ("pipeline_parallel_last_stage_less_layers", 0),
+                ("pipeline_parallel_layers_per_stage", per),
+                ("pipeline_parallel_first_stage_less_layers", first),
+                ("pipeline_parallel_last_stage_less_layers", last),
                 ("pipeline_parallel_microbatch_size", lay.mbs)]
     if plan.model.is_moe:
         par.append(("expert_parallel_degree", lay.ep))

@@ -81,7 +81,8 @@ def _stages(a: mf.MegatronArgs, layers: int, pp: int, lay: dict) -> list[str]:
         out.append(f"interleaving (vpp={vpp}) needs a larger PP than {pp}")
     if stages is None and layers % pp:
         out.append(f"--num-layers {layers} is not divisible by PP {pp} and no uneven split is given")
-    if stages is not None and any(n % vpp for n in stages):
+    layout = a.has("--pipeline-model-parallel-layout")  # any layers per virtual stage (PipelineParallelLayerLayout)
+    if stages is not None and not layout and any(n % vpp for n in stages):
         out.append(f"stages {stages} are not all divisible by vpp {vpp}")
     return out
 
