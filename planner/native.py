@@ -183,7 +183,8 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
         shape = mf.model_data(args)
     spec = _load_model(model) if model else loading.validate(
         ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
-    script_nodes, per_node = mf.torchrun_size(args.torchrun)
+    with _named(path):
+        script_nodes, per_node = mf.torchrun_size(args.torchrun)
     sbatch = _sbatch_nodes(text, path)
     if script_nodes is None and sbatch is not None:
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size

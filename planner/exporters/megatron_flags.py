@@ -147,9 +147,9 @@ def dense_prefix(freq: str, layers: int) -> int:
     text = str(freq).replace(" ", "")
     if text == "1":
         return 0
-    m = re.fullmatch(r"\(?\[0\]\*(\d+)\+\[1\]\*(\d+)\)?", text)
+    m = re.fullmatch(r"\(?\[0\]\*([0-9]{1,9})\+\[1\]\*([0-9]{1,9})\)?", text)
     if not m or int(m.group(1)) + int(m.group(2)) != layers:
-        raise UserError(f"--moe-layer-freq {freq!r}: parplan reads only 1 or '([0]*K+[1]*N)' with K+N = "
+        raise UserError(f"--moe-layer-freq {str(freq)[:60]!r}: parplan reads only 1 or '([0]*K+[1]*N)' with K+N = "
                         f"--num-layers ({layers})")
     return int(m.group(1))
 
@@ -222,11 +222,22 @@ def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
     return ([first] if first is not None else []) + inner + ([last] if last is not None else [])
 
 
+MAX_LAYOUT_CHARS = 1_000_000  # an expanded --pipeline-model-parallel-layout: far above any real model's
+
+
+def _repeat(part: str, times: str, text: str) -> str:
+    """`part * times` of a layout string, refused past MAX_LAYOUT_CHARS ('t*99999999999' would fill memory)."""
+    if len(times) > 9 or len(part) * int(times) > MAX_LAYOUT_CHARS:
+        raise UserError(f"--pipeline-model-parallel-layout {text[:40]!r}: {part[:20]}*{times[:20]} expands past "
+                        f"{MAX_LAYOUT_CHARS} characters")
+    return part * int(times)
+
+
 def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
     """Per-rank layer counts and vpp from a --pipeline-model-parallel-layout string."""
     flat = text.replace(",", "").replace(" ", "")
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        flat = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), flat)
+    for pattern in (r"\(([^)]+)\)\*([0-9]+)", r"(.)\*([0-9]+)"):
+        flat = re.sub(pattern, lambda m: _repeat(m.group(1), m.group(2), text), flat)
     chunks = flat.split("|")
     bad = set(flat) - set("ELtm|")
     if bad or len(chunks) % pp or flat.count("E") != 1 or flat.count("L") != 1 or not chunks[0].startswith("E") \
@@ -265,6 +276,14 @@ def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[in
     flags = flag_dict(parse_flags(opts))
     nodes = flags.get("--nnodes") or flags.get("--nnode")
     per = flags.get("--nproc-per-node") or flags.get("--nproc_per_node")
-    nodes_n = int(nodes.split(":")[-1]) if nodes and re.fullmatch(r"\d+(:\d+)?", nodes) else None
-    per_n = int(per) if per and per.isdigit() else None
+    nodes_n = (_count("--nnodes", nodes.split(":")[-1]) if nodes and re.fullmatch(r"[0-9]+(:[0-9]+)?", nodes)
+               else None)
+    per_n = _count("--nproc-per-node", per) if per and re.fullmatch(r"[0-9]+", per) else None
     return nodes_n, per_n
+
+
+def _count(flag: str, digits: str) -> int:
+    """A torchrun count in ASCII digits, at most 7 of them (int() of 5,000 digits raises)."""
+    if len(digits) > 7:
+        raise UserError(f"torchrun {flag} {digits[:20]}...: a node or GPU count has at most 7 digits")
+    return int(digits)
