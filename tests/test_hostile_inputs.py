@@ -1,0 +1,314 @@
+"""The input side of the attacker's battery: every class of hostile file or value exits 0, 1 or 2 (never
+3, the internal-error code) within 10 seconds, with the field or the file named and no traceback.
+
+One case per distinct failure the issue reported (and a few found beside them): nesting, number
+sizes and ranges, FIFOs and symlinks, duplicate keys, the preset+gpu cluster override, strict types
+in Hugging Face config.json, DeepSpeed JSON, torchtitan TOML and Megatron scripts, bounded shell
+expansion, plan-file extras, and text the console cannot encode. The fuzz test of the same readers
+lives in tests/test_hostile_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+LIMIT_S = 10
+REPO = Path(__file__).resolve().parents[1]
+
+MODEL = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000}
+CLUSTER = {"name": "c", "gpu": "h100-sxm", "gpus_per_node": 8, "num_nodes": 1, "scale_up_gb_per_s": 450,
+           "scale_out_gb_per_s": 50}
+HF = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+      "intermediate_size": 512, "vocab_size": 1000}
+DS = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": True}}
+TT = "[parallelism]\ntensor_parallel_degree = 8\ndata_parallel_shard_degree = 1\n[training]\nlocal_batch_size = 1\n"
+TT_PP = "[parallelism]\npipeline_parallel_degree = 2\ndata_parallel_shard_degree = 4\n"
+MEG = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 "
+       "--vocab-size 1000 --seq-length 2048 --micro-batch-size 1 --tensor-model-parallel-size 8 --bf16\n")
+PLAN = {"model": "llama3-8b", "cluster": {"preset": "dgx-h100"}, "train": {"global_batch_size": 8},
+        "layout": {"tp": 8}}
+SECRET = "s3cr3t-hash-do-not-print"
+
+
+def js(data: dict, **over) -> str:
+    return json.dumps({**data, **over})
+
+
+def est(model: str = "llama3-8b", cluster: str = "dgx-h100", *extra: str) -> list[str]:
+    return ["estimate", model, "--cluster", cluster, "--layout", "tp=8", "--global-batch", "8", *extra]
+
+
+def check(name: str) -> list[str]:
+    return ["check", name, "--model", "llama3-8b", "--cluster", "dgx-h100"]
+
+
+# id: (argv, {file name: content}, allowed exit codes, substrings the message must hold)
+CASES = {
+    # one guarded way in: nesting, numbers, duplicates
+    "deep-json": (est("m.json"), {"m.json": "[" * 100_000 + "]" * 100_000}, {2}, ["m.json", "nested deeper"]),
+    "deep-json-objects": (est("m.json"), {"m.json": '{"a":' * 50_000 + "1" + "}" * 50_000}, {2}, ["nested deeper"]),
+    "deep-yaml-flow": (est("m.yaml"), {"m.yaml": "a: " + "[" * 100_000 + "]" * 100_000}, {2},
+                       ["m.yaml", "nested deeper"]),
+    "deep-yaml-block": (est("m.yaml"), {"m.yaml": "- " * 50_000 + "1\n"}, {2}, ["nested deeper"]),
+    "deep-toml": (check("t.toml"), {"t.toml": "a = " + "[" * 100_000 + "]" * 100_000}, {2},
+                  ["t.toml", "nested deeper"]),
+    "deep-toml-tables": (check("t.toml"), {"t.toml": "[" + ".".join(["a"] * 5000) + "]\nx = 1\n"}, {2},
+                         ["nested deeper"]),
+    "deep-stack-file": (est("llama3-8b", "dgx-h100", "--stack-file", "s.yaml"), {"s.yaml": "a: " + "{b: " * 5000},
+                        {2}, ["s.yaml", "nested deeper"]),
+    "int-5000-digits-json": (est("m.json"), {"m.json": '{"num_layers": ' + "9" * 5000 + "}"}, {2},
+                             ["m.json", "num_layers", "5000 digits"]),
+    "int-5000-digits-yaml": (est("llama3-8b", "c.yaml"), {"c.yaml": "num_nodes: " + "9" * 5000 + "\n"}, {2},
+                             ["c.yaml", "num_nodes"]),
+    "int-5000-digits-toml": (check("t.toml"), {"t.toml": TT.replace("= 8", "= " + "9" * 5000)}, {2},
+                             ["t.toml", "number"]),
+    "int-20-digits": (est("m.json"), {"m.json": js(MODEL, vocab_size=10**20)}, {2}, ["vocab_size", "less than"]),
+    "float-1e400": (est("m.json"), {"m.json": js(MODEL, num_experts=4, top_k=2).replace("}", ', "capacity_factor": '
+                                                                                         "1e400}")},
+                    {2}, ["capacity_factor", "finite"]),
+    "json-nan-constant": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER).replace("450", "NaN")}, {2},
+                          ["scale_up_gb_per_s", "finite"]),
+    "bandwidth-5e-324": (est("llama3-8b", "c.json", "--json"), {"c.json": js(CLUSTER, scale_out_gb_per_s=5e-324)},
+                         {2}, ["scale_out_gb_per_s"]),
+    "gpu-tflops-1e-300": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, gpu={
+        "name": "g", "hbm_gib": 80, "hbm_gb_per_s": 2000, "bf16_tflops": 1e-300, "fp16_tflops": 1})}, {2},
+                          ["bf16_tflops"]),
+    "efficiency-1e-300": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, gpu={
+        "name": "g", "hbm_gib": 80, "hbm_gb_per_s": 2000, "bf16_tflops": 900, "fp16_tflops": 900,
+        "efficiency": {"gemm_max": 1e-300}})}, {2}, ["gemm_max"]),
+    "reserve-above-hbm": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, memory_reserve_gib=1000)}, {2},
+                          ["memory_reserve_gib", "hbm_gib"]),
+    "reserve-above-hbm-preset": (est("llama3-8b", "c.json"), {"c.json": js({"preset": "dgx-a100",
+                                                                             "memory_reserve_gib": 100})},
+                                 {2}, ["memory_reserve_gib", "a100"]),
+    "yaml-duplicate-key": (est("m.yaml"), {"m.yaml": "num_layers: 4\nnum_layers: 5\n"}, {2}, ["num_layers", "twice"]),
+    "yaml-int-sexagesimal": (est("m.yaml"), {"m.yaml": "num_layers: " + ":".join(["59"] * 3000) + "\n"}, {2},
+                             ["num_layers"]),
+    "yaml-bad-date": (est("m.yaml"), {"m.yaml": "name: 2024-02-31\nnum_layers: 4\n"}, {2}, ["m.yaml"]),
+    "stack-file-infinite": (est("llama3-8b", "dgx-h100", "--stack-file", "s.yaml"),
+                            {"s.yaml": "name: s\nframework: megatron\nfit_error: .inf\n"}, {2}, ["fit_error"]),
+    "stack-file-nan-bias": (est("llama3-8b", "dgx-h100", "--stack-file", "s.yaml"), {
+        "s.yaml": "name: s\nframework: megatron\nheld_out: {'*': {rows: 1, mean: 0.1, p50: 0.1, p90: 0.2, "
+                  "bias: .nan}}\n"}, {2}, ["bias"]),
+    "stack-file-huge-bias": (est("llama3-8b", "dgx-h100", "--stack-file", "s.yaml"), {
+        "s.yaml": "name: s\nframework: megatron\nheld_out: {'*': {rows: 1, mean: 0.1, p50: 0.1, p90: 0.2, "
+                  "bias: 1.0e+300}}\n"}, {2}, ["bias"]),
+    # files that are no spec: nothing of their content is echoed
+    "not-a-spec-mapping": (est("shadow.yaml"), {"shadow.yaml": f"root:{SECRET}:19000:0:99999:7::\nbin:*:1::\n"},
+                           {2}, ["shadow.yaml", "does not look like a parplan spec file"]),
+    "not-a-plan-file": (["check", "shadow.yaml"], {"shadow.yaml": f"root:{SECRET}:19000:0:99999:7::\n"}, {2},
+                        ["does not look like a parplan plan file"]),
+    "unknown-keys-named-once": (est("m.json"), {"m.json": js(MODEL, **{f"k{i}": SECRET for i in range(9)})}, {2},
+                                ["k0", "and 8 more"]),
+    "unknown-key-with-colon": (est("m.yaml"), {"m.yaml": f"num_layers: 4\n'root:{SECRET}:1': 2\n"}, {2},
+                               ["a key with spaces or ':'"]),
+    # the preset + gpu override (a DGX chassis with another GPU)
+    "preset-with-other-gpu": (est("llama3-8b", "c.json"), {"c.json": js({"preset": "dgx-h100", "gpu": "a100-80gb"})},
+                              {0, 1}, ["a100-80gb"]),
+    "preset-with-same-gpu": (est("llama3-8b", "c.json"), {"c.json": js({"preset": "dgx-h100", "gpu": "h100-sxm"})},
+                             {0, 1}, ["h100-sxm"]),
+    "plan-preset-with-gpu": (["check", "p.json"], {"p.json": js(PLAN, cluster={"preset": "dgx-h100",
+                                                                                "gpu": "a100-80gb"})},
+                             {0, 1}, ["p.json"]),
+    "preset-with-unknown-gpu": (est("llama3-8b", "c.json"), {"c.json": js({"preset": "dgx-h100", "gpu": "a100"})},
+                                {2}, ["c.json.gpu", "a100-80gb"]),
+    "preset-not-a-name": (est("llama3-8b", "c.json"), {"c.json": js({"preset": ["dgx-h100"]})}, {2}, ["preset"]),
+    # Hugging Face config.json: its own key names, strict types, one line
+    "hf-string-boolean": (est("config.json"), {"config.json": js(HF, tie_word_embeddings="false")}, {2},
+                          ["tie_word_embeddings", "true or false"]),
+    "hf-string-bias": (est("config.json"), {"config.json": js(HF, attention_bias="true")}, {2}, ["attention_bias"]),
+    "hf-list-for-int": (est("config.json"), {"config.json": js(HF, hidden_size=[256])}, {2}, ["hidden_size"]),
+    "hf-list-dropout": (est("config.json"), {"config.json": js(HF, attention_dropout=[0.1])}, {2},
+                        ["attention_dropout"]),
+    "hf-spec-error-in-hf-names": (est("config.json"), {"config.json": js(HF, num_hidden_layers=0)}, {2},
+                                  ["num_hidden_layers"]),
+    "hf-mixtral-no-experts": (est("config.json"), {"config.json": js(HF, model_type="mixtral", num_local_experts=0,
+                                                                     num_experts_per_tok=2)}, {2},
+                              ["num_local_experts"]),
+    # Megatron scripts: quotes, bounded expansion, ASCII numbers
+    "sbatch-unclosed-quote": (["check", "run.sh", "--cluster", "dgx-h100"],
+                              {"run.sh": '#!/bin/bash\n#SBATCH --job-name="abc\n' + MEG}, {2}, ["run.sh", "line 2"]),
+    "shell-doubling": (["check", "run.sh", "--cluster", "dgx-h100"], {"run.sh": "A=x\n" + "A=$A$A\n" * 40 + MEG}, {2},
+                       ["run.sh", "line", "bounded"]),
+    "shell-array-doubling": (["check", "run.sh", "--cluster", "dgx-h100"],
+                             {"run.sh": "A=(x)\n" + 'A=( "${A[@]}" "${A[@]}" )\n' * 40 + MEG}, {2},
+                             ["run.sh", "bounded"]),
+    "shell-many-refs": (["check", "run.sh", "--cluster", "dgx-h100"],
+                        {"run.sh": "A=" + "x" * 60_000 + "\nB=" + "$A" * 2000 + "\n" + MEG}, {2}, ["line 2"]),
+    "megatron-5000-digit-flag": (["check", "run.sh", "--cluster", "dgx-h100"],
+                                 {"run.sh": MEG.replace("--num-layers 4", "--num-layers " + "9" * 5000)}, {2},
+                                 ["run.sh", "--num-layers"]),
+    "megatron-arabic-digit": (["check", "run.sh", "--cluster", "dgx-h100"],
+                              {"run.sh": MEG.replace("--num-layers 4", "--num-layers \u0664")}, {2}, ["--num-layers"]),
+    "sbatch-nodes-5000-digits": (["check", "run.sh", "--cluster", "dgx-h100"], {
+        "run.sh": "#SBATCH --nodes=" + "9" * 5000 + "\n" + MEG.replace("torchrun --nproc-per-node 8", "srun python")},
+                                 {2}, ["#SBATCH --nodes"]),
+    "megatron-layout-expansion": (["check", "run.sh", "--cluster", "dgx-h100"], {
+        "run.sh": MEG.replace("--bf16", "--bf16 --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "
+                              "'Et*99999999999|tL'")}, {2}, ["--pipeline-model-parallel-layout", "expands past"]),
+    "megatron-moe-freq-5000-digits": (["check", "run.sh", "--cluster", "dgx-h100"], {
+        "run.sh": MEG.replace("--bf16", "--bf16 --num-experts 4 --moe-layer-freq '([0]*" + "9" * 5000 + "+[1]*2)'")},
+                                      {2}, ["--moe-layer-freq"]),
+    "torchrun-nnodes-5000-digits": (["check", "run.sh", "--cluster", "dgx-h100"], {
+        "run.sh": MEG.replace("--nproc-per-node 8", "--nnodes " + "9" * 5000 + " --nproc-per-node 8")}, {2},
+                                    ["run.sh", "--nnodes"]),
+    # torchtitan TOML: its own key names, strict types, bounded stage arithmetic
+    "tt-huge-less-layers": (check("t.toml"), {"t.toml": TT_PP + "pipeline_parallel_layers_per_stage = 1\n"
+                                              "pipeline_parallel_first_stage_less_layers = 1000000000001\n"},
+                            {2}, ["pipeline_parallel_first_stage_less_layers"]),
+    "tt-shard-degree-zero": (check("t.toml"), {"t.toml": "[parallelism]\ndata_parallel_shard_degree = 0\n"}, {2},
+                             ["parallelism.data_parallel_shard_degree"]),
+    "tt-list-for-degree": (check("t.toml"), {"t.toml": "[parallelism]\ntensor_parallel_degree = [8]\n"}, {2},
+                           ["tensor_parallel_degree"]),
+    "tt-string-boolean": (check("t.toml"), {"t.toml": TT.replace("[training]", "enable_async_tensor_parallel = "
+                                                                 "'yes'\n[training]")}, {2},
+                          ["enable_async_tensor_parallel"]),
+    "tt-list-schedule": (check("t.toml"), {"t.toml": TT_PP + "pipeline_parallel_schedule = ['1F1B']\n"}, {2},
+                         ["pipeline_parallel_schedule"]),
+    "tt-list-reshard": (check("t.toml"), {"t.toml": TT.replace("[training]", "fsdp_reshard_after_forward = "
+                                                                 "['x']\n[training]")}, {2},
+                        ["fsdp_reshard_after_forward"]),
+    "tt-table-twice": (check("t.toml"), {"t.toml": TT + "[parallelism]\ntensor_parallel_degree = 4\n"}, {2},
+                       ["t.toml", "twice"]),
+    # DeepSpeed JSON: its own key names, strict types
+    "ds-gas-zero": (check("ds.json"), {"ds.json": js(DS, gradient_accumulation_steps=0)}, {2},
+                    ["gradient_accumulation_steps"]),
+    "ds-string-boolean": (check("ds.json"), {"ds.json": js(DS, bf16={"enabled": "true"})}, {2}, ["bf16.enabled"]),
+    "ds-list-for-int": (check("ds.json"), {"ds.json": js(DS, train_batch_size=[8])}, {2}, ["train_batch_size"]),
+    "ds-string-overlap": (check("ds.json"), {"ds.json": js(DS, zero_optimization={"stage": 1, "overlap_comm": "true"})},
+                          {2}, ["zero_optimization.overlap_comm"]),
+    "ds-list-optimizer": (check("ds.json"), {"ds.json": js(DS, optimizer={"type": ["adam"]})}, {2},
+                          ["optimizer.type"]),
+    "ds-string-checkpointing": (check("ds.json"), {"ds.json": js(DS, activation_checkpointing="yes")}, {2},
+                                ["activation_checkpointing"]),
+    "ds-duplicate-key-by-content": (check("ds.conf"), {"ds.conf": '{"train_batch_size": 8, "train_batch_size": 16}'},
+                                    {2}, ["ds.conf", "twice"]),
+    # plan files: the extras beside the specs
+    "plan-reasons-string": (["report", "p.json"], {"p.json": js(PLAN, reasons="abc")}, {2}, ["reasons"]),
+    "plan-reasons-numbers": (est("p.json"), {"p.json": js(PLAN, reasons=[1, 2])}, {2}, ["reasons"]),
+    "plan-estimate-shape": (["export", "p.json", "--format", "megatron", "--out", "out"],
+                            {"p.json": js(PLAN, estimate={"memory": 1})}, {2}, ["estimate.memory"]),
+    "plan-alternatives-shape": (["report", "p.json"], {"p.json": js(PLAN, alternatives=[{"x": 1}])}, {2},
+                                ["alternatives[0]"]),
+    "plan-alternatives-string": (["check", "p.json"], {"p.json": js(PLAN, alternatives="x")}, {2}, ["alternatives"]),
+    "plan-layout-5000-digits": (["check", "p.json"], {"p.json": js(PLAN, layout="tp=" + "9" * 5000)}, {2},
+                                ["tp=", "18"]),
+    "plan-search-shape": (["check", "p.json"], {"p.json": js(PLAN, search=5)}, {2}, ["search"]),
+}
+
+
+class _Slow(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Slow(f"over {LIMIT_S} s")
+
+
+def _write(tmp_path: Path, files: dict) -> None:
+    for name, content in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+def invoke(argv: list[str]):
+    """Run the CLI in-process under a SIGALRM deadline; (result, seconds)."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(LIMIT_S + 5)
+    start = time.monotonic()
+    try:
+        result = runner.invoke(app, argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return result, time.monotonic() - start
+
+
+def assert_clean(result, seconds: float, codes: set, needles: list[str]) -> str:
+    message = result.stderr + result.stdout
+    assert result.exit_code in codes, (result.exit_code, message[:2000])
+    assert seconds < LIMIT_S, seconds
+    assert "Traceback" not in message and "internal error" not in message
+    for needle in needles:
+        assert needle in message, (needle, message[:2000])
+    return message
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hostile_input_is_refused_or_read(case: str, tmp_path: Path, monkeypatch):
+    argv, files, codes, needles = CASES[case]
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, files)
+    message = assert_clean(*invoke(argv), codes, needles)
+    assert SECRET not in message
+
+
+def test_preset_with_other_gpu_is_the_chassis_with_that_profile(tmp_path: Path, monkeypatch):
+    """{preset: dgx-h100, gpu: a100-80gb} estimates exactly as dgx-h100 written out with the A100 profile inline."""
+    import hardware_profiles as hp
+
+    monkeypatch.chdir(tmp_path)
+    inline = {**hp.load_cluster("dgx-h100").model_dump(mode="json"), "gpu": hp.load_gpu("a100-80gb").model_dump()}
+    _write(tmp_path, {"c.json": js({"preset": "dgx-h100", "gpu": "a100-80gb"}), "inline.json": json.dumps(inline)})
+    over, _ = invoke(est("llama3-8b", "c.json", "--json"))
+    written, _ = invoke(est("llama3-8b", "inline.json", "--json"))
+    h100, _ = invoke(est("llama3-8b", "dgx-h100", "--json"))
+    assert json.loads(over.stdout) == json.loads(written.stdout) != json.loads(h100.stdout)
+
+
+def test_fifo_model_and_device_are_refused(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("m.yaml")
+    os.symlink("/dev/zero", "z.json")
+    for argv in (est("m.yaml"), est("llama3-8b", "z.json"), ["check", "z.json"]):
+        assert_clean(*invoke(argv), {2}, ["not a regular file"])
+
+
+def test_dangling_symlink_names_the_link_not_its_target(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.symlink(tmp_path / "hidden-target-name" / "x.yaml", "link.yaml")
+    message = assert_clean(*invoke(est("link.yaml")), {2}, ["link.yaml"])
+    assert "hidden-target-name" not in message
+
+
+def test_symlink_to_a_secret_file_echoes_nothing(tmp_path: Path, monkeypatch):
+    """`estimate shadow.yaml` with shadow.yaml -> a root-only file of `name:hash:...:` lines."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret").write_text(f"root:{SECRET}:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
+    os.symlink(tmp_path / "secret", "shadow.yaml")
+    for argv in (est("shadow.yaml"), est("llama3-8b", "shadow.yaml"), ["check", "shadow.yaml"], ["report", "shadow.yaml"],
+                 est("llama3-8b", "dgx-h100", "--stack-file", "shadow.yaml")):
+        message = assert_clean(*invoke(argv), {2}, ["does not look like a parplan"])
+        assert SECRET not in message and "daemon" not in message
+
+
+def _subprocess(argv: list[str], cwd: Path, env: dict) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "planner.cli", *argv], cwd=cwd, capture_output=True,
+                          timeout=LIMIT_S + 20, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+    return proc.returncode, proc.stdout.decode("ascii", "replace"), proc.stderr.decode("ascii", "replace")
+
+
+@pytest.mark.parametrize("name", ["\u00e9\u6a21\u578b", "a\ud800b"])
+def test_names_the_console_cannot_encode_are_escaped(name: str, tmp_path: Path):
+    """A model name printed under an ASCII locale (or a lone surrogate anywhere) is escaped, not exit 3."""
+    (tmp_path / "m.json").write_text(json.dumps({**MODEL, "name": name}))
+    start = time.monotonic()
+    rc, out, err = _subprocess(["estimate", "m.json", "--cluster", "dgx-h100", "--layout", "tp=8",
+                                "--global-batch", "8"], tmp_path, {"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    assert rc == 0, err
+    assert time.monotonic() - start < LIMIT_S + 10
+    assert "\\u" in out or "\\x" in out
