@@ -5,6 +5,9 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 
+MAX_LINES = 12  # a message of a million lines (one per bad list item) helps nobody
+
+
 class UserError(Exception):
     """Bad input from the user: the CLI prints the message and exits 2, never a traceback."""
 
@@ -39,6 +42,8 @@ def describe_validation_error(err: ValidationError, where: str) -> str:
     if extra:
         more = f" (and {len(extra) - 1} more unknown keys)" if len(extra) > 1 else ""
         lines.append(f"{extra[0]}: Extra inputs are not permitted{more}")
+    if len(lines) > MAX_LINES:
+        lines = lines[:MAX_LINES] + [f"(and {len(lines) - MAX_LINES} more problems)"]
     return "\n".join(lines)
 
 

@@ -4,7 +4,9 @@ config.json, DeepSpeed JSON, torchtitan TOML and launch scripts.
 Why each guard: a FIFO or device would block or never end (regular files only, checked on the open
 descriptor); a huge file would exhaust memory (a size cap checked while reading); deep nesting
 overflows the parsers' recursion or makes PyYAML's scanner quadratic (a depth limit, checked on
-the YAML event stream before anything is built, and on every parsed tree); a key given twice would
+the YAML event stream before anything is built, and on every parsed tree); millions of values would
+take minutes to build and validate (at most MAX_NODES values, MAX_ITEMS per list or mapping, counted
+on the YAML event stream and on every parsed tree); a key given twice would
 silently lose one value (refused in JSON, YAML and TOML); a 5,000-digit integer, 1e400 or NaN would
 overflow or poison the arithmetic (integers of at most 18 digits, finite floats). Every refusal is
 a UserError naming the file and, where there is one, the key path.
@@ -30,6 +32,9 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 MAX_FILE_BYTES = 4 * 2**20
 MAX_DEPTH = 64
+MAX_NODES = 100_000  # a saved plan file has about a thousand
+MAX_ITEMS = 10_000  # per list or mapping
+MAX_PURE_YAML_CHARS = 2**20
 MAX_INT_DIGITS = 18
 MAX_KEY_SHOWN = 40
 
@@ -82,12 +87,17 @@ def _join(where: str, key: Any) -> str:
 def check_tree(data: Any, where: str) -> Any:
     """`data` unchanged when it nests at most MAX_DEPTH levels, its integers have at most
     MAX_INT_DIGITS digits and its floats are finite; else a UserError naming the key path."""
-    stack = [(data, "", 0)]
+    stack, count = [(data, "", 0)], 0
     while stack:
         node, at, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise UserError(f"{where}: more than {MAX_NODES} values; spec files are far smaller")
         if isinstance(node, (dict, list)):
             if depth >= MAX_DEPTH:
                 raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels (at {at or 'the top'})")
+            if len(node) > MAX_ITEMS:
+                raise UserError(f"{where}: {at or 'the top level'} has {len(node)} items (at most {MAX_ITEMS})")
             items = node.items() if isinstance(node, dict) else enumerate(node)
             stack.extend((v, _join(at, k), depth + 1) for k, v in items)
         else:
@@ -137,8 +147,9 @@ def parse_json(text: str, where: str) -> Any:
 
 # ---- YAML ---------------------------------------------------------------------------------------
 
-class _GuardedLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping key given twice and leaves over-long integers unconverted."""
+class _Guards:
+    """Constructor overrides for a SafeLoader: a mapping key given twice is refused, over-long integers
+    are left unconverted (check_tree names them)."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -161,14 +172,25 @@ class _GuardedLoader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
-_GuardedLoader.add_constructor("tag:yaml.org,2002:int", _GuardedLoader.construct_yaml_int)
+class _GuardedLoader(_Guards, yaml.SafeLoader):
+    """The pure-Python SafeLoader with the guards."""
+
+
+# libyaml's C parser is some twenty times faster; its constructor is still SafeConstructor (Python).
+_CGuardedLoader = type("_CGuardedLoader", (_Guards, yaml.CSafeLoader), {}) if yaml.__with_libyaml__ else None
+LOADER = _CGuardedLoader or _GuardedLoader
+PARSER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+for _loader in filter(None, (_GuardedLoader, _CGuardedLoader)):
+    _loader.add_constructor("tag:yaml.org,2002:int", _Guards.construct_yaml_int)
 
 
 def _yaml_prescan(text: str, where: str) -> None:
-    """Walk the event stream (nothing built yet): refuse aliases and nesting past MAX_DEPTH early,
-    before PyYAML's recursive composer or its scanner's per-level bookkeeping get to run away."""
+    """Walk the event stream (nothing built yet): refuse aliases, nesting past MAX_DEPTH and more than
+    MAX_NODES events early, before the recursive composer or the constructor get to run away."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for count, event in enumerate(yaml.parse(text, Loader=PARSER)):
+        if count > 2 * MAX_NODES:  # a value is one event, a list or mapping two
+            raise UserError(f"{where}: more than {MAX_NODES} values; spec files are far smaller")
         if isinstance(event, yaml.AliasEvent):
             raise UserError(f"{where}: YAML aliases (*name) are not accepted in spec files")
         if isinstance(event, yaml.CollectionStartEvent):
@@ -180,10 +202,14 @@ def _yaml_prescan(text: str, where: str) -> None:
 
 
 def parse_yaml(text: str, where: str) -> Any:
-    """YAML (safe loading only) with aliases and duplicate keys refused, integers and depth bounded."""
+    """YAML (safe loading only) with aliases and duplicate keys refused, integers and depth bounded.
+    Without libyaml the pure-Python scanner needs seconds per MiB, so YAML is then limited to 1 MiB."""
+    if PARSER is yaml.SafeLoader and len(text) > MAX_PURE_YAML_CHARS:
+        raise UserError(f"{where}: YAML files are limited to {MAX_PURE_YAML_CHARS} characters here (PyYAML "
+                        "without libyaml); write JSON or install PyYAML with libyaml")
     try:
         _yaml_prescan(text, where)
-        data = yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=LOADER)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""

@@ -94,6 +94,10 @@ CASES = {
     "reserve-above-hbm-preset": (est("llama3-8b", "c.json"), {"c.json": js({"preset": "dgx-a100",
                                                                              "memory_reserve_gib": 100})},
                                  {2}, ["memory_reserve_gib", "a100"]),
+    "json-million-items": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, sources=[1] * 1_300_000)}, {2},
+                           ["sources", "items"]),
+    "yaml-too-many-values": (est("llama3-8b", "c.yaml"), {"c.yaml": "sources: [" + ", ".join(["[1, 2, 3]"] * 40_000)
+                                                          + "]\n"}, {2}, ["c.yaml", "values"]),
     "yaml-duplicate-key": (est("m.yaml"), {"m.yaml": "num_layers: 4\nnum_layers: 5\n"}, {2}, ["num_layers", "twice"]),
     "yaml-int-sexagesimal": (est("m.yaml"), {"m.yaml": "num_layers: " + ":".join(["59"] * 3000) + "\n"}, {2},
                              ["num_layers"]),
