@@ -152,6 +152,8 @@ CASES = {
                              ["run.sh", "bounded"]),
     "shell-many-refs": (["check", "run.sh", "--cluster", "dgx-h100"],
                         {"run.sh": "A=" + "x" * 60_000 + "\nB=" + "$A" * 2000 + "\n" + MEG}, {2}, ["line 2"]),
+    "shell-two-million-words": (["check", "run.sh", "--cluster", "dgx-h100"], {"run.sh": MEG.strip() + " w" * 1_900_000},
+                                {2}, ["run.sh", "words"]),
     "megatron-5000-digit-flag": (["check", "run.sh", "--cluster", "dgx-h100"],
                                  {"run.sh": MEG.replace("--num-layers 4", "--num-layers " + "9" * 5000)}, {2},
                                  ["run.sh", "--num-layers"]),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 from planner.errors import UserError
@@ -27,6 +28,7 @@ VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z
 ARRAY_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
 MAX_VALUE_CHARS = 64 * 1024
 MAX_TOTAL_CHARS = 16 * 2**20
+MAX_WORDS = 200_000  # a launch script has a few thousand
 
 
 @dataclass
@@ -50,14 +52,15 @@ class ShellScript:
         self.expanded += value_len
         if value_len > MAX_VALUE_CHARS or self.expanded > MAX_TOTAL_CHARS:
             limit = MAX_VALUE_CHARS if value_len > MAX_VALUE_CHARS else MAX_TOTAL_CHARS
-            raise UserError(f"cannot read the script: {self.line_of(word)}: {name} expands past {limit} characters "
+            shown = "".join(c if c.isprintable() else "?" for c in name[:40])
+            raise UserError(f"cannot read the script: {self.line_of(word)}: {shown} expands past {limit} characters "
                             "(variable expansion is bounded)")
 
 
 class Word(tuple):
     """A shell word as segments (text, expandable): single-quoted text is never expanded."""
 
-    @property
+    @cached_property
     def text(self) -> str:
         return "".join(t for t, _ in self)
 
@@ -86,6 +89,9 @@ def _tokens(text: str) -> list:
         if segs:
             out.append(_word(tuple(segs), start[0]))
             segs.clear()
+            if len(out) > MAX_WORDS:
+                raise UserError(f"cannot read the script: line {_line(text, i)}: more than {MAX_WORDS} words "
+                                "(launch scripts are far shorter)")
 
     while i < n:
         c = text[i]
