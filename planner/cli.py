@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Optional
@@ -26,11 +27,13 @@ from costmodels.train_spec import TrainSpec
 from planner import listing, loading, stage_split
 from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
-from planner.explain import why_nothing_fits, why_winner
+from planner.explain import time_limit_note, why_nothing_fits, why_winner
 from planner.exporters import run_export
 from planner.native import is_native, load_native
 from planner.htmlreport import render_html
-from planner.planfile import plan_document, save_plan, write_atomic
+from planner.planfile import plan_document, write_atomic
+from planner.plan_outputs import PlanOutputs
+from planner.safetext import plain, visible
 from planner.report_data import build as build_report
 from planner.render import print_estimate, print_plan
 from planner.termreport import print_report
@@ -47,7 +50,8 @@ DEFAULT_PLAN_BATCH = 512
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]parplan: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]parplan: error:[/] {escape(visible(message, keep_newlines=True))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -215,18 +219,14 @@ def plan_cmd(
                         grad_dtype, fp8_recipe)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
-    if save is not None and save.exists() and not force:
-        raise UserError(f"{save} exists; pass --force to overwrite it")
-    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only)
+    deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
+    outputs = PlanOutputs(save, export_dir, report, force)
+    outputs.precheck()  # before the search: a refused path costs nothing
+    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only, deadline)
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
-    if save is not None and doc is not None:
-        save_plan(save, doc, force)
-    if export_dir is not None and doc is not None:
-        _report_export(run_export(doc, fmt, export_dir, force))
-    if report is not None and doc is not None:
-        write_atomic(report, render_html(build_report(doc, tokens)), force)
-        err.print(f"wrote {report}", highlight=False, soft_wrap=True)
+    if doc is not None:
+        _report_export(outputs.write(doc, fmt, tokens))
     if as_json:
         _print_json(plan_json(result, reasons, alternative))
     else:
@@ -236,21 +236,23 @@ def plan_cmd(
     raise typer.Exit(0 if result.plans else 1)
 
 
-def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool):
+def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
+                 deadline: Optional[float] = None):
     """(result, best validated alternative when the winner is not validated, reasons)."""
     model, clus = prob.model, prob.cluster
     keep = validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None
     with err.status("searching layouts...", spinner="dots") as status:
         result = search(model, clus, train, top=top, time_limit_s=time_limit,
-                        progress=lambda msg: status.update(msg), keep=keep)
+                        progress=lambda msg: status.update(msg), keep=keep, deadline=deadline)
         alternative = None
         winner = result.plans[0].uncertainty if result.plans else None
         if winner is not None and not winner.validated:
             status.update("searching the best layout in a validated regime")
-            alternative = best_validated(model, clus, train, result, time_limit)
+            alternative = best_validated(model, clus, train, result, time_limit, deadline=deadline)
     if result.plans:
-        return result, alternative, why_winner(result)
-    return result, None, why_nothing_fits(model, clus, train, result, validated_only=validated_only)
+        return result, alternative, time_limit_note(result) + why_winner(result)
+    return result, None, why_nothing_fits(model, clus, train, result, validated_only=validated_only,
+                                          deadline=deadline)
 
 
 def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:
@@ -262,16 +264,16 @@ def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None
                        "filtered_out": stats.filtered_out,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
                        "solver_candidates": stats.solver_candidates, "gap": result.gap,
-                       "time_limit_reached": stats.truncated},
+                       "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
             "reasons": reasons,
             "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}
 
 
 def _report_export(result) -> None:
     for path in result.written:
-        err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+        err.print(plain(f"wrote {path}"), highlight=False, soft_wrap=True)
     for name, reason in result.refused.items():
-        err.print(f"note: {name} not written: {reason}", highlight=False, soft_wrap=True)
+        err.print(plain(f"note: {name} not written: {reason}"), highlight=False, soft_wrap=True)
 
 
 @app.command("export")
@@ -313,8 +315,8 @@ def report_cmd(
     data = build_report(doc, tokens)
     if output is None:
         return print_report(data, out)
-    write_atomic(output, render_html(data), force)
-    err.print(f"wrote {output}", highlight=False, soft_wrap=True)
+    write_atomic(output, render_html(data), force, option="--output")
+    err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
 
 
 @app.command("check")

@@ -19,7 +19,9 @@ from ortools.sat.python import cp_model
 from costmodels.model_spec import ModelSpec
 from planner.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
 
+MAX_DOMAIN = 2**62  # CP-SAT integer variables are 64-bit: larger bounds make the model invalid
 GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one
+BUILD_S = (0.001, 0.00006)  # about what building one candidate's constraints takes: fixed, per stage
 
 
 
@@ -159,30 +161,41 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     One CP-SAT model per pipeline degree (candidates with the same pp share stage variables),
     solved in the order of their best lower bound, each capped by the best objective found so far
     (a group that cannot beat it is proven so by infeasibility). `hint` = (index, stage_layers,
-    objective) of a known feasible solution."""
+    objective) of a known feasible solution. The time limit holds for model building too: past it,
+    the groups left are skipped and the answer is the best found, not proven optimal."""
     start = time.perf_counter()
+    end = start + time_limit_s
     by_pp: dict[int, list[int]] = {}
     for idx, t in enumerate(tables):
         if idx not in exclude:
             by_pp.setdefault(t.layout.pp, []).append(idx)
     bounds = {i: lower_bound(tables[i], model) for ids in by_pp.values() for i in ids}
-    usable = [i for i in bounds if bounds[i] is not None]
+    usable = {i for i in bounds if bounds[i] is not None}
+    huge = {i for i in usable if _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
+    usable -= huge  # objectives beyond CP-SAT's 64-bit integers: the caller's first split stands for them
     best: Optional[Solution] = None
     incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
-    optimal = True
+    optimal = not huge
     for pp, ids in sorted(by_pp.items(), key=lambda kv: min((bounds[i] for i in kv[1] if bounds[i] is not None),
                                                             default=2**62)):
         ids = [i for i in ids if i in usable]
         if not ids or (incumbent is not None and min(bounds[i] for i in ids) > incumbent):
             continue
-        left = max(0.05, time_limit_s - (time.perf_counter() - start))
+        left = end - time.perf_counter()
+        if left <= 0:
+            optimal = False
+            break
+        ids, trimmed = _affordable(ids, bounds, left / 2, pp)
         group_hint = hint if hint is not None and hint[0] in ids else None
-        sol, proven = _solve_group(model, tables, ids, bounds, min(left, GROUP_BUDGET_S), workers, group_hint,
-                                   incumbent)
+        budget = min(max(left - _build_s(len(ids), pp), 0.05), GROUP_BUDGET_S)
+        if _bounds([tables[i] for i in ids], model.num_layers)["Z"] > MAX_DOMAIN:
+            sol, proven = None, False  # a joint model would overflow: one by one below
+        else:
+            sol, proven = _solve_group(model, tables, ids, bounds, budget, workers, group_hint, incumbent)
         if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
             # budget: settle it candidate by candidate with all the time left (a single candidate too)
-            sol, proven = _one_by_one(model, tables, ids, bounds, start, time_limit_s, workers, incumbent, sol)
-        optimal = optimal and proven
+            sol, proven = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
+        optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
     if best is not None and not optimal:
@@ -190,14 +203,30 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     return best
 
 
-def _one_by_one(model, tables, ids, bounds, start, time_limit_s, workers, incumbent, best):
-    """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best."""
+def _build_s(count: int, pp: int) -> float:
+    """About how long building the model of `count` candidates with `pp` stages takes."""
+    return count * (BUILD_S[0] + BUILD_S[1] * pp)
+
+
+def _affordable(ids: list[int], bounds: dict, left: float, pp: int) -> tuple[list[int], bool]:
+    """The candidates (best bound first) whose model can be built in `left` seconds; (ids, trimmed)."""
+    most = max(1, int(left / _build_s(1, pp)))
+    if len(ids) <= most:
+        return ids, False
+    return sorted(ids, key=bounds.__getitem__)[:most], True
+
+
+def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
+    """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best,
+    until `end` (a time.perf_counter() value)."""
     proven = True
     for i in sorted(ids, key=bounds.__getitem__):
         cap = best.objective if best is not None else incumbent
         if cap is not None and bounds[i] > cap:
             break
-        left = max(0.05, time_limit_s - (time.perf_counter() - start))
+        left = end - time.perf_counter()
+        if left <= 0:
+            return best, False
         sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):

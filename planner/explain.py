@@ -6,6 +6,9 @@ calling costmodels (estimates) and planner.costing (memory lower bounds).
 
 from __future__ import annotations
 
+import time
+from typing import Optional
+
 import hardware_profiles as hp
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
@@ -70,11 +73,15 @@ def _versus(win: Estimate, other: Estimate) -> str:
     return text
 
 
-def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, opts: SpaceOptions):
-    """(bytes, layout) of the smallest per-GPU memory lower bound over the whole space."""
+def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, opts: SpaceOptions,
+                     deadline: Optional[float] = None):
+    """(bytes, layout) of the smallest per-GPU memory lower bound over the whole space (over what was
+    enumerated before `deadline`, a time.perf_counter() value)."""
     coster = Coster(model, cluster, train)
     best = None
-    for lay in enumerate_layouts(model, cluster, train, opts):
+    for n, lay in enumerate(enumerate_layouts(model, cluster, train, opts)):
+        if deadline is not None and n % 256 == 0 and time.perf_counter() > deadline:
+            break
         b = coster.bounds(lay).memory_bytes
         if best is None or b < best[0]:
             best = (b, lay)
@@ -82,14 +89,35 @@ def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, o
 
 
 def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
-                     opts: SpaceOptions = SpaceOptions(), validated_only: bool = False) -> list[str]:
+                     opts: SpaceOptions = SpaceOptions(), validated_only: bool = False,
+                     deadline: Optional[float] = None) -> list[str]:
     """Numbers that explain infeasibility and the changes that would make a layout fit; with
-    `validated_only` (plan --validated-only), first how many layouts that filter removed."""
-    out = _validated_only_reason(cluster, train, result) if validated_only else []
+    `validated_only` (plan --validated-only), first how many layouts that filter removed. When the
+    time limit cut the search, first that this is no proof; past `deadline` the suggestions (which
+    enumerate bigger clusters) are left out, and the last line says so."""
+    out = _time_limit_reason(result) + (_validated_only_reason(cluster, train, result) if validated_only else [])
     stats = result.stats
-    if out and stats.filtered_out == stats.layouts_considered:
+    if validated_only and stats.filtered_out and stats.filtered_out == stats.layouts_considered:
         return out
-    return out + _memory_reasons(model, cluster, train, result, opts)
+    return out + _memory_reasons(model, cluster, train, result, opts, deadline)
+
+
+def _time_limit_reason(result: SearchResult) -> list[str]:
+    if not result.stats.truncated:
+        return []
+    return [f"time limit reached after {result.stats.layouts_considered:,} layouts, before any layout that fits "
+            "was found: this is not a proof that nothing fits (raise --time-limit)"]
+
+
+def time_limit_note(result: SearchResult) -> list[str]:
+    """One line when the time limit cut any part of the command (planner.search.SearchStats.cut)."""
+    stats = result.stats
+    if not stats.cut:
+        return []
+    if result.plans:
+        return [f"time limit reached after {stats.layouts_considered:,} layouts ({', '.join(stats.cut)} cut short): "
+                "the answer is the best found, not proven optimal"]
+    return [f"time limit reached ({', '.join(stats.cut)} cut short)"]
 
 
 def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: SearchResult) -> list[str]:
@@ -101,7 +129,8 @@ def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: Searc
             f"stack {stack.name} not validated at {cluster.num_gpus} GPUs (validated: {known})"]
 
 
-def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions) -> list[str]:
+def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions,
+                    deadline: Optional[float] = None) -> list[str]:
     smallest = result.stats.smallest_memory_bound
     usable = cluster.usable_bytes if smallest is None else Coster(model, cluster, train).budget(smallest[1])
     if smallest is None:
@@ -112,7 +141,7 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
            f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
            f"(already including full recompute and ZeRO-3 in the search)"]
     out.append(_peak_of(model, cluster, train, lay))
-    out += _suggestions(model, cluster, train, need, opts)
+    out += _suggestions(model, cluster, train, need, opts, deadline)
     return out
 
 
@@ -126,26 +155,38 @@ def _peak_of(model, cluster, train, lay) -> str:
             f"{stage.optimizer_bytes / GIB:.1f}, activations {stage.activations_bytes / GIB:.1f} GiB)")
 
 
-def _suggestions(model, cluster, train, need, opts) -> list[str]:
+def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = None) -> list[str]:
+    if deadline is not None and time.perf_counter() > deadline:
+        return ["(no suggestions: the time limit was reached; raise --time-limit for them)"]
     out = []
     bigger = [g for g in (hp.load_gpu(n) for n in hp.list_gpus())
               if g.hbm_bytes - cluster.memory_reserve_gib * GIB >= need]
     if bigger:
         out.append("a GPU with more HBM: " + ", ".join(f"{g.name} ({g.hbm_gib:g} GiB)" for g in bigger))
     for factor in (2, 4, 8, 16, 32, 64):
+        if _late(deadline):
+            return out + ["(suggestions cut short by the time limit)"]
         bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
-        found = min_memory_bound(model, bigger_cluster, train, opts)
+        found = min_memory_bound(model, bigger_cluster, train, opts, deadline)
         if found and found[0] <= Coster(model, bigger_cluster, train).budget(found[1]):
             out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x) reach {found[0] / GIB:.1f} GiB "
                        f"({layout_text(found[1])})")
             break
     seq = train.seq_len(model)
     if seq >= 256:
+        if _late(deadline):
+            return out + ["(suggestions cut short by the time limit)"]
         shorter = train.model_copy(update={"seq_length": seq // 2})
-        found = min_memory_bound(model, cluster, shorter, opts)
+        found = min_memory_bound(model, cluster, shorter, opts, deadline)
         if found and found[0] <= Coster(model, cluster, shorter).budget(found[1]):
             out.append(f"a shorter sequence: {seq // 2} tokens reaches {found[0] / GIB:.1f} GiB")
+    if _late(deadline):
+        return out + ["(suggestions cut short by the time limit)"]
     if not out:
         out.append("none of: a bigger GPU preset, up to 64x the GPUs, half the sequence length, is enough alone")
     return out
+
+
+def _late(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
 

@@ -7,7 +7,7 @@ from html import escape
 from costmodels.outputs import UncertaintyOut
 from planner.explain import layout_text
 from planner.render import band_detail, band_text, band_warning, pct
-from planner.report_data import EXPECTED_ERROR, ReportData, rank_coordinates
+from planner.report_data import EXPECTED_ERROR, MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
 
 GIB = 2**30
 PARTS = [("weights_bytes", "weights", "#4e79a7"), ("grads_bytes", "grads", "#f28e2b"),
@@ -31,8 +31,12 @@ x.cells[i].textContent,c=y.cells[i].dataset.v??y.cells[i].textContent;const n=pa
 return (isNaN(n)?a.localeCompare(c):n)*d});r.forEach(e=>b.appendChild(e))});"""
 
 
+MAX_BARS = 64  # stages drawn in the memory chart (evenly picked, with the peak, past that)
+
+
 def _memory_svg(d: ReportData) -> str:
-    stages, usable = d.plan.memory.stages, d.plan.memory.usable_bytes
+    mem = d.plan.memory
+    stages, usable = [mem.stages[i] for i in picked(len(mem.stages), MAX_BARS, mem.peak_stage)], mem.usable_bytes
     top = max(max(s.total_bytes for s in stages), d.plan.memory.hbm_bytes) * 1.05
     w, h, left = max(640, min(1200, 60 + 40 * len(stages))), 260, 50
     bw = min((w - left - 10) / len(stages), 90)
@@ -148,6 +152,19 @@ def _step_kpi(d: ReportData) -> str:
     return step if u is None or u.rel_error_p50 is None else f"{step} ± {pct(u.rel_error_p50)}"
 
 
+def _memory_note(d: ReportData) -> str:
+    count = len(d.plan.memory.stages)
+    if count <= MAX_BARS:
+        return ""
+    drawn = len(picked(count, MAX_BARS, d.plan.memory.peak_stage))
+    return f'<p class="note">{drawn} of {count:,} stages drawn (evenly picked, with the peak).</p>'
+
+
+def _no_timeline(d: ReportData) -> str:
+    return (f'<p class="note">Not drawn for pp={d.plan.layout.pp:,}: more than {MAX_SIMULATED_STAGES} stages '
+            "to simulate.</p>")
+
+
 def render_html(d: ReportData) -> str:
     """The whole page."""
     p = d.plan
@@ -157,14 +174,14 @@ def render_html(d: ReportData) -> str:
     groups = "".join(f"<li>{k}: {n} ranks, stride {s}, {'crosses the network' if x else 'inside a node'}</li>"
                      for k, n, s, x in d.groups)
     timelines = "".join(f"<h3>{escape(name)}{' (chosen)' if i == 0 else ''}</h3>{_gantt_svg(name, b, d)}"
-                        for i, (name, b) in enumerate(d.timelines.items()))
+                        for i, (name, b) in enumerate(d.timelines.items())) or _no_timeline(d)
     errors = "".join(f"<tr><td>{escape(a)}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in EXPECTED_ERROR)
     reasons = "".join(f"<li>{escape(r)}</li>" for r in d.reasons) or "<li>(no alternatives saved)</li>"
     return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(d.title)}</title>
 <style>{CSS}</style></head><body><h1>{escape(d.title)}</h1>
 <p class="lead" id="summary">{escape(d.sentence)}</p>
 <div class="kpi">{"".join(f"<div>{k}<b>{v}</b></div>" for k, v in kpis)}</div>{_band_html(d, "band")}
-<h2 id="memory">Memory per GPU, by pipeline stage</h2>{_memory_svg(d)}
+<h2 id="memory">Memory per GPU, by pipeline stage</h2>{_memory_note(d)}{_memory_svg(d)}
 <h2 id="pipeline">One step of the pipeline</h2>{timelines}
 <h2 id="mesh">Device mesh (node x local rank; colour = pipeline stage)</h2>
 <p class="note">t = tensor, c = context, d = data-parallel, p = pipeline coordinate; showing

@@ -6,8 +6,6 @@ name, so that a refitted profile applies when the plan is read again; any other 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Union
 
@@ -17,7 +15,7 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from planner.errors import UserError
+from planner.guarded_write import Target, write_all
 
 VERSION = "0.1.0"
 
@@ -49,26 +47,17 @@ def stack_reference(stack: Union[str, Stack, None]) -> Union[str, dict, None]:
     return stack.model_dump(mode="json")
 
 
-def write_atomic(path: Path, text: str, force: bool, mode: int = 0o666) -> None:
-    """Write `text` to `path` through a temporary file and a rename; refuse to overwrite without force.
-    `mode` (before the umask): 0o777 for scripts."""
-    if path.exists() and not force:
-        raise UserError(f"{path} exists; pass --force to overwrite it")
-    if path.parent and not path.parent.exists():
-        raise UserError(f"folder {str(path.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, mode & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_atomic(path: Path, text: str, force: bool, mode: int = 0o666, option: str = "output") -> None:
+    """Write `text` to `path` through planner.guarded_write: checked, atomic, never clobbering without
+    force. `mode` (before the umask): 0o777 for scripts; `option` names the path in messages."""
+    write_all([Target(Path(path), text, mode, option)], force)
 
 
-def save_plan(path: Path, doc: dict, force: bool) -> None:
+def plan_text(doc: dict) -> str:
+    """A plan document as the JSON text of a plan file."""
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def save_plan(path: Path, doc: dict, force: bool, option: str = "--save") -> None:
     """Save a plan document as JSON."""
-    write_atomic(path, json.dumps(doc, indent=2) + "\n", force)
+    write_atomic(path, plan_text(doc), force, option=option)

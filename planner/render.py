@@ -10,8 +10,10 @@ from costmodels.estimate import Estimate
 from costmodels.outputs import UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
 from planner.explain import layout_text
+from planner.safetext import plain, visible
 
 GIB = 2**30
+EDGE_ROWS = 4  # stages listed at each end of a long pipeline's memory table
 
 
 def gib(value: float) -> str:
@@ -81,6 +83,21 @@ def print_band(e: Estimate, console: Console) -> None:
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
 
 
+def shown_stages(stages: list, peak: int) -> list:
+    """The rows of a long pipeline's table: the first and last EDGE_ROWS stages and the peak, with the
+    number of stages left out (an int) where they are missing; every stage up to 2 * EDGE_ROWS + 1."""
+    n = len(stages)
+    if n <= 2 * EDGE_ROWS + 1:
+        return list(stages)
+    out, last = [], -1
+    for i in sorted({*range(EDGE_ROWS), *range(n - EDGE_ROWS, n), peak}):
+        if i > last + 1:
+            out.append(i - last - 1)
+        out.append(stages[i])
+        last = i
+    return out
+
+
 def memory_table(e: Estimate) -> Table:
     """Per-stage memory of one GPU, GiB, against usable HBM."""
     mem = e.memory
@@ -89,7 +106,14 @@ def memory_table(e: Estimate) -> Table:
     for col in ("stage", "layers", "weights", "grads", "optimizer", "activations", "other", "transient",
                 "allocated", "reserved", "device", ""):
         table.add_column(col, justify="right" if col not in ("",) else "left")
-    for s in mem.stages:
+    rows = shown_stages(mem.stages, mem.peak_stage)
+    if len(rows) < len(mem.stages):
+        table.caption = (f"{len(mem.stages) - sum(not isinstance(r, int) for r in rows):,} of {len(mem.stages):,} "
+                         f"stages not listed (the first and last {EDGE_ROWS}, and the peak, are)")
+    for s in rows:
+        if isinstance(s, int):
+            table.add_row("…", *[""] * 11)
+            continue
         fits = s.total_bytes <= mem.usable_bytes
         mark = Text("ok", style="green") if fits else Text("OVER", style="bold red")
         if s.stage == mem.peak_stage:
@@ -145,7 +169,7 @@ def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool
     """Render one Estimate: header, memory table, time table, throughput; the stage split when it is
     uneven or parplan chose it (`chosen_split`: the layout gave none and pp does not divide the layers)."""
     verdict = Text("fits", style="bold green") if e.fits else Text("does not fit", style="bold red")
-    console.print(Text(f"{title}: ").append(verdict))
+    console.print(Text(f"{visible(title)}: ").append(verdict))
     console.print(layout_summary(e))
     if chosen_split or len(set(e.layout.stage_layers)) > 1:
         console.print(f"stage layers{' (chosen by parplan)' if chosen_split else ''}: "
@@ -217,7 +241,7 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
     """Render a search result: ranked table, the validated alternative when the winner's regime is not
     validated, the winner's breakdown, the reasons."""
     s = result.stats
-    console.print(f"[bold]{title}[/]")
+    console.print(plain(title, "bold"))  # names come from files: never markup, never escape sequences
     outside = f"{s.filtered_out:,} outside validated regimes, " if s.filtered_out else ""
     console.print(f"search: {s.layouts_considered:,} layouts, {outside}{s.memory_pruned:,} cannot fit, "
                   f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
@@ -228,4 +252,4 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
             console.print(Text(line, style="bold yellow"), soft_wrap=True)
         print_estimate(result.plans[0], console, "winner")
     for line in reasons:
-        console.print(f"• {line}", highlight=False)
+        console.print(plain(f"• {line}"), highlight=False)

@@ -15,8 +15,10 @@ from planner.explain import layout_text
 from planner.errors import UserError
 from planner.loading import problem_from_plan
 from planner.render import pct
+from planner.safetext import visible
 
 MAX_DRAWN_MICROBATCHES = 24
+MAX_SIMULATED_STAGES = 128  # the timeline simulation grows with the square of the stages (pp=10,000: minutes)
 EXPECTED_ERROR = [  # docs/accuracy.md (benchmarks/accuracy.py), mean / max absolute step-time error
     ("Narayanan et al. 2021 Table 1, A100, 32-3,072 GPUs (never fitted)", "5.3%", "9.7%"),
     ("vTrain multi-node Megatron runs, A100, up to 512 GPUs", "8.3%", "45%"),
@@ -34,7 +36,7 @@ class ReportData:
     plan: Estimate
     alternatives: list[Estimate]
     reasons: list[str]
-    timelines: dict[str, list[Block]]  # schedule name -> blocks (the chosen one first)
+    timelines: dict[str, list[Block]]  # schedule name -> blocks (the chosen one first); {} past MAX_SIMULATED_STAGES
     drawn_microbatches: int
     groups: list[tuple[str, int, int, bool]]  # (name, size, stride, crosses nodes)
     gpus_per_node: int
@@ -43,6 +45,10 @@ class ReportData:
 
 
 def _timelines(model, cluster, train, lay) -> tuple[dict[str, list[Block]], int]:
+    """Simulated schedules, the chosen one first, and the micro-batches drawn; none past
+    MAX_SIMULATED_STAGES (the pictures say so)."""
+    if lay.pp > MAX_SIMULATED_STAGES:
+        return {}, 0
     ctx = make_context(model, cluster, train, lay)
     stage_s = [stage_time(ctx, i).total_s for i in range(lay.pp)]
     m = min(lay.num_microbatches, MAX_DRAWN_MICROBATCHES)
@@ -54,6 +60,15 @@ def _timelines(model, cluster, train, lay) -> tuple[dict[str, list[Block]], int]
         if other != chosen:
             out[other] = simulate(other, stage_s, m, 1)
     return out, m
+
+
+def picked(count: int, most: int, keep: int = 0) -> list[int]:
+    """At most `most` (+1 for `keep`) indices of `count`, evenly spread, first and last included, and
+    `keep` (the peak stage): what a picture of thousands of stages draws."""
+    if count <= most:
+        return list(range(count))
+    step = (count - 1) / (most - 1)
+    return sorted({round(i * step) for i in range(most)} | {keep})
 
 
 def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
@@ -74,12 +89,14 @@ def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
     timelines, drawn = _timelines(model, cluster, train, lay)
     alternatives = [Estimate.model_validate(a) for a in doc.get("alternatives", [])]
     t, mem = plan.throughput, plan.memory
-    sentence = (f"{model.name} on {cluster.num_gpus:,} x {cluster.gpu_profile.name}: {layout_text(plan.layout)}, "
+    name, gpu = visible(model.name), visible(cluster.gpu_profile.name)  # names from files: shown, never obeyed
+    sentence = (f"{name} on {cluster.num_gpus:,} x {gpu}: {layout_text(plan.layout)}, "
                 f"peak {mem.peak_bytes / 2**30:.1f} of {mem.usable_bytes / 2**30:.1f} GiB, step "
                 f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
     days = tokens / t.tokens_per_s / 86400 if tokens else None
-    return ReportData(f"parplan: {model.name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
-                      list(doc.get("reasons", [])), timelines, drawn, _groups(lay, cluster.gpus_per_node),
+    reasons = [visible(r) for r in doc.get("reasons", [])]
+    return ReportData(f"parplan: {name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
+                      reasons, timelines, drawn, _groups(lay, cluster.gpus_per_node),
                       cluster.gpus_per_node, cluster.num_nodes, days)
 
 

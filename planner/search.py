@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import MAX_DEGREE
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
@@ -29,6 +30,8 @@ from planner.costing import Coster, first_objective
 from planner.space import Candidate, SpaceOptions, enumerate_layouts
 from planner.tables import Table, lower_bound, objective_seconds
 
+GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
+RESERVE_S = 0.4  # of a caller's deadline, kept for the re-estimates, the reasons and the output
 NEAR_MISS = 1.5  # a layout needing up to 1.5x the usable memory counts as a near miss (explanations)
 PRUNE_MARGIN = 1e-3  # relative slack between float bounds and integer objectives
 
@@ -46,6 +49,12 @@ class SearchStats:
     smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout), over all layouts
     fastest_pruned: Optional[tuple[float, float, object]] = None  # (step bound s, bytes, layout), near misses
     truncated: bool = False  # the time limit stopped enumeration or costing early
+    cut: list[str] = field(default_factory=list)  # what the time limit cut short, in order (enumeration, ...)
+
+    def cut_short(self, what: str) -> None:
+        """Record that the time limit stopped `what` before it was done."""
+        if what not in self.cut:
+            self.cut.append(what)
 
 
 @dataclass
@@ -68,9 +77,12 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
                 keep: Optional[Keep] = None):
     kept = []
     for lay in enumerate_layouts(model, cluster, train, opts):
-        if stats.layouts_considered % 512 == 0 and time.perf_counter() > deadline:
+        if stats.layouts_considered % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
+            stats.cut_short("enumeration")
             break
+        if lay.dp > MAX_DEGREE:
+            continue  # a degree Layout cannot hold (costmodels.layout.MAX_DEGREE): not a layout to offer
         stats.layouts_considered += 1
         if keep is not None and not keep(lay):
             stats.filtered_out += 1
@@ -101,8 +113,10 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += len(kept) - i
             break
-        if i % 64 == 0 and time.perf_counter() > deadline and best:
+        now = time.perf_counter()
+        if now > deadline and (best or now > deadline + GRACE_S):
             stats.truncated = True
+            stats.cut_short("costing")
             break
         table = coster.table(lay)
         found = first_objective(model, table)
@@ -121,12 +135,14 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
-           keep: Optional[Keep] = None) -> SearchResult:
-    """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds:
-    when the limit stops the search early, the best found is returned with status "feasible".
-    `keep`: only candidates it accepts are costed (the others count in stats.filtered_out)."""
+           keep: Optional[Keep] = None, deadline: Optional[float] = None) -> SearchResult:
+    """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds (and
+    before `deadline`, a time.perf_counter() value, less RESERVE_S for what the caller does after):
+    when the limit stops the search early, the best found is returned with status "feasible" and
+    stats.cut says what was cut. `keep`: only candidates it accepts are costed (the others count in
+    stats.filtered_out)."""
     start = time.perf_counter()
-    deadline = start + time_limit_s
+    deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
     coster = Coster(model, cluster, train)
     progress("enumerating layouts")
@@ -134,8 +150,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
     survivors = _survivors(coster, model, kept, top, stats, deadline)
     progress(f"CP-SAT over up to {len(survivors)} candidates")
-    solutions, optimal, gap, used = _solve_all(model, survivors, top, time_limit_s, start)
+    solutions, optimal, gap, used = _solve_all(model, survivors, top, deadline, start)
     stats.solver_candidates = used
+    if time.perf_counter() > deadline and not optimal:
+        stats.cut_short("solver")
+    solutions = _in_time(solutions, deadline + RESERVE_S / 2, stats)
     plans = [_estimate(model, cluster, train, s) for s in solutions]
     status = "infeasible" if not plans else ("optimal" if optimal and not stats.truncated else "feasible")
     if not plans and stats.truncated:
@@ -146,26 +165,45 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
                         time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors])
 
 
-def _solve_all(model, survivors, top, time_limit_s, start):
+def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
+    """When the search must stop: after time_limit_s, and RESERVE_S before the caller's deadline
+    (but never before a tenth of the time left, so that a search always gets a little)."""
+    end = start + time_limit_s
+    if deadline is None:
+        return end
+    left = deadline - start
+    return min(end, start + max(left - RESERVE_S, 0.1 * left))
+
+
+def _in_time(solutions: list, until: float, stats: SearchStats) -> list:
+    """The solutions worth re-estimating: the winner always, the runners-up while time remains
+    (a 10,000-stage estimate takes seconds)."""
+    if len(solutions) <= 1 or time.perf_counter() < until:
+        return solutions
+    stats.cut_short("runners-up")
+    return solutions[:1]
+
+
+def _solve_all(model, survivors, top, deadline, start):
     """CP-SAT over every survivor (each could still enter the top K), K times with exclusions."""
     tables = [t for _, t, _ in survivors]
     if not tables:
         return [], True, 0.0, 0
     firsts = sorted((f[0], i, f[1]) for i, (_, _, f) in enumerate(survivors) if f is not None)
-    solutions, optimal, gap = _solve_top(model, tables, top, time_limit_s, start, firsts)
+    solutions, optimal, gap = _solve_top(model, tables, top, deadline, firsts)
     return solutions, optimal, gap, len(tables)
 
 
-def _solve_top(model, tables, top, time_limit_s, start, firsts):
+def _solve_top(model, tables, top, deadline, firsts):
     solutions: list[cpsat.Solution] = []
     excluded: set[int] = set()
     optimal, gap = True, 0.0
     for _ in range(top):
-        left = max(0.1, time_limit_s - (time.perf_counter() - start))
+        left = deadline - time.perf_counter()
         hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
-        sol = cpsat.solve(model, tables, left, frozenset(excluded), hint=hint)
-        if sol is None and hint is not None and time.perf_counter() - start >= time_limit_s:
-            sol = _from_first_split(model, tables, hint)  # out of time: the best balanced split known
+        sol = cpsat.solve(model, tables, left, frozenset(excluded), hint=hint) if left > 0 else None
+        if sol is None and hint is not None:  # out of time, or objectives too large for CP-SAT: a split
+            sol = _from_first_split(model, tables, hint)  # that fits is known, the best balanced one
         if sol is None:
             break
         solutions.append(sol)
@@ -201,12 +239,20 @@ def validated_filter(stack: Stack, num_gpus: int) -> Keep:
 
 
 def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
-                   time_limit_s: float, opts: SpaceOptions = SpaceOptions()) -> Optional[Estimate]:
+                   time_limit_s: float, opts: SpaceOptions = SpaceOptions(),
+                   deadline: Optional[float] = None) -> Optional[Estimate]:
     """The fastest layout that fits in a validated regime: the first validated one among the ranked
-    plans (they are the fastest of all), else the winner of a search restricted to validated regimes."""
+    plans (they are the fastest of all), else the winner of a search restricted to validated regimes,
+    before `deadline`: when none is left, None, with "validated alternative" in result.stats.cut."""
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
     keep = validated_filter(train.stack_spec, cluster.num_gpus)
-    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=keep)
+    if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
+        result.stats.cut_short("validated alternative")
+        return None
+    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=keep,
+                   deadline=deadline)
+    if again.stats.truncated:
+        result.stats.cut_short("validated alternative")
     return again.plans[0] if again.plans else None

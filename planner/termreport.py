@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from planner.render import band_text, band_warning
-from planner.report_data import ReportData
+from planner.report_data import MAX_SIMULATED_STAGES, ReportData, picked
 
 GIB = 2**30
 WIDTH = 72
@@ -18,11 +18,12 @@ COLORS = ["blue", "yellow", "red", "cyan", "green", "magenta", "bright_blue", "b
 
 
 def memory_bars(d: ReportData) -> list[Text]:
-    """One bar per stage (at most 16, evenly picked), scaled to HBM, with the usable line as '|'."""
+    """One bar per stage (at most 16 and the peak, evenly picked), scaled to HBM, with the usable line as '|'."""
     mem = d.plan.memory
     scale = WIDTH / mem.hbm_bytes
-    stages = mem.stages if len(mem.stages) <= 16 else mem.stages[:: max(1, len(mem.stages) // 16)]
-    out = []
+    stages = [mem.stages[i] for i in picked(len(mem.stages), 16, mem.peak_stage)]
+    out = [] if len(stages) == len(mem.stages) else [Text(f"({len(stages)} of {len(mem.stages):,} stages, "
+                                                          "evenly picked, with the peak)")]
     for s in stages:
         line = Text(f"stage {s.stage:>3} ")
         for key, ch, color in MEMORY_PARTS:
@@ -44,9 +45,8 @@ def timeline_rows(d: ReportData) -> list[Text]:
         lo, hi = int(b.start_s / end * WIDTH), max(int(b.start_s / end * WIDTH) + 1, int(b.end_s / end * WIDTH))
         for col in range(lo, min(hi, WIDTH)):
             rows[b.rank][col] = (str(b.microbatch % 10), ("bold " if b.kind == "F" else "") + COLORS[b.microbatch % 10])
-    picked = range(ranks) if ranks <= 16 else range(0, ranks, max(1, ranks // 16))
     out = []
-    for r in picked:
+    for r in picked(ranks, 16):
         line = Text(f"stage {r:>3} ")
         for ch, style in rows[r]:
             line.append(ch, style=style)
@@ -64,6 +64,17 @@ def breakdown_bar(d: ReportData) -> Text:
     return line
 
 
+def print_timeline(d: ReportData, console: Console) -> None:
+    """The chosen schedule's rows, or why there are none (too many stages to simulate)."""
+    if not d.timelines:
+        console.print(f"pipeline: not drawn for pp={d.plan.layout.pp:,} (more than {MAX_SIMULATED_STAGES} stages)")
+        return
+    name = next(iter(d.timelines))
+    console.print(f"pipeline, {name}, {d.drawn_microbatches} micro-batches (bold forward, plain backward, . idle):")
+    for line in timeline_rows(d):
+        console.print(line, no_wrap=True, crop=True)
+
+
 def print_report(d: ReportData, console: Console) -> None:
     """Everything, in order."""
     console.print(Text(d.sentence, style="bold"), width=99)
@@ -73,9 +84,6 @@ def print_report(d: ReportData, console: Console) -> None:
     console.print("memory per GPU (w weights, g grads, o optimizer, a activations, x other; | usable):")
     for line in memory_bars(d):
         console.print(line, no_wrap=True, crop=True)
-    name = next(iter(d.timelines))
-    console.print(f"pipeline, {name}, {d.drawn_microbatches} micro-batches (bold forward, plain backward, . idle):")
-    for line in timeline_rows(d):
-        console.print(line, no_wrap=True, crop=True)
+    print_timeline(d, console)
     console.print("C compute, R recompute, b bubble, T tp, X cp, E ep, P pp, D dp, O optimizer:")
     console.print(breakdown_bar(d), no_wrap=True, crop=True)

@@ -1,10 +1,11 @@
 """Exporters: turn a saved plan into launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM.
 
 Source: benchmarks/data/launch_formats.md (one section per target; each module names its own).
-`export` checks every target path before writing any, writes atomically (planner.planfile.write_atomic)
-and never overwrites without `force`. A target that cannot express the plan raises ExportRefused
-(a UserError: exit 2); with fmt="all" such refusals are collected instead, and only an export in
-which every target refuses fails.
+`export` checks every target path before writing any, writes atomically (planner.guarded_write)
+and never overwrites without `force`; names holding terminal control characters are refused
+(common.check_names). A target that cannot express the plan raises ExportRefused (a UserError:
+exit 2); with fmt="all" such refusals are collected instead, and only an export in which every
+target refuses fails.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
-from planner.exporters.common import ExportPlan, ExportRefused, plan_from_doc
-from planner.planfile import write_atomic
+from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
+from planner.guarded_write import Target, write_all
 
 FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
 RENDERERS = {"megatron": megatron.render, "deepspeed": deepspeed.render, "torchrun": torchrun.render,
              "torchtitan": torchtitan.render, "slurm": slurm.render}
 
-__all__ = ["FORMATS", "ExportRefused", "ExportResult", "export", "run_export", "render_all"]
+__all__ = ["FORMATS", "ExportRefused", "ExportResult", "export", "export_targets", "run_export", "render_all"]
 
 
 @dataclass
@@ -57,30 +58,21 @@ def render_all(plan: ExportPlan, fmt: str) -> tuple[dict[str, tuple[str, int]], 
     return files, refused
 
 
-def _check_targets(out_dir: Path, names: list[str], force: bool) -> list[Path]:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out {str(out_dir)!r} exists and is not a folder")
-    paths = [out_dir / name for name in names]
-    existing = [str(p) for p in paths if p.exists()]
-    if existing and not force:
-        raise UserError(f"{', '.join(existing)} exist(s); pass --force to overwrite (nothing was written)")
-    return paths
-
-
-def run_export(doc: dict, fmt: str, out_dir: Path, force: bool) -> ExportResult:
-    """Render, check every target path, then write; returns what was written and what refused."""
+def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out") -> tuple[list[Target], dict[str, str]]:
+    """The files an export would write (nothing touched yet) and the formats that refused."""
     plan = plan_from_doc(doc)
+    check_names(plan)
     files, refused = render_all(plan, fmt)
     out_dir = Path(out_dir)
-    paths = _check_targets(out_dir, list(files), force)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create folder {str(out_dir)!r}: {err.strerror or err}") from None
-    for path in paths:
-        text, mode = files[path.name]
-        write_atomic(path, text, force, mode)
-    return ExportResult(written=paths, refused=refused)
+    targets = [Target(out_dir / name, text, mode, option) for name, (text, mode) in files.items()]
+    return targets, refused
+
+
+def run_export(doc: dict, fmt: str, out_dir: Path, force: bool, option: str = "--out") -> ExportResult:
+    """Render, check every target path, then write (planner.guarded_write: all or nothing);
+    returns what was written and what refused."""
+    targets, refused = export_targets(doc, fmt, out_dir, option)
+    return ExportResult(written=write_all(targets, force, creates=[Path(out_dir)]), refused=refused)
 
 
 def export(doc: dict, fmt: str, out_dir: Path, force: bool,

@@ -22,6 +22,7 @@ from planner import stage_split
 from planner.errors import UserError
 from planner.loading import problem_from_plan
 from planner.planfile import VERSION
+from planner.safetext import terminal_controls, visible
 
 
 class ExportRefused(UserError):
@@ -97,6 +98,19 @@ def printable(text: object) -> str:
     return "".join(c if c.isprintable() else "?" for c in str(text))
 
 
+def check_names(plan: ExportPlan) -> None:
+    """Refuse names holding terminal control characters (escape sequences, carriage returns, bidi
+    overrides): launch files carry names as values, and `cat` would replay them on a terminal.
+    Newlines and other characters that shell quoting keeps inert are left alone."""
+    names = [("model.name", plan.model.name), ("cluster.name", plan.cluster.name),
+             ("cluster.gpu.name", plan.cluster.gpu_profile.name)]
+    for field_name, name in names:
+        bad = terminal_controls(name)
+        if bad:
+            raise UserError(f"plan: {field_name} '{visible(name)}' holds terminal control characters "
+                            f"({', '.join(bad)}); launch files cannot carry them: rename it")
+
+
 def layout_string(lay: Layout) -> str:
     """The layout in parplan's --layout syntax (planner.loading.parse_layout reads it back)."""
     stages = ":".join(str(n) for n in lay.stage_layers)
@@ -140,11 +154,22 @@ def shq(value: Word) -> str:
     return value if isinstance(value, Raw) else shlex.quote(str(value))
 
 
+def dashed(value: Word) -> bool:
+    """A value argparse would read as an option of its own (a name like '--num-layers=1')."""
+    return not isinstance(value, (Raw, int)) and str(value).startswith("-")
+
+
+def flag_value(flag: str, value: Word) -> list[Word]:
+    """[flag, value] as two words, or one word `flag=value` when the value starts with '-'."""
+    return [f"{flag}={value}"] if dashed(value) else [flag, value]
+
+
 def flag_lines(args: Sequence[Arg], indent: str = "    ") -> list[str]:
-    """`--flag value` pairs, one per line, each value quoted."""
+    """`--flag value` pairs, one per line, each value quoted (`--flag=value` when it starts with '-')."""
     out = []
     for flag, value in args:
-        out.append(f"{indent}{flag}" if value is None else f"{indent}{flag} {shq(value)}")
+        words = [flag] if value is None else flag_value(flag, value)
+        out.append(indent + " ".join(shq(w) if i or len(words) == 1 else str(w) for i, w in enumerate(words)))
     return out
 
 

@@ -13,7 +13,7 @@ import json
 from typing import Optional
 
 from planner.exporters.common import (
-    ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, layout_string, script,
+    ExportPlan, ExportRefused, Raw, comment_block, command, flag_value, header_lines, layout_string, script,
 )
 from planner.exporters.ds_partition import PARTITIONS, ds_split
 
@@ -112,7 +112,7 @@ def train_args(plan: ExportPlan) -> list:
     """Arguments for the user's training script: the plan in clearly named flags."""
     lay = plan.layout
     return ["--deepspeed", "--deepspeed_config", Raw('"$HERE/ds_config.json"'),
-            "--model-name", plan.model.name, "--seq-length", plan.seq,
+            *flag_value("--model-name", plan.model.name), "--seq-length", plan.seq,
             "--pipeline-stages", lay.pp, "--recompute", lay.recompute,
             "--parplan-layout", layout_string(lay)]
 

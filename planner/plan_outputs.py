@@ -1,0 +1,52 @@
+"""What `plan` writes (--save, --export, --report), all or nothing: every target is checked before
+any is written (planner.guarded_write), so a refused path leaves the disk as it was."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from planner.exporters import ExportResult, export_targets
+from planner.guarded_write import Target, check_folder, check_target, write_all
+from planner.htmlreport import render_html
+from planner.planfile import plan_text
+from planner.report_data import build as build_report
+
+
+@dataclass(frozen=True)
+class PlanOutputs:
+    """The paths `plan` was asked to write, and whether it may overwrite."""
+
+    save: Optional[Path]
+    export_dir: Optional[Path]
+    report: Optional[Path]
+    force: bool
+
+    def precheck(self) -> None:
+        """Refuse, before the search, every path that could not be written (the export folder's files
+        are checked once rendered: their names depend on the formats)."""
+        for path, option in ((self.save, "--save"), (self.report, "--report")):
+            if path is not None:
+                check_target(Target(Path(path), "", option=option), self.force)
+        if self.export_dir is not None:
+            check_folder(Path(self.export_dir), "--export", create=True)
+
+    def targets(self, doc: dict, fmt: str, tokens: Optional[float]) -> tuple[list[Target], dict[str, str]]:
+        """Every file to write, and the export formats that refused the plan."""
+        targets: list[Target] = []
+        refused: dict[str, str] = {}
+        if self.save is not None:
+            targets.append(Target(Path(self.save), plan_text(doc), option="--save"))
+        if self.export_dir is not None:
+            files, refused = export_targets(doc, fmt, Path(self.export_dir), "--export")
+            targets += files
+        if self.report is not None:
+            targets.append(Target(Path(self.report), render_html(build_report(doc, tokens)), option="--report"))
+        return targets, refused
+
+    def write(self, doc: dict, fmt: str, tokens: Optional[float]) -> ExportResult:
+        """Check all, then write all; what was written and what refused."""
+        targets, refused = self.targets(doc, fmt, tokens)
+        creates = [Path(self.export_dir)] if self.export_dir is not None else []
+        return ExportResult(written=write_all(targets, self.force, creates), refused=refused)

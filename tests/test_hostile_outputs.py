@@ -1,0 +1,281 @@
+"""Hostile outputs (issue: writes, deadlines, long pipelines, names): one case per distinct failure.
+
+Every case asserts the exit code (0, 1 or 2, never 3), the option, path or field the message names,
+no traceback, that a refused command wrote nothing, and a wall-time bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+TINY = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000}
+SMALL_PLAN = ["plan", "tiny.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--time-limit", "5"]
+HUGE = ["plan", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "1000000", "--global-batch", "64000000"]
+ESC_NAME = "\x1b[2Jclear\x07[/]"
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """A fresh working folder holding the tiny model spec."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.json").write_text(json.dumps(TINY))
+    return tmp_path
+
+
+def run(args: list[str], limit_s: float = 10.0):
+    start = time.perf_counter()
+    result = runner.invoke(app, args)
+    took = time.perf_counter() - start
+    assert took < limit_s, f"{args} took {took:.1f} s (limit {limit_s} s)"
+    text = result.stdout + result.stderr
+    assert "Traceback" not in text and "internal error" not in text, text
+    assert result.exit_code in (0, 1, 2), (result.exit_code, text)
+    return result
+
+
+def refused(args: list[str], *needles: str):
+    """Exit 2 with every needle in the message."""
+    result = run(args)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+    return result
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"") for p in sorted(folder.rglob("*"))
+            if not p.is_symlink()}
+
+
+def named(name: str, **over) -> str:
+    return json.dumps({**TINY, "name": name, **over})
+
+
+# ---- writes: one guarded way out ------------------------------------------------------------------
+
+def test_save_under_a_regular_file(here):
+    (here / "afile").write_text("x")
+    before = listing(here)
+    refused(SMALL_PLAN + ["--save", "afile/x.json"], "--save", "'afile'", "not a folder")
+    assert listing(here) == before
+
+
+def test_save_naming_a_folder_even_with_force(here):
+    (here / "adir").mkdir()
+    before = listing(here)
+    refused(SMALL_PLAN + ["--save", "adir", "--force"], "--save", "'adir'", "is a folder")
+    assert listing(here) == before
+
+
+def test_dangling_symlink_is_not_replaced_without_force(here):
+    (here / "dang.json").symlink_to(here / "nowhere")
+    refused(SMALL_PLAN + ["--save", "dang.json"], "'dang.json'", "dangling symlink", "--force")
+    assert (here / "dang.json").is_symlink() and os.readlink(here / "dang.json") == str(here / "nowhere")
+
+
+def test_force_replaces_the_link_not_its_target(here):
+    (here / "target.json").write_text("keep me")
+    (here / "link.json").symlink_to(here / "target.json")
+    assert run(SMALL_PLAN + ["--save", "link.json", "--force"]).exit_code == 0
+    assert (here / "target.json").read_text() == "keep me" and not (here / "link.json").is_symlink()
+
+
+def test_save_and_export_all_or_nothing(here):
+    (here / "existing").mkdir()
+    (here / "existing" / "launch_megatron.sh").write_text("mine")
+    before = listing(here)
+    refused(SMALL_PLAN + ["--save", "new.json", "--export", "existing", "--report", "r.html"],
+            "--export", "existing/launch_megatron.sh", "--force", "nothing was written")
+    assert listing(here) == before
+
+
+def test_report_path_under_a_file_refused_before_the_search(here):
+    (here / "afile").write_text("x")
+    before = listing(here)
+    refused(SMALL_PLAN + ["--save", "new.json", "--report", "afile/r.html"], "--report", "'afile'")
+    assert listing(here) == before
+
+
+def test_two_options_naming_one_file(here):
+    refused(SMALL_PLAN + ["--save", "same.html", "--report", "same.html"], "--report", "same.html", "--save")
+    assert not (here / "same.html").exists()
+
+
+def test_missing_parent_folder(here):
+    refused(SMALL_PLAN + ["--save", "nope/x.json"], "--save", "'nope'", "does not exist")
+    assert not (here / "nope").exists()
+
+
+def test_special_file_is_never_written(here):
+    """A device or a pipe (never /dev/null itself here: a broken guard would replace it)."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes")
+    os.mkfifo(here / "pipe")
+    refused(SMALL_PLAN + ["--save", "pipe", "--force"], "--save", "'pipe'", "not a regular file")
+    assert (here / "pipe").is_fifo()
+
+
+def test_read_only_folder(here, monkeypatch):
+    """Tests may run as root, where chmod does not deny writes: the guard asks os.access, so ask it."""
+    (here / "ro").mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).name == "ro" else real(p, mode, **kw))
+    refused(SMALL_PLAN + ["--save", "ro/x.json"], "--save", "'ro'", "not writable")
+    assert list((here / "ro").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_for_real(here):
+    (here / "ro").mkdir()
+    (here / "ro").chmod(0o555)
+    try:
+        refused(SMALL_PLAN + ["--save", "ro/x.json"], "'ro'", "not writable")
+    finally:
+        (here / "ro").chmod(0o755)
+
+
+def test_report_output_naming_a_folder(here):
+    assert run(SMALL_PLAN + ["--save", "p.json"]).exit_code == 0
+    (here / "adir").mkdir()
+    refused(["report", "p.json", "-o", "adir"], "--output", "'adir'", "is a folder")
+    assert list((here / "adir").iterdir()) == []
+
+
+def test_export_out_naming_a_file(here):
+    assert run(SMALL_PLAN + ["--save", "p.json"]).exit_code == 0
+    (here / "afile").write_text("x")
+    refused(["export", "p.json", "--format", "all", "--out", "afile/sub"], "--out", "'afile'", "not a folder")
+    assert (here / "afile").read_text() == "x"
+
+
+def test_control_characters_in_a_path_are_shown_escaped(here):
+    result = refused(SMALL_PLAN + ["--save", "\x1b[2Jdir/x.json"], "--save", "\\x1b[2Jdir")
+    assert "\x1b" not in result.stderr
+
+
+# ---- a deadline that holds -----------------------------------------------------------------------
+
+def test_time_limit_bounds_a_huge_search():
+    """Was 40 s for --time-limit 5: CP-SAT groups past the limit, one candidate at a time."""
+    limit = 3.0
+    result = run(HUGE + ["--time-limit", str(limit), "--json"], limit_s=limit + 2)
+    data = json.loads(result.stdout)
+    assert data["status"] == "feasible" and data["search"]["time_limit_reached"]
+    if data["plans"]:
+        assert any("not proven optimal" in r for r in data["reasons"])
+    else:
+        assert any("not a proof that nothing fits" in r for r in data["reasons"])
+
+
+def test_time_limit_says_partial_in_the_table():
+    result = run(HUGE + ["--time-limit", "2"], limit_s=4)
+    assert "time limit reached" in result.stdout
+
+
+def test_tiny_time_limit_on_a_huge_cluster_offers_no_impossible_degree():
+    """dp above costmodels.layout.MAX_DEGREE was offered and failed as 'input.dp' (exit 2)."""
+    result = run(HUGE + ["--time-limit", "0.1"], limit_s=2.1)
+    assert result.exit_code in (0, 1) and "input.dp" not in result.stderr
+
+
+def test_nothing_fits_explanations_stop_at_the_deadline():
+    """why_nothing_fits enumerated up to 64x bigger clusters with no deadline."""
+    result = run(["plan", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "720720",
+                  "--time-limit", "1", "--json"], limit_s=3)
+    data = json.loads(result.stdout)
+    assert result.exit_code == 1 and any("time limit" in r for r in data["reasons"])
+
+
+def test_objectives_beyond_64_bit_integers():
+    """A million-token sequence on 240,000 GPUs: CP-SAT's Z domain overflowed int64 (exit 3)."""
+    result = run(["plan", "llama3.1-405b", "--cluster", "dgx-a100", "--nodes", "30000", "--global-batch", "2400000",
+                  "--seq-len", "1048576", "--time-limit", "3"], limit_s=5)
+    assert result.exit_code in (0, 1)
+
+
+# ---- long pipelines --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def deep_plan(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("deep") / "deep.json"
+    path.write_text(json.dumps({
+        "model": {"name": "deep", "num_layers": 10000, "hidden_size": 256, "num_attention_heads": 8,
+                  "vocab_size": 1000, "seq_length": 256},
+        "cluster": {"preset": "dgx-h100", "num_nodes": 1250}, "train": {"global_batch_size": 10000},
+        "layout": {"pp": 10000, "mbs": 1}}))
+    return path
+
+
+def test_terminal_report_of_ten_thousand_stages(deep_plan):
+    """Was 2 minutes (the timeline simulation is quadratic in the stages)."""
+    result = run(["report", str(deep_plan)], limit_s=10)
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) < 60
+    assert "not drawn for pp=10,000" in result.stdout and "of 10,000 stages" in result.stdout
+
+
+def test_html_report_of_ten_thousand_stages(deep_plan, tmp_path):
+    out = tmp_path / "deep.html"
+    assert run(["report", str(deep_plan), "-o", str(out)], limit_s=10).exit_code == 0
+    html = out.read_text()
+    assert len(html) < 200_000 and "64 of 10,000 stages drawn" in html and "Not drawn for pp=10,000" in html
+
+
+def test_estimate_table_of_ten_thousand_stages(deep_plan):
+    """Was 15 s and 10,000 table rows."""
+    result = run(["estimate", str(deep_plan)], limit_s=10)
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) < 80
+    assert "9,992 of 10,000 stages not listed" in result.stdout
+
+
+# ---- names: shown, never obeyed --------------------------------------------------------------------
+
+def test_escape_sequences_in_a_name_are_shown_escaped(here):
+    (here / "m.json").write_text(named(ESC_NAME))
+    for args in (["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--save",
+                  "p.json"],
+                 ["estimate", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8"],
+                 ["report", "p.json"]):
+        result = run(args)
+        assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[2Jclear\\x07[/]" in result.stdout
+
+
+def test_rich_markup_in_a_name_is_text(here):
+    """'[/]' in a model name raised rich's MarkupError (exit 3)."""
+    (here / "m.json").write_text(named("model[/][bold]"))
+    result = run(["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8"])
+    assert result.exit_code == 0 and "model[/][bold]" in result.stdout
+
+
+def test_exports_refuse_terminal_controls_in_a_name(here):
+    (here / "m.json").write_text(named(ESC_NAME))
+    refused(["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--save", "p.json",
+             "--export", "out"], "model.name", "\\x1b", "terminal control")
+    assert not (here / "p.json").exists() and not (here / "out").exists()
+
+
+def test_a_name_like_an_option_stays_a_value(here):
+    (here / "m.json").write_text(named("--num-layers=1"))
+    assert run(["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--export",
+                "out"]).exit_code == 0
+    for path in (here / "out").iterdir():
+        if path.suffix not in (".sh", ".sbatch"):
+            continue
+        text = path.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            words = shlex.split(line, comments=True)
+            assert "--num-layers=1" not in words, (path.name, line)
+    joined = (here / "out" / "launch_megatron.sh").read_text()
+    assert "--wandb-exp-name=--num-layers=1" in joined
+    assert "--model-name=--num-layers=1" in (here / "out" / "launch_deepspeed.sh").read_text()
