@@ -21,6 +21,10 @@ MAX_DEGREE = 1_000_000
 
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
+# Context-parallel algorithms (Megatron-Core TransformerConfig.cp_comm_type; costmodels.timing):
+# p2p = ring exchange of K/V chunks beside attention, a2a = all-to-all over heads (DeepSpeed-Ulysses),
+# allgather = all-gather of K/V before attention (Llama 3 paper, section 3.3.2).
+CpComm = Literal["p2p", "a2a", "allgather"]
 
 
 class LayoutError(SpecError):
@@ -35,6 +39,8 @@ class Layout(BaseModel):
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     sp: bool = Field(False, description="Megatron sequence parallelism over the tp group (needs tp > 1).")
     cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree (sequence split for attention).")
+    cp_comm: CpComm = Field("p2p", description="Context-parallel algorithm: p2p (ring attention), a2a "
+                            "(all-to-all over heads, DeepSpeed-Ulysses) or allgather (K/V gathered before attention).")
     ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
     etp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each expert.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
@@ -122,8 +128,25 @@ def _degree_problems(model: ModelSpec, train: TrainSpec, lay: Layout, world: int
     seq = train.seq_len(model)
     if lay.cp > 1 and seq % (2 * lay.cp):
         out.append(f"seq_length={seq} is not divisible by 2*cp={2 * lay.cp}")
-    out += _expert_problems(model, lay, world)
+    out += _a2a_problems(model, lay) + _expert_problems(model, lay, world)
     return out
+
+
+def _a2a_problems(model: ModelSpec, lay: Layout) -> list[str]:
+    """All-to-all context parallelism scatters heads over the cp group inside each tp rank
+    (Jacobs et al. 2023, DeepSpeed-Ulysses section 3.1): heads, and KV heads unless replicated,
+    divide by tp*cp."""
+    if lay.cp <= 1 or lay.cp_comm != "a2a" or a2a_heads_ok(model, lay.tp, lay.cp):
+        return []
+    return [f"cp_comm=a2a needs num_attention_heads={model.num_attention_heads} divisible by tp*cp="
+            f"{lay.tp}*{lay.cp}={lay.tp * lay.cp} and num_kv_heads={model.num_kv_heads} a multiple or divisor of it"]
+
+
+def a2a_heads_ok(model: ModelSpec, tp: int, cp: int) -> bool:
+    """All-to-all cp can scatter the heads: heads divisible by tp*cp, KV heads a multiple or a divisor
+    of tp*cp (replicated when fewer; deepspeed/runtime/sequence_parallel/ulysses_sp.py)."""
+    group, kv = tp * cp, model.num_kv_heads
+    return model.num_attention_heads % group == 0 and (kv % group == 0 or group % kv == 0)
 
 
 def _expert_problems(model: ModelSpec, lay: Layout, world: int) -> list[str]:

@@ -11,8 +11,12 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
   tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap);
 - ep: all-to-all dispatch + combine of M*k*h*2 bytes per MoE layer, forward and backward;
-- cp: ring exchange of the local K/V chunk (cp - 1) times in forward, twice that in backward,
-  beside the attention core (costmodels.overlap);
+- cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
+  local K/V chunk (cp - 1) times in forward, twice that in backward, beside the attention core
+  (costmodels.overlap); a2a = all-to-all of Q, K, V before attention and of its output after, in
+  forward and again in backward (Jacobs et al. 2023, DeepSpeed-Ulysses section 3.1), exposed;
+  allgather = all-gather of K and V before attention in forward and backward plus a reduce-scatter
+  of their gradients (Llama 3 paper section 3.3.2; Megatron: "not async"), exposed;
 - ZeRO-3 without pipelining: the layer's gathers and reduce-scatter beside its neighbour's compute
   (costmodels.sharding), booked as `dp_comm_s`;
 - recompute: full repeats the forward with its tp and ep communication; selective is the stack's
@@ -166,8 +170,7 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     if c.train.tp_overlap:  # beside the projection and MLP GEMMs of the same passes
         tp = exposed_s(lin * (3 + extra), tp, k)
     ep = 2 * comm.all_to_all_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.top_k * c.model.hidden_size * 2)
-    cp_fwd = _cp_exchange_s(c)
-    cp = exposed_s(core, cp_fwd, k) + exposed_s(bwd_core, 2 * cp_fwd, k)
+    cp = _cp_s(c, core, bwd_core, extra)
     fwd = lin + core + elem + cast / 3  # a third of the casts (the forward inputs' and weights')
     bwd = compute - fwd + recompute
     dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
@@ -207,15 +210,51 @@ def _zero3_calls(c: Context, moe: bool) -> tuple[int, int]:
     return fetches, sharding.buckets(total, _zero3_reduce_bucket(st))
 
 
+def _cp_s(c: Context, core_s: float, bwd_core_s: float, extra: int) -> float:
+    """Exposed context-parallel time of one layer and micro-batch, forward + backward (+ the forward
+    again under full recompute, `extra` = 1), by algorithm (module docstring)."""
+    if c.lay.cp <= 1:
+        return 0.0
+    if c.lay.cp_comm == "p2p":
+        fwd = _cp_exchange_s(c)
+        return exposed_s(core_s, fwd, c.kappa) + exposed_s(bwd_core_s, 2 * fwd, c.kappa)
+    if c.lay.cp_comm == "a2a":
+        return (2 + extra) * _cp_all_to_all_s(c)
+    gather = comm.all_gather_s(c.links, c.lay.cp, c.lay.tp, c.lay.cp * _kv_chunk_bytes(c))
+    return (2 + extra) * gather + gather  # the reduce-scatter of dK, dV costs what the gather costs
+
+
+def cp_layer_s(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> float:
+    """Exposed context-parallel seconds of one layer and micro-batch under `lay` and its cp_comm.
+
+    The same for every layer (dense or MoE) and step time only grows with it, so among algorithms the
+    one with the least time is the fastest for every stage split: the planner keeps only that one."""
+    c = make_context(model, cluster, train, lay)
+    _, core, _, _ = _passes(c, False)
+    bwd_core = core * (2.5 if train.flash_attention else 2.0)
+    return _cp_s(c, core, bwd_core, 1 if lay.recompute == "full" else 0)
+
+
+def _kv_chunk_bytes(c: Context) -> float:
+    """Local K and V of one micro-batch on one rank, bytes (KV heads replicated when fewer than tp)."""
+    kv = c.model.kv_width / c.lay.tp if c.model.num_kv_heads >= c.lay.tp else c.model.head_dim
+    return c.x.tokens * 2 * kv * cmp.ACT_BYTES
+
+
 def _cp_exchange_s(c: Context) -> float:
     """Forward ring exchange of K and V chunks over the cp group (stride tp)."""
     cp = c.lay.cp
-    if cp <= 1:
-        return 0.0
-    kv = c.model.kv_width / c.lay.tp if c.model.num_kv_heads >= c.lay.tp else c.model.head_dim
-    chunk = c.x.tokens * 2 * kv * cmp.ACT_BYTES
     crosses = comm.ranks_per_node(cp, c.lay.tp, c.links.gpus_per_node) < cp
-    return (cp - 1) * comm.p2p_s(c.links, crosses, chunk)
+    return (cp - 1) * comm.p2p_s(c.links, crosses, _kv_chunk_bytes(c))
+
+
+def _cp_all_to_all_s(c: Context) -> float:
+    """One pass of Ulysses: all-to-all of the local Q, K, V (tokens/cp x (q + 2 kv)/tp) before
+    attention and of the output (tokens/cp x q/tp) after it, over the cp group (stride tp)."""
+    q = c.model.q_width / c.lay.tp
+    qkv = c.x.tokens * q * cmp.ACT_BYTES + _kv_chunk_bytes(c)
+    out = c.x.tokens * q * cmp.ACT_BYTES
+    return sum(comm.all_to_all_s(c.links, c.lay.cp, c.lay.tp, b) for b in (qkv, out))
 
 
 def head_time(c: Context) -> MicroTime:

@@ -170,7 +170,7 @@ def parse_layout(text: str) -> Layout:
 
 
 def _layout_value(key: str, value: str) -> Any:
-    if key in ("recompute", "schedule"):
+    if key in ("recompute", "schedule", "cp_comm"):
         return value
     if key == "stage_layers":
         return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]

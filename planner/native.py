@@ -205,13 +205,14 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
     spec = _need_model(model, path, "DeepSpeed")
-    pp = rc.ds_pipeline(cfg, path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp), path,
+    pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps")
     zero = rc.ds_zero(cfg, path, pp)
-    if clus.num_gpus % pp:
-        raise UserError(f"{path}: pipeline.stages={pp} does not divide the {clus.num_gpus} GPUs")
-    dp = clus.num_gpus // pp
+    if clus.num_gpus % (pp * cp):
+        raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
+                        f"{clus.num_gpus} GPUs")
+    dp = clus.num_gpus // (pp * cp)
     micro, gas, total = rc.ds_batch(cfg, path, dp)
     recompute = rc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
@@ -219,8 +220,8 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     overlap = rc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
-    lay = _layout({"pp": pp, "zero": zero, "mbs": micro, "recompute": recompute, "num_microbatches": gas,
-                   "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
+    lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, "recompute": recompute,
+                   "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
 
 

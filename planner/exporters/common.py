@@ -114,7 +114,7 @@ def check_names(plan: ExportPlan) -> None:
 def layout_string(lay: Layout) -> str:
     """The layout in parplan's --layout syntax (planner.loading.parse_layout reads it back)."""
     stages = ":".join(str(n) for n in lay.stage_layers)
-    return (f"tp={lay.tp},sp={int(lay.sp)},cp={lay.cp},ep={lay.ep},etp={lay.etp},pp={lay.pp},"
+    return (f"tp={lay.tp},sp={int(lay.sp)},cp={lay.cp},cp_comm={lay.cp_comm},ep={lay.ep},etp={lay.etp},pp={lay.pp},"
             f"vpp={lay.vpp},dp={lay.dp},zero={lay.zero},mbs={lay.mbs},recompute={lay.recompute},"
             f"schedule={lay.schedule},stage_layers={stages}")
 

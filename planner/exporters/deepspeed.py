@@ -30,8 +30,11 @@ def refusal(plan: ExportPlan) -> None:
     if lay.tp > 1:
         why.append(f"tp={lay.tp}: a DeepSpeed config has no tensor parallelism (that needs Megatron-DeepSpeed; "
                    "use --format megatron)")
-    if lay.cp > 1:
-        why.append(f"cp={lay.cp}: plain DeepSpeed has no ring/all-gather context parallelism")
+    if lay.cp > 1 and lay.cp_comm != "a2a":
+        why.append(f"cp={lay.cp} with cp_comm={lay.cp_comm}: DeepSpeed's context parallelism is Ulysses "
+                   "(cp_comm=a2a), not ring or all-gather attention")
+    if lay.cp > 1 and lay.pp > 1:
+        why.append(f"cp={lay.cp} with pp={lay.pp}: Ulysses wraps Hugging Face attention outside the pipeline engine")
     if lay.ep > 1:
         why.append(f"ep={lay.ep}: expert parallelism is set in the model code (deepspeed.moe), not in "
                    "ds_config.json")
@@ -92,6 +95,8 @@ def ds_config(plan: ExportPlan) -> dict:
         PRECISION_KEY[train.precision]: {"enabled": True},
         "steps_per_print": 10,
     }
+    if lay.cp > 1:  # Ulysses: deepspeed/runtime/config.py sizes the data-parallel world by it
+        cfg["sequence_parallel_size"] = lay.cp
     if lay.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": False, "contiguous_memory_optimization": False,
                                            "cpu_checkpointing": False, "number_checkpoints": None,
@@ -143,11 +148,23 @@ def notes(plan: ExportPlan) -> str:
             "activation_checkpointing configures deepspeed.checkpointing, which the model code must call "
             "on every transformer layer (full) or only the attention core (selective)."
             if lay.recompute != "none" else "no activation checkpointing."),
+        *ulysses_lines(plan),
         f"{HOSTFILE}: placeholder host names node-0..node-{plan.nodes - 1}; replace them (EDIT).",
         f"{SCRIPT}: the deepspeed launcher command; TRAIN_SCRIPT is your training script (EDIT).",
         "The optimizer learning rate in ds_config.json (3e-4) is a placeholder (EDIT).",
     ]
     return "".join(line + "\n" for line in lines)
+
+
+def ulysses_lines(plan: ExportPlan) -> list[str]:
+    """How the training script turns on Ulysses (deepspeed/runtime/sequence_parallel/ulysses_sp.py)."""
+    cp = plan.layout.cp
+    if cp == 1:
+        return []
+    return [f"cp={cp}, cp_comm=a2a: Ulysses sequence parallelism. sequence_parallel_size={cp} in {CONFIG}; the "
+            "training script (EDIT) calls deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF."
+            f"register_with_transformers(sequence_parallel_size={cp}, seq_length={plan.seq}, ...) and passes the "
+            "returned mpu to deepspeed.initialize, with UlyssesSPDataLoaderAdapter sharding each batch."]
 
 
 def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:

@@ -100,6 +100,8 @@ def parallel_args(plan: ExportPlan) -> list:
     args = [(PARALLEL[k], getattr(lay, k)) for k in keys]
     if lay.sp:
         args.append(("--sequence-parallel", None))
+    if lay.cp > 1:
+        args.append(("--cp-comm-type", lay.cp_comm))
     return args + stage_args(plan)
 
 

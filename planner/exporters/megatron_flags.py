@@ -165,12 +165,20 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
             "ep": a.int("--expert-model-parallel-size", 1),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
-            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size")}
+            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a)}
     stages, vpp = stage_split(a, model["num_layers"], pp)
     data["vpp"] = vpp
     if stages is not None:
         data["stage_layers"] = stages
     return data
+
+
+def cp_comm(a: MegatronArgs) -> str:
+    """`--cp-comm-type` (Megatron default p2p); hierarchical a2a+p2p is not modelled."""
+    value = a.str("--cp-comm-type", "p2p")
+    if value not in ("p2p", "a2a", "allgather"):
+        raise UserError(f"--cp-comm-type {value!r}: parplan models p2p, a2a and allgather (one type for every layer)")
+    return value
 
 
 def zero_stage(a: MegatronArgs) -> int:

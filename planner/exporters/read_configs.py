@@ -244,6 +244,14 @@ def tt_recompute(cfg: dict, path: Path) -> str:
     return mode
 
 
+def ds_sequence_parallel(cfg: dict, path: Path) -> int:
+    """Ulysses degree: `sequence_parallel_size` (1 when absent)."""
+    value = _ds_int(cfg, "sequence_parallel_size", path)
+    if value == 0:
+        raise UserError(f"{path}: sequence_parallel_size=0 must be at least 1")
+    return value or 1
+
+
 def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
     keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
     values = [_ds_int(cfg, k, path, minimum=1) for k in keys]

@@ -23,8 +23,20 @@ def train_args(plan: ExportPlan) -> list:
              ("--zero-stage", lay.zero), ("--micro-batch-size", lay.mbs),
              ("--global-batch-size", train.global_batch_size), ("--num-microbatches", lay.num_microbatches),
              ("--seq-length", plan.seq), ("--recompute", lay.recompute), ("--schedule", lay.schedule),
-             ("--stage-layers", ",".join(str(n) for n in lay.stage_layers)), ("--precision", train.precision)]
+             ("--stage-layers", ",".join(str(n) for n in lay.stage_layers)), ("--precision", train.precision),
+             ("--context-parallel-comm", lay.cp_comm), ("--fsdp-sharding-strategy", sharding_strategy(lay))]
     return [w for pair in pairs for w in pair]
+
+
+def sharding_strategy(lay) -> str:
+    """torch.distributed.fsdp.ShardingStrategy of the ZeRO stage (torch/distributed/fsdp/api.py):
+    NO_SHARD (DDP), SHARD_GRAD_OP (ZeRO-2; ZeRO-1 has no FSDP strategy and takes it, sharding more),
+    FULL_SHARD (ZeRO-3), HYBRID_SHARD (ZeRO-3 inside a shard group)."""
+    if lay.zero == 0:
+        return "NO_SHARD"
+    if lay.zero < 3:
+        return "SHARD_GRAD_OP"
+    return "HYBRID_SHARD" if lay.shard_group and lay.shard_group < lay.dp * lay.cp else "FULL_SHARD"
 
 
 def env_lines(plan: ExportPlan) -> str:

@@ -20,6 +20,7 @@ Choices documented in the files and in docs/exporters.md:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -55,6 +56,8 @@ def refusal(plan: ExportPlan) -> None:
                    "the model's module names")
     if lay.etp > 1:
         why.append(f"etp={lay.etp}: torchtitan 0.3.0 has no expert tensor parallelism (0.2.x only etp = tp)")
+    if lay.cp > 1 and lay.cp_comm != "p2p":
+        why.append(f"cp_comm={lay.cp_comm}: torchtitan's context parallelism is PyTorch ring attention (cp_comm=p2p)")
     if train.precision != "bf16":
         why.append(f"precision={train.precision}: torchtitan trains in bf16 mixed precision "
                    "(fp8 needs a float8 model converter chosen in code)")
@@ -77,8 +80,15 @@ def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
     to the plan's stage_layers, no rank's largest chunk above ceil(n / vpp); None when none does.
     torchtitan also needs each less_layers <= the layers per virtual stage (its balance check)."""
     lay = plan.layout
-    layers, pp, v = plan.model.num_layers, lay.pp, lay.vpp
-    count = pp * v
+    keys = stage_options(plan.model.num_layers, lay.pp, lay.vpp)
+    return next((k for k, stages in keys.items() if list(stages) == lay.stage_layers), None)
+
+
+@functools.lru_cache(maxsize=None)
+def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tuple[int, ...]]:
+    """Every (layers_per_stage, first_less, last_less) torchtitan accepts here -> the layers per rank
+    it builds (no rank's largest chunk above ceil(n / vpp)): the splits a torchtitan plan can run."""
+    count, out = pp * v, {}
     for first in range(layers // count + 1):
         for last in range(layers // count + 1):
             effective = layers + first + last
@@ -87,10 +97,9 @@ def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
                 continue
             split = titan_split(count, layers, first, last)
             chunks = [[split[k * pp + r] for k in range(v)] for r in range(pp)]
-            if [sum(c) for c in chunks] == lay.stage_layers and \
-                    all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
-                return per, first, last
-    return None
+            if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
+                out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
+    return out
 
 
 def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:

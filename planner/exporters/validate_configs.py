@@ -17,7 +17,8 @@ from planner.exporters.shellread import flag_dict, parse_flags, split_at_script
 DS_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer",
           "scheduler", "gradient_clipping", "zero_optimization", "bf16", "fp16", "activation_checkpointing",
           "pipeline", "steps_per_print", "wall_clock_breakdown", "prescale_gradients", "communication_data_type",
-          "flops_profiler", "tensorboard", "wandb", "csv_monitor", "zero_allow_untested_optimizer"}
+          "flops_profiler", "tensorboard", "wandb", "csv_monitor", "zero_allow_untested_optimizer",
+          "sequence_parallel_size"}
 DS_ZERO = {"stage", "offload_optimizer", "offload_param", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
            "allgather_bucket_size", "reduce_scatter", "allgather_partitions", "stage3_prefetch_bucket_size",
            "stage3_param_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
