@@ -14,6 +14,7 @@ from typing import Optional
 
 import yaml
 
+from costmodels.framework import FrameworkCaps
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import DEFAULT_STACK, Stack
@@ -61,6 +62,16 @@ def list_models() -> list[str]:
 def list_stacks() -> list[str]:
     """Names of the software-stack profiles."""
     return _names("stacks")
+
+
+def list_frameworks() -> list[str]:
+    """Names of the framework capability tables."""
+    return _names("frameworks")
+
+
+def load_framework(name: str) -> FrameworkCaps:
+    """The capability table of framework `name` (costmodels.framework)."""
+    return FrameworkCaps.model_validate(_read("frameworks", name))
 
 
 def load_stack(name: str) -> Stack:

@@ -24,7 +24,8 @@ def splits(num_layers: int, pp: int, vpp: int) -> Iterator[list[int]]:
 def best_split(model: ModelSpec, table: Table) -> Optional[tuple[int, list[int]]]:
     """(objective, stage_layers) of the best split of one candidate, or None if none fits."""
     best = None
-    for stages in splits(model.num_layers, table.layout.pp, table.layout.vpp):
+    fixed = table.layout.fixed_stages
+    for stages in [list(fixed)] if fixed else splits(model.num_layers, table.layout.pp, table.layout.vpp):
         value = table.objective(stage_counts(model, stages))
         if value is not None and (best is None or value < best[0]):
             best = (value, stages)

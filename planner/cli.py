@@ -22,8 +22,9 @@ from rich.markup import escape
 
 from costmodels.estimate import Estimate, estimate
 from costmodels.errors import SpecError
-from costmodels.layout import Layout
+from costmodels.layout import Layout, resolve_layout
 from costmodels.train_spec import TrainSpec
+from planner import frameworks as fws
 from planner import listing, loading, stage_split
 from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
@@ -39,7 +40,7 @@ from planner.render import print_estimate, print_plan
 from planner.termreport import print_report
 from planner.schema import json_schema
 from planner.search import best_validated, search, validated_filter
-from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
+from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
                                STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
@@ -131,7 +132,7 @@ GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or
 GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
 PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
-TOKENS_OPT = typer.Option(None, "--tokens", min=1, help="Token budget: the report gives the days it takes.")
+TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget: the report gives the days it takes.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
 
 
@@ -155,6 +156,7 @@ def estimate_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
@@ -164,10 +166,11 @@ def estimate_cmd(
     prob = _problem(model, cluster, nodes, gpus)
     lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe)
+                        grad_dtype, fp8_recipe, framework)
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
+    fws.require(fws.load(framework), result.layout, train)
     _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen)
 
@@ -198,6 +201,7 @@ def plan_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
     top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
     time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
     validated_only: bool = typer.Option(False, "--validated-only", help="Only layouts whose accuracy regime "
@@ -205,7 +209,8 @@ def plan_cmd(
     as_json: bool = JSON_OPT,
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
     export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
-    fmt: str = typer.Option("all", "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
+                                      "all (default: the --framework's, else all)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     tokens: Optional[float] = TOKENS_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
@@ -216,42 +221,49 @@ def plan_cmd(
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     prob = _problem(model, cluster, nodes, gpus)
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe)
+                        grad_dtype, fp8_recipe, framework)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
     outputs = PlanOutputs(save, export_dir, report, force)
     outputs.precheck()  # before the search: a refused path costs nothing
-    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only, deadline)
+    fw = fws.load(framework)
+    fmt = fws.export_format(fw, fmt, "all")
+    result, alternative, reasons = _plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
     if doc is not None:
         _report_export(outputs.write(doc, fmt, tokens))
+    runs_on = [fws.runners(p.layout, train) for p in result.plans]
     if as_json:
-        _print_json(plan_json(result, reasons, alternative))
+        _print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
-                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}", alternative)
+                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
+                   + (f", framework {framework}" if fw else ""), alternative, runs_on)
     raise typer.Exit(0 if result.plans else 1)
 
 
 def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
-                 deadline: Optional[float] = None):
-    """(result, best validated alternative when the winner is not validated, reasons)."""
+                 fw=None, deadline: Optional[float] = None):
+    """(result, best validated alternative when the winner is not validated, reasons); with a
+    framework (planner.frameworks), only the layouts it runs."""
     model, clus = prob.model, prob.cluster
-    keep = validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None
+    space = fws.space_options(fw, model, clus, train)
+    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)
     with err.status("searching layouts...", spinner="dots") as status:
-        result = search(model, clus, train, top=top, time_limit_s=time_limit,
+        result = search(model, clus, train, top=top, time_limit_s=time_limit, opts=space,
                         progress=lambda msg: status.update(msg), keep=keep, deadline=deadline)
         alternative = None
         winner = result.plans[0].uncertainty if result.plans else None
         if winner is not None and not winner.validated:
             status.update("searching the best layout in a validated regime")
-            alternative = best_validated(model, clus, train, result, time_limit, deadline=deadline)
+            alternative = best_validated(model, clus, train, result, time_limit, opts=space,
+                                         keep=fws.keep(fw, train), deadline=deadline)
     if result.plans:
         return result, alternative, time_limit_note(result) + why_winner(result)
-    return result, None, why_nothing_fits(model, clus, train, result, validated_only=validated_only,
+    return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
                                           deadline=deadline)
 
 
@@ -280,7 +292,8 @@ def _report_export(result) -> None:
 @user_errors
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
-    fmt: str = typer.Option(..., "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or all."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
+                                      "all (default: the --framework's)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
     stack: Optional[str] = STACK_OPT,
@@ -291,12 +304,21 @@ def export_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
 ) -> None:
     """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe)
+                        grad_dtype, fp8_recipe, framework)
+    fw = fws.load(framework)
+    if fmt is None and fw is None:
+        raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
     doc = to.apply_to_document(loading.read_mapping(plan), opts)
-    _report_export(run_export(doc, fmt, out_dir, force))
+    if fw is not None:
+        prob = loading.problem_from_plan(doc, str(plan))
+        if prob.layout is not None:
+            lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
+            fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train)
+    _report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
 
 
 @app.command("report")
@@ -334,6 +356,7 @@ def check_cmd(
     optimizer: Optional[str] = OPTIMIZER_OPT,
     grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
@@ -354,10 +377,11 @@ def check_cmd(
         prob = load_native(path, model, cluster, nodes)
         spec, clus = prob.model, prob.cluster
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe)
+                        grad_dtype, fp8_recipe, framework)
     train = to.apply(prob.train, opts)
     lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
     result = estimate(spec, clus, train, lay)
+    fws.require(fws.load(framework), result.layout, train)
     _show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
     raise typer.Exit(0 if result.fits else 1)
 

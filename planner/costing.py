@@ -113,6 +113,8 @@ def balanced_split(model: ModelSpec, table: Table) -> list[int]:
     """Stage sizes (at least vpp, multiples of split_unit) that equalise stage times, ignoring memory:
     a first split."""
     pp, v, L = table.layout.pp, table.layout.vpp, model.num_layers
+    if table.layout.fixed_stages is not None:
+        return list(table.layout.fixed_stages)
     if pp == 1:
         return [L]
     u = split_unit(L, v)
@@ -147,7 +149,7 @@ def first_objective(model: ModelSpec, table: Table) -> tuple[int, list[int]] | N
         counts = stage_counts(model, stages)
         slack = [table.cap - mem.at(*n) for mem, n in zip(table.memory, counts)]
         worst, best = min(range(len(stages)), key=slack.__getitem__), max(range(len(stages)), key=slack.__getitem__)
-        if stages[worst] - u < v or slack[best] <= 0:
+        if stages[worst] - u < v or slack[best] <= 0 or table.layout.fixed_stages is not None:
             return None
         stages[worst] -= u
         stages[best] += u

@@ -132,6 +132,9 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
             m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
             gather = g.F[i]
         m.Add(g.D >= q // 3 * (reduce + gather)).OnlyEnforceIf(x)
+    if t.layout.fixed_stages is not None:  # the framework's partitioner decides the split
+        for n, size in zip(g.n, t.layout.fixed_stages):
+            m.Add(n == size).OnlyEnforceIf(x)
     chunk = 0
     if t.v > 1:
         cs = g.chunks(m, t.v)

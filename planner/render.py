@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from costmodels.estimate import Estimate
+from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
 from planner.explain import layout_text
@@ -185,22 +186,33 @@ def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool
         console.print(line)
 
 
-def plans_table(plans: list[Estimate]) -> Table:
-    """The ranked layouts: degrees (cp, ep, vpp only when some plan uses them), stage layers, peak memory,
-    step time with its band, tokens/s, MFU."""
-    table = Table(title="Best layouts (fastest first)", caption="± median held-out error of the layout's "
-                  "regime; * not validated", caption_justify="left")
+def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None) -> Table:
+    """The ranked layouts: degrees (cp with its algorithm, ep, vpp only when some plan uses them), stage
+    layers, peak memory, step time with its band, tokens/s, MFU, and the frameworks that run each."""
+    caption = "± median held-out error of the layout's regime; * not validated"
+    if runs_on:
+        caption += "; runs on: " + ", ".join(f"{n[0].upper()} {n}" for n in FRAMEWORKS)
+    table = Table(title="Best layouts (fastest first)", caption=caption, caption_justify="left")
     degrees = ["tp", "pp", "dp"] + [k for k in ("cp", "ep", "vpp") if any(getattr(e.layout, k) > 1 for e in plans)]
     for col in ("#", *degrees, "zero", "mbs", "recompute", "stage layers", "peak GiB", "step s", "±", "tokens/s",
-                "MFU"):
-        table.add_column(col, justify="left" if col in ("recompute", "stage layers") else "right")
+                "MFU") + (("on",) if runs_on else ()):
+        table.add_column(col, justify="left" if col in ("recompute", "stage layers", "on") else "right")
     for i, e in enumerate(plans, 1):
         lay = e.layout
-        table.add_row(str(i), *(str(getattr(lay, k)) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
+        runs = ("".join(n[0].upper() for n in runs_on[i - 1]) or "-",) if runs_on else ()
+        table.add_row(str(i), *(_degree_cell(lay, k) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
                       _stages_text(lay.stage_layers), f"{gib(e.memory.peak_bytes)}/{gib(e.memory.usable_bytes)}",
                       f"{e.time.step_s:.3f}", _band_cell(e.uncertainty), f"{e.throughput.tokens_per_s:,.0f}",
-                      f"{e.throughput.mfu:.1%}")
+                      f"{e.throughput.mfu:.1%}", *runs)
     return table
+
+
+def _degree_cell(lay, key: str) -> str:
+    """A degree; cp > 1 with its algorithm when it is not the ring ("4 a2a", "2 ag" for all-gather)."""
+    value = str(getattr(lay, key))
+    if key == "cp" and lay.cp > 1 and lay.cp_comm != "p2p":
+        return f"{value} {'ag' if lay.cp_comm == 'allgather' else lay.cp_comm}"
+    return value
 
 
 def _band_cell(u: UncertaintyOut | None) -> str:
@@ -237,17 +249,18 @@ def alternative_lines(win: Estimate, alternative: Estimate | None) -> list[str]:
             f"  step time: {band_text(alternative)}"]
 
 
-def print_plan(result, reasons: list[str], console: Console, title: str, alternative: Estimate | None = None) -> None:
+def print_plan(result, reasons: list[str], console: Console, title: str, alternative: Estimate | None = None,
+               runs_on: list[list[str]] | None = None) -> None:
     """Render a search result: ranked table, the validated alternative when the winner's regime is not
     validated, the winner's breakdown, the reasons."""
     s = result.stats
     console.print(plain(title, "bold"))  # names come from files: never markup, never escape sequences
-    outside = f"{s.filtered_out:,} outside validated regimes, " if s.filtered_out else ""
+    outside = f"{s.filtered_out:,} outside --framework/--validated-only, " if s.filtered_out else ""
     console.print(f"search: {s.layouts_considered:,} layouts, {outside}{s.memory_pruned:,} cannot fit, "
                   f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
                   f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
-        console.print(plans_table(result.plans))
+        console.print(plans_table(result.plans, runs_on))
         for line in alternative_lines(result.plans[0], alternative):
             console.print(Text(line, style="bold yellow"), soft_wrap=True)
         print_estimate(result.plans[0], console, "winner")

@@ -62,6 +62,10 @@ class PlanOutput(BaseModel):
     validated_alternative: Optional[Estimate] = Field(
         None, description="When the winner's accuracy regime is not validated: the fastest layout that fits in "
         "a validated one (null when the winner is validated or none fits).")
+    framework: str = Field("any", description="The --framework searched: megatron, deepspeed, torchtitan, fsdp "
+                           "or any.")
+    runs_on: list[list[str]] = Field(default_factory=list, description="runs_on[i]: the frameworks whose "
+                                     "capability tables accept plans[i] (hardware_profiles/frameworks).")
 
 
 MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput]

@@ -240,18 +240,20 @@ def validated_filter(stack: Stack, num_gpus: int) -> Keep:
 
 def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
                    time_limit_s: float, opts: SpaceOptions = SpaceOptions(),
-                   deadline: Optional[float] = None) -> Optional[Estimate]:
+                   keep: Optional[Keep] = None, deadline: Optional[float] = None) -> Optional[Estimate]:
     """The fastest layout that fits in a validated regime: the first validated one among the ranked
-    plans (they are the fastest of all), else the winner of a search restricted to validated regimes,
-    before `deadline`: when none is left, None, with "validated alternative" in result.stats.cut."""
+    plans (they are the fastest of all), else the winner of a search restricted to validated regimes
+    (and to what `keep` accepts, e.g. a framework's layouts), before `deadline`: when none is left,
+    None, with "validated alternative" in result.stats.cut."""
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
-    keep = validated_filter(train.stack_spec, cluster.num_gpus)
+    valid = validated_filter(train.stack_spec, cluster.num_gpus)
+    both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None
-    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=keep,
+    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
                    deadline=deadline)
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")

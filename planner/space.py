@@ -14,10 +14,10 @@ objective is exact (planner.tables).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from costmodels.hardware_spec import ClusterSpec
-from costmodels.layout import Layout
+from costmodels.layout import Layout, a2a_heads_ok
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 
@@ -27,6 +27,8 @@ DOMINATED = [
     "sp=0 with tp>1: same communication bytes as sp=1, more activation memory and element-wise time",
     "schedule=gpipe: same step time as 1f1b under the cost model, more micro-batches in flight",
     "zero>0 with dp*cp=1 (and edp=1): nothing to shard over",
+    "a slower cp_comm: context-parallel time is the same for every layer, so the fastest algorithm for "
+    "(tp, cp, mbs, recompute) wins for every stage split (costmodels.timing.cp_layer_s)",
     "zero=3 with pp>1: pipelining keeps a stage's weights gathered and gradients unsharded for the whole step, "
     "so it costs exactly what zero=1 costs (costmodels.memory.memory_zero, costmodels.sharding)",
 ]
@@ -40,6 +42,7 @@ class Candidate:
     tp: int
     sp: bool
     cp: int
+    cp_comm: str
     ep: int
     etp: int
     pp: int
@@ -52,6 +55,8 @@ class Candidate:
     num_microbatches: int
     stage_layers: None = None
     shard_group: Optional[int] = None
+    # the split a framework's partitioner imposes (DeepSpeed's partition_method); None: the search chooses
+    fixed_stages: Optional[tuple[int, ...]] = None
 
     @property
     def model_parallel_size(self) -> int:
@@ -70,7 +75,8 @@ class Candidate:
 
     def to_layout(self, stage_layers: list[int]) -> Layout:
         """The validated Layout with this stage split."""
-        fields = {k: getattr(self, k) for k in self.__slots__ if k not in ("stage_layers", "num_microbatches")}
+        fields = {k: getattr(self, k) for k in self.__slots__
+                  if k not in ("stage_layers", "num_microbatches", "fixed_stages")}
         return Layout(**fields, stage_layers=list(stage_layers))
 
 
@@ -85,6 +91,11 @@ class SpaceOptions:
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
     hsdp: bool = True
+    cp_comm: tuple[str, ...] = ("p2p",)  # context-parallel algorithms tried when cp > 1
+    # (tp, cp, mbs, recompute) -> the fastest of cp_comm there (planner.frameworks.cp_chooser); None: all
+    cp_choice: Optional[Callable[[int, int, int, str], str]] = None
+    # (num_layers, pp, vpp) -> the only stage splits a framework can run (planner.frameworks); None: any split
+    stage_splits: Optional[Callable[[int, int, int], tuple[tuple[int, ...], ...]]] = None
 
 
 def divisors(n: int) -> list[int]:
@@ -133,8 +144,18 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                 dp = world // (tp * cp * pp)
                 if pp > model.num_layers or gbs % dp:
                     continue
-                for ep, etp in expert_choices(model, world, tp, pp):
-                    yield from _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, cluster.gpus_per_node)
+                for cp_comm in cp_comm_choices(model, tp, cp, opts):
+                    for ep, etp in expert_choices(model, world, tp, pp):
+                        yield from _inner(model, world, gbs, opts, (tp, cp, cp_comm, pp, dp, ep, etp),
+                                          cluster.gpus_per_node)
+
+
+def cp_comm_choices(model: ModelSpec, tp: int, cp: int, opts: SpaceOptions) -> list[str]:
+    """Context-parallel algorithms for this tp, cp: one ("p2p", unused) at cp = 1; a2a only where
+    heads, and KV heads unless replicated, divide by tp*cp (costmodels.layout)."""
+    if cp == 1:
+        return ["p2p"]
+    return [c for c in opts.cp_comm if c != "a2a" or a2a_heads_ok(model, tp, cp)]
 
 
 def shard_groups(zero: int, tp: int, cp: int, dp: int, gpus_per_node: int) -> tuple:
@@ -147,7 +168,8 @@ def shard_groups(zero: int, tp: int, cp: int, dp: int, gpus_per_node: int) -> tu
     return (None, inside) if 1 < inside < ranks else (None,)
 
 
-def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, gpus_per_node) -> Iterator[Candidate]:
+def _inner(model, world, gbs, opts, degrees, gpus_per_node) -> Iterator[Candidate]:
+    tp, cp, cp_comm, pp, dp, ep, etp = degrees
     edp = world // (etp * ep * pp)
     zeros = [z for z in opts.zero_stages if (z == 0 or dp * cp > 1 or edp > 1) and not (z == 3 and pp > 1)]
     for vpp in vpp_choices(model.num_layers, pp, opts):
@@ -155,5 +177,17 @@ def _inner(model, world, gbs, opts, tp, cp, pp, dp, ep, etp, gpus_per_node) -> I
             for zero in zeros:
                 for group in shard_groups(zero, tp, cp, dp, gpus_per_node) if opts.hsdp else (None,):
                     for recompute in opts.recompute:
-                        yield Candidate(tp, tp > 1, cp, ep, etp, pp, vpp, dp, zero, mbs, recompute,
-                                        "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group)
+                        if cp > 1 and opts.cp_choice and opts.cp_choice(tp, cp, mbs, recompute) != cp_comm:
+                            continue  # a faster cp algorithm exists for this layout (DOMINATED)
+                        for fixed in _fixed_splits(model.num_layers, pp, vpp, opts):
+                            yield Candidate(tp, tp > 1, cp, cp_comm, ep, etp, pp, vpp, dp, zero, mbs, recompute,
+                                            "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group,
+                                            fixed)
+
+
+def _fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
+    """(None,): the search splits the layers; else the splits the framework's partitioner makes
+    (each stage at least vpp layers)."""
+    if pp == 1 or opts.stage_splits is None:
+        return (None,)
+    return tuple(s for s in opts.stage_splits(num_layers, pp, vpp) if min(s) >= vpp)

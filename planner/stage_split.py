@@ -67,7 +67,7 @@ def even_split(num_layers: int, pp: int) -> list[int]:
 
 def candidate(lay: Layout) -> Candidate:
     """The search's Candidate of a resolved layout (same field names)."""
-    names = [f.name for f in dataclasses.fields(Candidate) if f.name != "stage_layers"]
+    names = [f.name for f in dataclasses.fields(Candidate) if f.name not in ("stage_layers", "fixed_stages")]
     return Candidate(**{name: getattr(lay, name) for name in names})
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 import hardware_profiles as hp
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from planner import loading
+from planner import frameworks, loading
 from costmodels.uncertainty import validated_regimes
 from planner.errors import UserError
 
@@ -36,6 +36,9 @@ FLASH_OPT = typer.Option(None, "--flash-attention/--no-flash-attention",
                          help="Fused attention (no s x s scores kept); default on.", show_default=False)
 OPTIMIZER_OPT = typer.Option(None, "--optimizer", help="adam or sgd (default adam).")
 GRAD_DTYPE_OPT = typer.Option(None, "--grad-dtype", help="fp32, bf16 or fp16 (default: the weights' dtype).")
+FRAMEWORK_OPT = typer.Option("any", "--framework", help="megatron, deepspeed, torchtitan, fsdp or any: search "
+                              "(or check) only what that framework runs, priced with its stack; its launch files "
+                              "are the export default.")
 FP8_RECIPE_OPT = typer.Option(None, "--fp8-recipe", help="With --precision fp8: tensorwise, rowwise, mxfp8 "
                               "or blockwise (default tensorwise).")
 
@@ -52,10 +55,11 @@ class TrainOptions:
     optimizer: Optional[str] = None
     grad_dtype: Optional[str] = None
     fp8_recipe: Optional[str] = None
+    framework: Optional[str] = None  # --framework (planner.frameworks); None or "any": no restriction
 
     def train_fields(self) -> dict[str, Any]:
-        """The TrainSpec fields given (stack excluded)."""
-        names = [f.name for f in fields(self) if f.name not in ("stack", "stack_file")]
+        """The TrainSpec fields given (stack and framework excluded)."""
+        names = [f.name for f in fields(self) if f.name not in ("stack", "stack_file", "framework")]
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 
@@ -85,18 +89,28 @@ def chosen_stack(opts: TrainOptions) -> Optional[Stack]:
 
 
 def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
-    """`train` with the options over it, validated, and its stack resolved."""
+    """`train` with the options over it, validated, and its stack resolved: with --framework X, a stack
+    of X (the one given, the base's when it is X's, else X's default)."""
     stack = chosen_stack(opts)
     given = opts.train_fields()
     if given:
         train = loading.validate(TrainSpec, {**train.model_dump(), **given, "stack": train.stack}, "train")
-    return loading.resolve_train(train, stack)
+    resolved = loading.resolve_train(train, stack)
+    fw = frameworks.load(opts.framework)
+    if fw is None or resolved.stack_spec.framework == fw.name:
+        return resolved
+    given_name = None if stack is None else stack.name
+    name = frameworks.stack_name(fw, given_name, None if stack is None else stack.framework)
+    return loading.resolve_train(train, load_stack_name(name))
 
 
 def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
     """A plan document with the options written into its `train` (export, report). Its saved
     `estimate` is dropped when anything changed, so that numbers are computed again."""
     stack, given = chosen_stack(opts), opts.train_fields()
+    fw = frameworks.load(opts.framework)
+    if stack is None and fw is not None and _document_framework(doc) != fw.name:
+        stack = load_stack_name(fw.stack)
     if stack is None and not given:
         return doc
     train = doc.get("train")
@@ -106,6 +120,15 @@ def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
     if stack is not None:
         train["stack"] = opts.stack if opts.stack is not None else stack.model_dump(mode="json")
     return {k: v for k, v in {**doc, "train": train}.items() if k != "estimate"}
+
+
+def _document_framework(doc: dict) -> Optional[str]:
+    """The framework of a plan document's stack (None when it names none or an unknown one)."""
+    train = doc.get("train")
+    ref = train.get("stack") if isinstance(train, dict) else None
+    if isinstance(ref, str) and ref in hp.list_stacks():
+        return hp.load_stack(ref).framework
+    return ref.get("framework") if isinstance(ref, dict) else None
 
 
 def stack_rows() -> list[dict]:

@@ -1,0 +1,92 @@
+"""What each training framework can run: a capability table per framework, and the reasons a layout
+falls outside it.
+
+A framework (Megatron-LM/Megatron-Core, DeepSpeed, torchtitan, plain torch FSDP) runs a subset of
+the layouts parplan can cost. The tables are data (hardware_profiles/frameworks/*.yaml), each row
+citing the argument parser or config class it was read from; this module holds the spec and one
+pure check, `refusals`, that names every rule a layout breaks. The planner filters its search space
+with it (`plan --framework X`), and the exporters' own refusals (planner.exporters) are the finer
+checks of the same promise: a plan found for X is written in X's terms.
+
+Notation: tp, sp, cp, ep, etp, pp, vpp, zero, shard_group, recompute as in costmodels.layout;
+cp_comm is the context-parallel algorithm (costmodels.layout.CpComm).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costmodels.layout import CpComm, Recompute
+
+FrameworkName = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
+FRAMEWORKS: tuple[str, ...] = ("megatron", "deepspeed", "torchtitan", "fsdp")
+
+
+class FrameworkCaps(BaseModel):
+    """One framework's capability table (hardware_profiles/frameworks/NAME.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: FrameworkName = Field(..., description="Framework name (the --framework value).")
+    description: str = Field(..., description="One line: what runs it and how parplan writes its launch files.")
+    stack: str = Field(..., description="Default software-stack profile (hardware_profiles/stacks) whose "
+                       "mechanisms and fitted efficiencies price this framework's layouts.")
+    export_format: str = Field(..., description="The exporter (--format) that writes this framework's files.")
+    tp: bool = Field(..., description="Tensor parallelism (with sequence parallelism).")
+    cp_comm: list[CpComm] = Field(..., description="Context-parallel algorithms it runs; empty = no cp.")
+    ep: bool = Field(..., description="Expert parallelism.")
+    etp: bool = Field(..., description="Expert tensor parallelism other than 1.")
+    pp: bool = Field(..., description="Pipeline parallelism.")
+    vpp: bool = Field(..., description="Interleaved (virtual) pipeline stages.")
+    pp_with_cp: bool = Field(True, description="Pipeline and context parallelism together.")
+    stage_split: Literal["any", "deepspeed-partition", "torchtitan-layers-per-stage"] = Field(
+        "any", description="Who splits the layers over pipeline stages: any split parplan chooses (written as "
+        "explicit counts), only what DeepSpeed's PipelineModule partition methods produce, or only what "
+        "torchtitan's layers_per_stage and first/last_stage_less_layers build.")
+    zero: list[int] = Field(..., description="ZeRO stages it runs without pipelining (0 = plain DDP).")
+    zero_with_pp: list[int] = Field(..., description="ZeRO stages it runs with pp > 1.")
+    hsdp: bool = Field(..., description="Hybrid sharding (shard_group smaller than dp*cp).")
+    recompute: list[Recompute] = Field(..., description="Activation recompute modes.")
+    precisions: list[str] = Field(..., description="Training precisions (bf16, fp16, fp8).")
+    optimizers: list[str] = Field(..., description="Optimizers its launch files can name.")
+    sources: list[str] = Field(..., min_length=1, description="Where each rule was read (file: function/field).")
+
+
+def refusals(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam") -> list[str]:
+    """Every rule of `fw` that `lay` (a Layout or a search Candidate) breaks, one phrase each; empty
+    when the framework runs it. Rules every framework shares (divisibility, a2a heads) are
+    costmodels.layout's."""
+    return [why for why in _degree_rules(fw, lay) + _choice_rules(fw, lay, precision, optimizer) if why]
+
+
+def _degree_rules(fw: FrameworkCaps, lay: Any) -> list[str]:
+    name = fw.name
+    return [
+        f"tp={lay.tp}: {name} has no tensor parallelism here" if lay.tp > 1 and not fw.tp else "",
+        f"cp={lay.cp}: {name} has no context parallelism" if lay.cp > 1 and not fw.cp_comm else "",
+        (f"cp_comm={lay.cp_comm}: {name} runs cp with {', '.join(fw.cp_comm)}"
+         if lay.cp > 1 and fw.cp_comm and lay.cp_comm not in fw.cp_comm else ""),
+        f"ep={lay.ep}: {name} has no expert parallelism here" if lay.ep > 1 and not fw.ep else "",
+        f"etp={lay.etp}: {name} has no expert tensor parallelism" if lay.etp > 1 and not fw.etp else "",
+        f"pp={lay.pp}: {name} has no pipeline parallelism" if lay.pp > 1 and not fw.pp else "",
+        f"vpp={lay.vpp}: {name} has no interleaved pipeline schedule" if lay.vpp > 1 and not fw.vpp else "",
+        (f"pp={lay.pp} with cp={lay.cp}: {name} does not combine them" if lay.pp > 1 and lay.cp > 1
+         and not fw.pp_with_cp else ""),
+    ]
+
+
+def _choice_rules(fw: FrameworkCaps, lay: Any, precision: str, optimizer: str) -> list[str]:
+    name, zeros = fw.name, fw.zero_with_pp if lay.pp > 1 else fw.zero
+    hybrid = lay.shard_group is not None and lay.shard_group < lay.dp * lay.cp
+    return [
+        (f"zero={lay.zero}{' with pp>1' if lay.pp > 1 else ''}: {name} runs ZeRO stages "
+         f"{', '.join(map(str, zeros))}" if lay.zero not in zeros else ""),
+        f"shard_group={lay.shard_group}: {name} has no hybrid sharding here" if hybrid and not fw.hsdp else "",
+        (f"recompute={lay.recompute}: {name} offers {', '.join(fw.recompute)}"
+         if lay.recompute not in fw.recompute else ""),
+        f"precision={precision}: {name} trains in {', '.join(fw.precisions)}" if precision not in fw.precisions else "",
+        f"optimizer={optimizer}: {name}'s launch files name {', '.join(fw.optimizers)}"
+        if optimizer not in fw.optimizers else "",
+    ]

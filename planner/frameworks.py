@@ -1,0 +1,139 @@
+"""`--framework megatron|deepspeed|torchtitan|fsdp|any`: the search space, stack and export format of
+the framework a user runs (capability tables: hardware_profiles/frameworks, costmodels.framework).
+
+- `space_options` / `keep`: `plan --framework X` enumerates only what X runs (degrees, ZeRO stages,
+  recompute modes, context-parallel algorithms) and keeps only candidates X's table accepts.
+- `stack_name`: X's default stack profile, unless `--stack` names one of X's own.
+- `require`: `estimate`/`check`/`export --framework X` refuse a layout X cannot run, naming each rule.
+- `runners`: with `any`, which frameworks run a layout (the plan table's "runs on").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, Optional
+
+import hardware_profiles as hp
+from costmodels.framework import FRAMEWORKS, FrameworkCaps, refusals
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout, a2a_heads_ok
+from costmodels.model_spec import ModelSpec
+from costmodels.timing import cp_layer_s
+from costmodels.train_spec import TrainSpec
+from planner.errors import UserError
+from planner.exporters import torchtitan as tt
+from planner.exporters.ds_partition import PARTITIONS, ds_split
+from planner.space import SpaceOptions
+
+ANY = "any"
+CHOICES = FRAMEWORKS + (ANY,)
+# With `any`, the cp algorithms searched: all three (the search keeps the fastest per layout).
+ANY_CP_COMM = ("p2p", "a2a", "allgather")
+
+
+def load(name: Optional[str]) -> Optional[FrameworkCaps]:
+    """The capability table of `name`; None for `any` (or not given)."""
+    if name is None or name == ANY:
+        return None
+    if name not in FRAMEWORKS:
+        raise UserError(f"--framework {name!r} is not one of {', '.join(CHOICES)}")
+    return hp.load_framework(name)
+
+
+def space_options(fw: Optional[FrameworkCaps], model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
+                  base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
+    """The search space of `fw` (all of it with `any`), keeping one cp algorithm per layout: the
+    fastest of those allowed (planner.space.DOMINATED)."""
+    if fw is None:
+        algorithms = ANY_CP_COMM
+        base = dataclasses.replace(base, cp_comm=algorithms)
+    else:
+        algorithms = tuple(fw.cp_comm) or ("p2p",)
+        zeros = tuple(z for z in base.zero_stages if z in set(fw.zero) | set(fw.zero_with_pp))
+        base = dataclasses.replace(
+            base, zero_stages=zeros, recompute=tuple(r for r in base.recompute if r in fw.recompute),
+            hsdp=base.hsdp and fw.hsdp, max_cp=base.max_cp if fw.cp_comm else 1,
+            cp_comm=algorithms, max_vpp=base.max_vpp if fw.vpp else 1)
+    chooser = cp_chooser(model, cluster, train, algorithms) if len(algorithms) > 1 else None
+    splits = SPLITTERS.get(fw.stage_split) if fw is not None else None
+    return dataclasses.replace(base, cp_choice=chooser, stage_splits=splits)
+
+
+@functools.lru_cache(maxsize=None)
+def deepspeed_splits(num_layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], ...]:
+    """The distinct stage splits DeepSpeed's partition methods make (planner.exporters.ds_partition),
+    stages without layers left out (DeepSpeed has no virtual stages: vpp is 1)."""
+    found = {tuple(ds_split(method, num_layers, pp)) for method in PARTITIONS}
+    return tuple(sorted(s for s in found if min(s) >= 1))
+
+
+@functools.lru_cache(maxsize=None)
+def torchtitan_splits(num_layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...], ...]:
+    """The distinct per-rank splits torchtitan's layers_per_stage and first/last_stage_less_layers
+    build for pp ranks of vpp virtual stages (planner.exporters.torchtitan.stage_options)."""
+    return tuple(sorted(set(tt.stage_options(num_layers, pp, vpp).values())))
+
+
+SPLITTERS = {"deepspeed-partition": deepspeed_splits, "torchtitan-layers-per-stage": torchtitan_splits}
+
+
+def cp_chooser(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
+               algorithms: tuple[str, ...]) -> Callable[[int, int, int, str], str]:
+    """(tp, cp, mbs, recompute) -> the algorithm with the least exposed cp time per layer
+    (costmodels.timing.cp_layer_s), memoised; algorithms a layout cannot run (a2a heads) are skipped."""
+
+    @functools.lru_cache(maxsize=None)
+    def choose(tp: int, cp: int, mbs: int, recompute: str) -> str:
+        timed = []
+        for alg in algorithms:
+            lay = Layout(tp=tp, sp=tp > 1, cp=cp, cp_comm=alg, mbs=mbs, recompute=recompute)
+            if alg != "a2a" or a2a_heads_ok(model, tp, cp):
+                timed.append((cp_layer_s(model, cluster, train, lay), alg))
+        return min(timed)[1]
+
+    return choose
+
+
+def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
+         then: Optional[Callable[[Any], bool]] = None) -> Optional[Callable[[Any], bool]]:
+    """A search `keep` predicate: candidates `fw` runs (and that `then` accepts)."""
+    if fw is None:
+        return then
+
+    def accept(cand) -> bool:
+        return not refusals(fw, cand, train.precision, train.optimizer) and (then is None or then(cand))
+
+    return accept
+
+
+def stack_name(fw: FrameworkCaps, given: Optional[str], given_framework: Optional[str]) -> str:
+    """The stack to price `fw`'s layouts with: the given one when it is `fw`'s, else `fw`'s default."""
+    if given is None:
+        return fw.stack
+    if given_framework is not None and given_framework != fw.name:
+        raise UserError(f"--stack {given} is a {given_framework} stack, but --framework is {fw.name} "
+                        f"(its default stack is {fw.stack})")
+    return given
+
+
+def require(fw: Optional[FrameworkCaps], lay: Layout, train: TrainSpec) -> None:
+    """UserError naming every rule of `fw` that `lay` breaks."""
+    if fw is None:
+        return
+    why = refusals(fw, lay, train.precision, train.optimizer)
+    if why:
+        raise UserError(f"--framework {fw.name} cannot run this layout: " + "; ".join(why))
+
+
+def runners(lay: Any, train: TrainSpec) -> list[str]:
+    """The frameworks whose tables accept `lay` (a Layout or Candidate)."""
+    return [name for name in FRAMEWORKS
+            if not refusals(hp.load_framework(name), lay, train.precision, train.optimizer)]
+
+
+def export_format(fw: Optional[FrameworkCaps], fmt: Optional[str], default: str) -> str:
+    """`--format` as given, else the framework's exporter, else `default`."""
+    if fmt is not None:
+        return fmt
+    return fw.export_format if fw is not None else default
