@@ -1,0 +1,14 @@
+"""parplan's planner: everything above the pure cost models, grouped by the flow a request takes.
+
+- `files`: the user's files in and out (spec, plan and native configs read with guards; writes that
+  never clobber).
+- `search`: the layout space, CP-SAT over it, the oracle, explanations, framework restrictions.
+- `exporters`: launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM, and their
+  validators.
+- `report`: tables, listings and the plan report (terminal and HTML).
+- the CLI on top: `cli` (Typer commands), `trainopts` (the shared training options), `plan_outputs`
+  (plan's all-or-nothing writes), `schema` (JSON Schema of specs and outputs), `errors`, `safetext`.
+
+Imports run one way: costmodels <- hardware_profiles <- errors/safetext <- files <- search <-
+exporters <- report <- the CLI modules (tests/test_architecture.py checks it).
+"""

@@ -24,20 +24,22 @@ from costmodels.estimate import Estimate, estimate
 from costmodels.errors import SpecError
 from costmodels.layout import Layout, resolve_layout
 from costmodels.train_spec import TrainSpec
-from planner import frameworks as fws
-from planner import listing, loading, stage_split
+from planner.search import frameworks as fws
+from planner.report import listing
+from planner.files import loading
+from planner.search import stage_split
 from planner import trainopts as to
 from planner.errors import UserError, describe_validation_error
-from planner.explain import time_limit_note, why_nothing_fits, why_winner
+from planner.search.explain import time_limit_note, why_nothing_fits, why_winner
 from planner.exporters import run_export
-from planner.native import is_native, load_native
-from planner.htmlreport import render_html
-from planner.planfile import plan_document, write_atomic
+from planner.files.native import is_native, load_native
+from planner.report.html import render_html
+from planner.files.planfile import plan_document, write_atomic
 from planner.plan_outputs import PlanOutputs
 from planner.safetext import plain, visible
-from planner.report_data import build as build_report
-from planner.render import print_estimate, print_plan
-from planner.termreport import print_report
+from planner.report.data import build as build_report
+from planner.report.render import print_estimate, print_plan
+from planner.report.terminal import print_report
 from planner.schema import json_schema
 from planner.search import best_validated, search, validated_filter
 from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
@@ -248,7 +250,7 @@ def plan_cmd(
 def _plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
                  fw=None, deadline: Optional[float] = None):
     """(result, best validated alternative when the winner is not validated, reasons); with a
-    framework (planner.frameworks), only the layouts it runs."""
+    framework (planner.search.frameworks), only the layouts it runs."""
     model, clus = prob.model, prob.cluster
     space = fws.space_options(fw, model, clus, train)
     keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)

@@ -1,5 +1,5 @@
 """What `plan` writes (--save, --export, --report), all or nothing: every target is checked before
-any is written (planner.guarded_write), so a refused path leaves the disk as it was."""
+any is written (planner.files.guarded_write), so a refused path leaves the disk as it was."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 from planner.exporters import ExportResult, export_targets
-from planner.guarded_write import Target, check_folder, check_target, write_all
-from planner.htmlreport import render_html
-from planner.planfile import plan_text
-from planner.report_data import build as build_report
+from planner.files.guarded_write import Target, check_folder, check_target, write_all
+from planner.report.html import render_html
+from planner.files.planfile import plan_text
+from planner.report.data import build as build_report
 
 
 @dataclass(frozen=True)

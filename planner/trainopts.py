@@ -20,7 +20,8 @@ from rich.table import Table
 import hardware_profiles as hp
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from planner import frameworks, loading
+from planner.search import frameworks
+from planner.files import loading
 from costmodels.uncertainty import validated_regimes
 from planner.errors import UserError
 
@@ -55,7 +56,7 @@ class TrainOptions:
     optimizer: Optional[str] = None
     grad_dtype: Optional[str] = None
     fp8_recipe: Optional[str] = None
-    framework: Optional[str] = None  # --framework (planner.frameworks); None or "any": no restriction
+    framework: Optional[str] = None  # --framework (planner.search.frameworks); None or "any": no restriction
 
     def train_fields(self) -> dict[str, Any]:
         """The TrainSpec fields given (stack and framework excluded)."""

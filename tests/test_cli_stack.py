@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import hardware_profiles as hp
 from planner.cli import app
-from planner.native import load_native
+from planner.files.native import load_native
 
 runner = CliRunner()
 EST = ["estimate", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch", "64",

@@ -1,5 +1,5 @@
 """Exporters (planner.exporters): files for every format pass the mirrored framework rules
-(planner.exporters.validate, from benchmarks/data/launch_formats.md), parse as bash/TOML/JSON,
+(planner.exporters.check_written, from benchmarks/data/launch_formats.md), parse as bash/TOML/JSON,
 never clobber without force, refuse what a target cannot express, quote everything that reaches a shell,
 and carry a header with the plan's predicted numbers."""
 
@@ -21,11 +21,11 @@ from costmodels.hardware_spec import GIB
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner import loading
+from planner.files import loading
 from planner.errors import UserError
 from planner.exporters import FORMATS, ExportRefused, export, run_export
-from planner.exporters.validate import validate_export
-from planner.planfile import plan_document
+from planner.exporters.check_written import validate_export
+from planner.files.planfile import plan_document
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -186,7 +186,7 @@ def test_hsdp_exports_to_torchtitan_and_reads_back(tmp_path):
     export(doc, "torchtitan", tmp_path, force=False)
     par = tomllib.loads((tmp_path / "torchtitan_0.2.toml").read_text())["parallelism"]
     assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (8, 2)
-    from planner.native import load_native
+    from planner.files.native import load_native
 
     back = load_native(tmp_path / "torchtitan_0.2.toml", "llama3-8b", "dgx-h100", 2)
     assert back.layout.shard_group == 8 and back.layout.zero == 3

@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 
 from planner.exporters import export, run_export
-from planner.exporters.shellread import find_launch, read_script, split_at_script
+from planner.files.shellread import find_launch, read_script, split_at_script
 from test_exporters import CASES  # pytest puts tests/ on sys.path (no __init__.py there)
 
 DEEPSPEED_CASES = ["8b-pp2-zero1-full", "8b-zero3-dp8"]

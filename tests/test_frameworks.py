@@ -25,8 +25,8 @@ from planner.cli import app
 from planner.exporters import FORMATS, render_all
 from planner.exporters.common import plan_from_doc
 from planner.exporters.deepspeed import ds_config
-from planner.exporters.shellread import find_launch, read_script
-from planner.frameworks import runners
+from planner.files.shellread import find_launch, read_script
+from planner.search.frameworks import runners
 
 runner = CliRunner()
 PROBLEMS = {"llama3-70b": ["--cluster", "dgx-h100", "--nodes", "8", "--global-batch", "128", "--seq-len", "8192"],
@@ -293,13 +293,13 @@ def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_site,
 @settings(max_examples=10, deadline=None)
 def test_cpsat_keeps_the_framework_partitioners_split_and_equals_the_oracle(layers, name, hbm):
     """With a partitioner's splits imposed (DeepSpeed partition_method, torchtitan less_layers), CP-SAT
-    picks only those, and its optimum equals plain enumeration (planner.brute)."""
+    picks only those, and its optimum equals plain enumeration (planner.search.brute)."""
     from helpers import cluster, llama_like
-    from planner import cpsat
-    from planner.brute import brute_force
-    from planner.costing import Coster
-    from planner.frameworks import space_options
-    from planner.space import SpaceOptions, enumerate_layouts
+    from planner.search import cpsat
+    from planner.search.brute import brute_force
+    from planner.search.costing import Coster
+    from planner.search.frameworks import space_options
+    from planner.search.space import SpaceOptions, enumerate_layouts
     model = llama_like(256, 4, 2, layers, 512, vocab=4096, seq=512)
     gpu = hp.load_gpu("h100-sxm").model_copy(update={"hbm_gib": hbm})
     clus = cluster(4, gpu=gpu, memory_reserve_gib=0.0)

@@ -1,4 +1,4 @@
-"""Hugging Face config.json -> ModelSpec (costmodels/hf_config.py), checked against the presets."""
+"""Hugging Face config.json -> ModelSpec (planner/files/hf_config.py), checked against the presets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from costmodels.hf_config import load_hf_config_file, model_from_hf_config
+from planner.files.hf_config import load_hf_config_file, model_from_hf_config
 from hardware_profiles import load_model
 
 # Abridged public config.json files (the keys the mapping reads, plus a few it ignores).

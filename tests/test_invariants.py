@@ -19,10 +19,10 @@ from costmodels.estimate import estimate
 from costmodels.layout import Layout, LayoutError
 from costmodels.train_spec import TrainSpec
 from planner.cli import app
-from planner.explain import why_nothing_fits, why_winner
+from planner.search.explain import why_nothing_fits, why_winner
 from planner.schema import json_schema
 from planner.search import search
-from planner.space import SpaceOptions
+from planner.search.space import SpaceOptions
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "docs" / "examples").glob("*.json"))
 SCHEMA = json_schema()

@@ -1,4 +1,4 @@
-"""`parplan check` on native configs (planner.native): exported Megatron scripts, DeepSpeed JSON and
+"""`parplan check` on native configs (planner.files.native): exported Megatron scripts, DeepSpeed JSON and
 torchtitan 0.2.x TOML read back give the plan's predicted peak memory within 1%; bad inputs give a
 UserError naming the flag or key and the value."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from costmodels.estimate import estimate
-from planner import loading
+from planner.files import loading
 from planner.errors import UserError
 from planner.exporters import export
-from planner.native import detect, load_native, titan_split
+from planner.files.native import detect, load_native, titan_split
 from tests.test_exporters import CASES
 
 # (case, format, file, needs --model, torchtitan expresses zero exactly)

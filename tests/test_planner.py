@@ -1,6 +1,6 @@
 """The planner against its oracle: CP-SAT and the pruned search agree with plain enumeration.
 
-Problems are small (4..12 layers, hidden 128..512, 2..16 GPUs) so that `planner.brute` can
+Problems are small (4..12 layers, hidden 128..512, 2..16 GPUs) so that `planner.search.brute` can
 enumerate every candidate table and every stage split. Models are GPT-style, Llama-style or a
 tiny MoE (4 experts, top-2, 0..2 leading dense layers). These models need only 0.03..2 GiB per
 GPU, so the clusters keep no memory reserve (memory_reserve_gib=0) and HBM is placed relative to
@@ -34,12 +34,12 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner import cpsat
-from planner.brute import best_split, brute_force, splits
-from planner.costing import Coster
+from planner.search import cpsat
+from planner.search.brute import best_split, brute_force, splits
+from planner.search.costing import Coster
 from planner.search import search
-from planner.space import SpaceOptions, enumerate_layouts
-from planner.tables import objective_seconds, stage_counts
+from planner.search.space import SpaceOptions, enumerate_layouts
+from planner.search.tables import objective_seconds, stage_counts
 
 H100 = hardware_profiles.load_gpu("h100-sxm")
 QUICK = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))

@@ -16,9 +16,9 @@ from rich.console import Console
 
 from costmodels.pipeline import pipeline_span_s
 from costmodels.schedule_timeline import makespan_s, simulate
-from planner.htmlreport import render_html
-from planner.report_data import build
-from planner.termreport import print_report
+from planner.report.html import render_html
+from planner.report.data import build
+from planner.report.terminal import print_report
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "docs" / "examples").glob("*.json"))
 BIG = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3.1-405b-1024nodes-plan.json"

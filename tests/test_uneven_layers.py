@@ -1,5 +1,5 @@
 """Layouts whose pp (x vpp) does not divide the layers: `estimate`, `check` and `export` take the split
-the planner chooses (planner.stage_split), print it, export it in each framework's terms, and the
+the planner chooses (planner.search.stage_split), print it, export it in each framework's terms, and the
 exports read back by `check` give the same split.
 
 Golden models and published layouts: BLOOM-176B (70 layers; BLOOM paper section 3.4: tp=4, pp=12,
@@ -32,10 +32,10 @@ from costmodels import schedule_timeline as stl
 from costmodels.layout import Layout, LayoutError
 from costmodels.pipeline import chunk_layers, pipeline_span_s
 from costmodels.train_spec import TrainSpec
-from planner import loading
+from planner.files import loading
 from planner.cli import app
-from planner.exporters.ds_partition import ds_split
-from planner.stage_split import choose
+from planner.files.ds_partition import ds_split
+from planner.search.stage_split import choose
 
 runner = CliRunner()
 
@@ -151,7 +151,7 @@ def test_published_405b_interleaved_split_exports_as_a_layout_string(tmp_path):
     stages = [7] + [8] * 14 + [7]
     lay = Layout(tp=8, pp=16, vpp=2, sp=True, zero=1, recompute="full", stage_layers=stages)
     from costmodels.estimate import estimate
-    from planner.planfile import plan_document
+    from planner.files.planfile import plan_document
 
     doc = plan_document(model, clus, train, estimate(model, clus, train, lay))
     out = tmp_path / "out"

@@ -1,11 +1,15 @@
 """Exporters: turn a saved plan into launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM.
 
 Source: benchmarks/data/launch_formats.md (one section per target; each module names its own).
-`export` checks every target path before writing any, writes atomically (planner.guarded_write)
+`export` checks every target path before writing any, writes atomically (planner.files.guarded_write)
 and never overwrites without `force`; names holding terminal control characters are refused
 (common.check_names). A target that cannot express the plan raises ExportRefused (a UserError:
 exit 2); with fmt="all" such refusals are collected instead, and only an export in which every
 target refuses fails.
+
+May import: costmodels, hardware_profiles, planner.errors, planner.safetext, planner.files (readers,
+writers, DeepSpeed's partitioner), planner.search (the split of a layout without stage_layers).
+Never planner.report or the CLI.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Optional
 from planner.errors import UserError
 from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
 from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
-from planner.guarded_write import Target, write_all
+from planner.files.guarded_write import Target, write_all
 
 FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
 RENDERERS = {"megatron": megatron.render, "deepspeed": deepspeed.render, "torchrun": torchrun.render,
@@ -69,7 +73,7 @@ def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out") ->
 
 
 def run_export(doc: dict, fmt: str, out_dir: Path, force: bool, option: str = "--out") -> ExportResult:
-    """Render, check every target path, then write (planner.guarded_write: all or nothing);
+    """Render, check every target path, then write (planner.files.guarded_write: all or nothing);
     returns what was written and what refused."""
     targets, refused = export_targets(doc, fmt, out_dir, option)
     return ExportResult(written=write_all(targets, force, creates=[Path(out_dir)]), refused=refused)

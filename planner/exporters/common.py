@@ -18,10 +18,10 @@ from costmodels.hardware_spec import GIB, ClusterSpec
 from costmodels.layout import Layout, LayoutError, resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner import stage_split
+from planner.search import stage_split
 from planner.errors import UserError
-from planner.loading import problem_from_plan
-from planner.planfile import VERSION
+from planner.files.loading import problem_from_plan
+from planner.files.planfile import VERSION
 from planner.safetext import terminal_controls, visible
 
 
@@ -67,7 +67,7 @@ class ExportPlan:
 
 
 def plan_from_doc(doc: dict) -> ExportPlan:
-    """Load a plan document (planner.planfile.plan_document) and resolve its layout."""
+    """Load a plan document (planner.files.planfile.plan_document) and resolve its layout."""
     if not isinstance(doc, dict):
         raise UserError(f"plan: expected a plan document (a mapping), got {type(doc).__name__}")
     prob = problem_from_plan(doc, "plan")
@@ -112,7 +112,7 @@ def check_names(plan: ExportPlan) -> None:
 
 
 def layout_string(lay: Layout) -> str:
-    """The layout in parplan's --layout syntax (planner.loading.parse_layout reads it back)."""
+    """The layout in parplan's --layout syntax (planner.files.loading.parse_layout reads it back)."""
     stages = ":".join(str(n) for n in lay.stage_layers)
     return (f"tp={lay.tp},sp={int(lay.sp)},cp={lay.cp},cp_comm={lay.cp_comm},ep={lay.ep},etp={lay.etp},pp={lay.pp},"
             f"vpp={lay.vpp},dp={lay.dp},zero={lay.zero},mbs={lay.mbs},recompute={lay.recompute},"

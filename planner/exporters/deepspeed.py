@@ -15,7 +15,7 @@ from typing import Optional
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, flag_value, header_lines, layout_string, script,
 )
-from planner.exporters.ds_partition import PARTITIONS, ds_split
+from planner.files.ds_partition import PARTITIONS, ds_split
 
 TARGET = "DeepSpeed 0.19 (ds_config.json + deepspeed launcher)"
 CONFIG, HOSTFILE, SCRIPT, NOTES = "ds_config.json", "hostfile", "launch_deepspeed.sh", "PLAN-NOTES.txt"

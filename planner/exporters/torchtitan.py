@@ -20,14 +20,12 @@ Choices documented in the files and in docs/exporters.md:
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Optional
 
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
-from planner.exporters.read_configs import titan_split
+from planner.files.read_configs import stage_options
 
 TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
 TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
@@ -82,24 +80,6 @@ def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
     lay = plan.layout
     keys = stage_options(plan.model.num_layers, lay.pp, lay.vpp)
     return next((k for k, stages in keys.items() if list(stages) == lay.stage_layers), None)
-
-
-@functools.lru_cache(maxsize=None)
-def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tuple[int, ...]]:
-    """Every (layers_per_stage, first_less, last_less) torchtitan accepts here -> the layers per rank
-    it builds (no rank's largest chunk above ceil(n / vpp)): the splits a torchtitan plan can run."""
-    count, out = pp * v, {}
-    for first in range(layers // count + 1):
-        for last in range(layers // count + 1):
-            effective = layers + first + last
-            per = math.ceil(effective / count)
-            if max(first, last) > effective // count or math.ceil(effective / per) != count:
-                continue
-            split = titan_split(count, layers, first, last)
-            chunks = [[split[k * pp + r] for k in range(v)] for r in range(pp)]
-            if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
-                out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
-    return out
 
 
 def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:

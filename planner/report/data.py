@@ -11,10 +11,10 @@ from costmodels.estimate import Estimate, estimate
 from costmodels.layout import resolve_layout
 from costmodels.schedule_timeline import Block, simulate
 from costmodels.timing import make_context, stage_time
-from planner.explain import layout_text
+from planner.search.explain import layout_text
 from planner.errors import UserError
-from planner.loading import problem_from_plan
-from planner.render import pct
+from planner.files.loading import problem_from_plan
+from planner.report.render import pct
 from planner.safetext import visible
 
 MAX_DRAWN_MICROBATCHES = 24

@@ -8,7 +8,7 @@ with its tie-breaking). The layer specs assumed are Megatron-DeepSpeed's GPTMode
 embedding and the (tied, EmbeddingPipe) head as one layer each, as BLOOM-176B's launch did
 (--pp-partition-method 'type:transformer|embedding', 70 layers on 12 stages: 5, 6, ..., 6, 5).
 "uniform" and "parameters" depend on the model code's other specs and sizes and are not offered.
-Used by the exporter (planner.exporters.deepspeed) and by `check` of a ds_config.json (planner.native).
+Used by the exporter (planner.exporters.deepspeed) and by `check` of a ds_config.json (planner.files.native).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Variables: x_c (candidate c chosen, exactly one); per pipeline degree p, the stage sizes n_{p,i}
 (sum = L; at least vpp for the chosen candidate) with their dense/MoE split, and per vpp the largest
-virtual chunk c_i >= n_i / v (the uneven chunks' extra bubble, planner.tables); per p, epigraph
+virtual chunk c_i >= n_i / v (the uneven chunks' extra bubble, planner.search.tables); per p, epigraph
 variables for max_i t_i (T), the exposed data-parallel term (D) and the optimizer (O). Every
 candidate's constraints are enforced only by its own x_c; the objective Z is the step time in
-planner.tables' objective units. All numbers come from the integer tables: no cost logic here.
+planner.search.tables' objective units. All numbers come from the integer tables: no cost logic here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Optional
 from ortools.sat.python import cp_model
 
 from costmodels.model_spec import ModelSpec
-from planner.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
+from planner.search.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
 
 MAX_DOMAIN = 2**62  # CP-SAT integer variables are 64-bit: larger bounds make the model invalid
 GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one

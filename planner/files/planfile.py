@@ -15,7 +15,7 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from planner.guarded_write import Target, write_all
+from planner.files.guarded_write import Target, write_all
 
 VERSION = "0.1.0"
 
@@ -48,7 +48,7 @@ def stack_reference(stack: Union[str, Stack, None]) -> Union[str, dict, None]:
 
 
 def write_atomic(path: Path, text: str, force: bool, mode: int = 0o666, option: str = "output") -> None:
-    """Write `text` to `path` through planner.guarded_write: checked, atomic, never clobbering without
+    """Write `text` to `path` through planner.files.guarded_write: checked, atomic, never clobbering without
     force. `mode` (before the umask): 0o777 for scripts; `option` names the path in messages."""
     write_all([Target(Path(path), text, mode, option)], force)
 

@@ -1,4 +1,4 @@
-"""Pure readers of DeepSpeed JSON and torchtitan 0.2.x TOML settings (no spec loading), for planner.native.
+"""Pure readers of DeepSpeed JSON and torchtitan 0.2.x TOML settings (no spec loading), for planner.files.native.
 
 Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
 * DP, "auto" is not DeepSpeed's, ZeRO < 2 with pipeline stages, offload devices) and section "torchtitan"
@@ -9,6 +9,7 @@ boolean, a list no number), degrees and batch sizes at least 1 and of sane size.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Optional
@@ -265,3 +266,21 @@ def tt_world(par: dict, path: Path) -> Optional[int]:
     degrees = [tt_int(par, f"{k}_degree", path, 1) for k in keys]
     shard = tt_shard(par, path)
     return None if shard == -1 else math.prod(degrees[:4]) * shard
+
+
+@functools.lru_cache(maxsize=None)
+def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tuple[int, ...]]:
+    """Every (layers_per_stage, first_less, last_less) torchtitan accepts here -> the layers per rank
+    it builds (no rank's largest chunk above ceil(n / vpp)): the splits a torchtitan plan can run."""
+    count, out = pp * v, {}
+    for first in range(layers // count + 1):
+        for last in range(layers // count + 1):
+            effective = layers + first + last
+            per = math.ceil(effective / count)
+            if max(first, last) > effective // count or math.ceil(effective / per) != count:
+                continue
+            split = titan_split(count, layers, first, last)
+            chunks = [[split[k * pp + r] for k in range(v)] for r in range(pp)]
+            if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
+                out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
+    return out

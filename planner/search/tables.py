@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from costmodels.model_spec import ModelSpec
 from costmodels.stage_linear import Affine, LayoutCoefficients
-from planner.space import Candidate
+from planner.search.space import Candidate
 
 TIME_UNIT_S = 1e-7
 MEM_UNIT_BYTES = 1024

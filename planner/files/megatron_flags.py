@@ -4,7 +4,7 @@ Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names and
 inverse of planner.exporters.megatron's mapping tables). Megatron's defaults apply to flags left
 out: dropout on, gelu, LayerNorm, learned positions, tied embeddings, biases, expert tensor
 parallel size = tensor parallel size, and fp32 main gradients with --bf16 unless
---grad-reduce-in-bf16. Used by planner.native (parplan check) and planner.exporters.validate.
+--grad-reduce-in-bf16. Used by planner.files.native (parplan check) and planner.exporters.check_written.
 Every bad value raises UserError naming the flag and the value.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from planner.errors import UserError
-from planner.exporters.megatron import NORM, POSITION, SWITCHES, ZERO_FSDP
-from planner.exporters.shellread import (
+from planner.files.megatron_names import NORM, POSITION, SWITCHES, ZERO_FSDP
+from planner.files.shellread import (
     find_launch, flag_dict, parse_flags, read_script, split_at_script,
 )
 

@@ -1,5 +1,5 @@
 """`parplan check` on native launch configs: a Megatron-LM script or argument file, a DeepSpeed JSON,
-or a torchtitan 0.2.x TOML, read into a planner.loading.Problem.
+or a torchtitan 0.2.x TOML, read into a planner.files.loading.Problem.
 
 Source: benchmarks/data/launch_formats.md, sections "Megatron-LM" (flags), "DeepSpeed" (keys and the
 batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0.2.x job file); the
@@ -22,14 +22,14 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner import loading
+from planner.files import loading
 from planner.errors import UserError
-from planner.exporters import megatron_flags as mf
-from planner.exporters import read_configs as rc
-from planner.exporters.ds_partition import ds_stages
-from planner.exporters.read_configs import titan_split  # noqa: F401  (re-exported)
-from planner.exporters.shellread import sbatch_options
-from planner.safe_read import parse_json, parse_toml, read_text
+from planner.files import megatron_flags as mf
+from planner.files import read_configs as rc
+from planner.files.ds_partition import ds_stages
+from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
+from planner.files.shellread import sbatch_options
+from planner.files.safe_read import parse_json, parse_toml, read_text
 
 __all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
 
@@ -90,7 +90,7 @@ def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
 
 
 def _read_text(path: Path) -> str:
-    """The config's text through planner.safe_read (a regular file, size-capped while reading, UTF-8)."""
+    """The config's text through planner.files.safe_read (a regular file, size-capped while reading, UTF-8)."""
     return read_text(path)
 
 

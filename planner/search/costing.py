@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
-from planner.space import Candidate
+from planner.search.space import Candidate
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
@@ -23,7 +23,7 @@ from costmodels.stage_linear import LayerCosts, state_bytes, layer_costs, layout
 from costmodels.step import pp_comm_s
 from costmodels.timing import make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
-from planner.tables import Table, make_table, stage_counts
+from planner.search.tables import Table, make_table, stage_counts
 
 
 @dataclass(frozen=True)

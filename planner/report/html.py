@@ -5,9 +5,9 @@ from __future__ import annotations
 from html import escape
 
 from costmodels.outputs import UncertaintyOut
-from planner.explain import layout_text
-from planner.render import band_detail, band_text, band_warning, pct
-from planner.report_data import EXPECTED_ERROR, MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
+from planner.search.explain import layout_text
+from planner.report.render import band_detail, band_text, band_warning, pct
+from planner.report.data import EXPECTED_ERROR, MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
 
 GIB = 2**30
 PARTS = [("weights_bytes", "weights", "#4e79a7"), ("grads_bytes", "grads", "#f28e2b"),

@@ -10,7 +10,7 @@ from costmodels.estimate import Estimate
 from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
-from planner.explain import layout_text
+from planner.search.explain import layout_text
 from planner.safetext import plain, visible
 
 GIB = 2**30

@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from planner.render import band_text, band_warning
-from planner.report_data import MAX_SIMULATED_STAGES, ReportData, picked
+from planner.report.render import band_text, band_warning
+from planner.report.data import MAX_SIMULATED_STAGES, ReportData, picked
 
 GIB = 2**30
 WIDTH = 72

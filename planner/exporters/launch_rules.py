@@ -12,8 +12,8 @@ import re
 from typing import Optional
 
 from planner.errors import UserError
-from planner.exporters import megatron_flags as mf
-from planner.exporters.shellread import flag_dict, parse_flags
+from planner.files import megatron_flags as mf
+from planner.files.shellread import flag_dict, parse_flags
 
 
 # ---- Megatron -----------------------------------------------------------------------------------

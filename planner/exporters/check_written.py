@@ -3,7 +3,7 @@
 Source: benchmarks/data/launch_formats.md: "Rules Megatron enforces" (and the two it does not check),
 the DeepSpeed batch rule, strict sections and hostfile rules, the torchrun flag rules, the torchtitan
 rules and the SLURM batch-script shape. Each validator reads the written files back (flags parsed
-with planner.exporters.shellread, never executed) and returns a list of problems; an empty list
+with planner.files.shellread, never executed) and returns a list of problems; an empty list
 means the files pass. validate_export also checks that the files say what the plan says.
 """
 
@@ -13,15 +13,15 @@ import json
 from pathlib import Path
 
 from planner.errors import UserError
-from planner.exporters import megatron_flags as mf
+from planner.files import megatron_flags as mf
 from planner.exporters.common import ExportPlan, plan_from_doc
-from planner.exporters.shellread import (
+from planner.files.shellread import (
     find_launch, flag_dict, parse_flags, read_script, sbatch_options, split_at_script,
 )
-from planner.exporters.validate_configs import (
+from planner.exporters.config_rules import (
     deepspeed_problems, hostfile_problems, launcher_problems, torchtitan_problems,
 )
-from planner.exporters.validate_rules import megatron_rule_problems, torchrun_problems
+from planner.exporters.launch_rules import megatron_rule_problems, torchrun_problems
 
 try:
     import tomllib
@@ -76,7 +76,7 @@ def check_slurm(files: dict[str, Path], plan: ExportPlan) -> list[str]:
 
 def _same_plan(text: str, plan: ExportPlan, nodes) -> list[str]:
     """Read the script back as `parplan check` would and compare with the plan."""
-    from planner.native import load_native_text  # local: planner.native imports this package
+    from planner.files.native import load_native_text  # local: planner.files.native imports this package
     try:
         prob = load_native_text(text, "megatron", None, plan.cluster, nodes)
     except UserError as err:

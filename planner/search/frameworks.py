@@ -22,9 +22,9 @@ from costmodels.model_spec import ModelSpec
 from costmodels.timing import cp_layer_s
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
-from planner.exporters import torchtitan as tt
-from planner.exporters.ds_partition import PARTITIONS, ds_split
-from planner.space import SpaceOptions
+from planner.files.ds_partition import PARTITIONS, ds_split
+from planner.files.read_configs import stage_options
+from planner.search.space import SpaceOptions
 
 ANY = "any"
 CHOICES = FRAMEWORKS + (ANY,)
@@ -44,7 +44,7 @@ def load(name: Optional[str]) -> Optional[FrameworkCaps]:
 def space_options(fw: Optional[FrameworkCaps], model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                   base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
     """The search space of `fw` (all of it with `any`), keeping one cp algorithm per layout: the
-    fastest of those allowed (planner.space.DOMINATED)."""
+    fastest of those allowed (planner.search.space.DOMINATED)."""
     if fw is None:
         algorithms = ANY_CP_COMM
         base = dataclasses.replace(base, cp_comm=algorithms)
@@ -62,7 +62,7 @@ def space_options(fw: Optional[FrameworkCaps], model: ModelSpec, cluster: Cluste
 
 @functools.lru_cache(maxsize=None)
 def deepspeed_splits(num_layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int, ...], ...]:
-    """The distinct stage splits DeepSpeed's partition methods make (planner.exporters.ds_partition),
+    """The distinct stage splits DeepSpeed's partition methods make (planner.files.ds_partition),
     stages without layers left out (DeepSpeed has no virtual stages: vpp is 1)."""
     found = {tuple(ds_split(method, num_layers, pp)) for method in PARTITIONS}
     return tuple(sorted(s for s in found if min(s) >= 1))
@@ -71,8 +71,8 @@ def deepspeed_splits(num_layers: int, pp: int, vpp: int = 1) -> tuple[tuple[int,
 @functools.lru_cache(maxsize=None)
 def torchtitan_splits(num_layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...], ...]:
     """The distinct per-rank splits torchtitan's layers_per_stage and first/last_stage_less_layers
-    build for pp ranks of vpp virtual stages (planner.exporters.torchtitan.stage_options)."""
-    return tuple(sorted(set(tt.stage_options(num_layers, pp, vpp).values())))
+    build for pp ranks of vpp virtual stages (planner.files.read_configs.stage_options)."""
+    return tuple(sorted(set(stage_options(num_layers, pp, vpp).values())))
 
 
 SPLITTERS = {"deepspeed-partition": deepspeed_splits, "torchtitan-layers-per-stage": torchtitan_splits}

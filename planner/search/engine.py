@@ -1,13 +1,13 @@
 """The search: enumerate, bound, prune exactly, then let CP-SAT choose layout and stage split.
 
-1. Enumerate every candidate layout (planner.space), keeping those a `keep` predicate accepts
+1. Enumerate every candidate layout (planner.search.space), keeping those a `keep` predicate accepts
    (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
 2. Drop candidates whose memory lower bound exceeds their allocated budget (HBM less margin, CUDA
    context, NCCL buffers and fragmentation: costmodels.device_memory; no split can fit them).
 3. In order of their step-time lower bound, build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
-4. CP-SAT (planner.cpsat) picks the best candidate and stage split among the survivors, then
+4. CP-SAT (planner.search.cpsat) picks the best candidate and stage split among the survivors, then
    the next K-1 with the earlier choices excluded.
 5. Each winner is re-estimated with costmodels.estimate (the numbers people see).
 """
@@ -25,10 +25,10 @@ from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
-from planner import cpsat
-from planner.costing import Coster, first_objective
-from planner.space import Candidate, SpaceOptions, enumerate_layouts
-from planner.tables import Table, lower_bound, objective_seconds
+from planner.search import cpsat
+from planner.search.costing import Coster, first_objective
+from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
+from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
 RESERVE_S = 0.4  # of a caller's deadline, kept for the re-estimates, the reasons and the output
@@ -105,7 +105,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
 def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
                deadline: float) -> list[tuple[int, Table, tuple]]:
     """(integer lower bound, table, first split) of every candidate that might enter the top K,
-    ordered by bound. Float bounds stop the costing; integer bounds (planner.tables.lower_bound,
+    ordered by bound. Float bounds stop the costing; integer bounds (planner.search.tables.lower_bound,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives

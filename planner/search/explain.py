@@ -1,7 +1,7 @@
 """Why the winner won, what binds it, and — when nothing fits — why not and what would help.
 
 Every statement carries numbers from the cost model; nothing here computes costs itself beyond
-calling costmodels (estimates) and planner.costing (memory lower bounds).
+calling costmodels (estimates) and planner.search.costing (memory lower bounds).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import validated_regimes
-from planner.costing import Coster, balanced_split
+from planner.search.costing import Coster, balanced_split
 from planner.search import SearchResult
-from planner.space import SpaceOptions, enumerate_layouts
+from planner.search.space import SpaceOptions, enumerate_layouts
 
 GIB = 2**30
 TIME_PARTS = ("compute_s", "recompute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",

@@ -1,7 +1,7 @@
 """Read launch flags back out of a shell script or argument file, without running anything.
 
-Used by the validators (planner.exporters.validate) and by `parplan check` on native configs
-(planner.native). It understands what launch scripts do in practice (launch_formats.md, Megatron
+Used by the validators (planner.exporters.check_written) and by `parplan check` on native configs
+(planner.files.native). It understands what launch scripts do in practice (launch_formats.md, Megatron
 and SLURM sections): scalar assignments (`X=1`, `export X=1`), arrays (`ARGS=( --a 1 ... )`),
 line continuations, comments, `${X}`, `${X:-default}` and `"${ARGS[@]}"`. Anything else (loops,
 command substitution) is skipped. Variables the script does not assign stay as written (`$SLURM_NNODES`).

@@ -1,8 +1,8 @@
 """The stage split parplan chooses for one fixed layout, when the user gives none and pp does not
 divide the layers (Llama 3.1 405B: 126 layers on pp=16; BLOOM-176B: 70 on pp=12; Qwen3-235B: 94 on 8).
 
-The split is the search's own (planner.search): the candidate's integer table (planner.costing)
-and CP-SAT over its stage sizes alone (planner.cpsat), so the embedding's states on the first stage,
+The split is the search's own (planner.search): the candidate's integer table (planner.search.costing)
+and CP-SAT over its stage sizes alone (planner.search.cpsat), so the embedding's states on the first stage,
 the output head and loss on the last, memory and the uneven virtual chunks' bubble all count. When
 no split fits in memory, the fastest split regardless of memory is taken (the estimate then says
 it does not fit). Among splits of equal step time, one the frameworks state most simply is
@@ -21,10 +21,10 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, LayoutError, resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner import cpsat
-from planner.costing import Coster, first_objective
-from planner.space import Candidate
-from planner.tables import Table, stage_counts
+from planner.search import cpsat
+from planner.search.costing import Coster, first_objective
+from planner.search.space import Candidate
+from planner.search.tables import Table, stage_counts
 
 TIME_LIMIT_S = 20.0
 

@@ -15,12 +15,12 @@ from pydantic import BaseModel, ValidationError
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.outputs import Estimate
-from costmodels.hf_config import model_from_hf_config
+from planner.files.hf_config import model_from_hf_config
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError, describe_validation_error
-from planner.safe_read import MAX_FILE_BYTES, key_text, parse_mapping, read_text  # noqa: F401  (MAX_FILE_BYTES re-exported)
+from planner.files.safe_read import MAX_FILE_BYTES, key_text, parse_mapping, read_text  # noqa: F401  (MAX_FILE_BYTES re-exported)
 
 PLAN_KEYS = {"model", "cluster", "train", "layout"}
 PLAN_EXTRA_KEYS = {"parplan_version", "estimate", "search", "alternatives", "reasons"}
@@ -52,7 +52,7 @@ def validate(cls: type[T], data: Any, where: str, from_file: bool = True) -> T:
 
 
 def read_mapping(path: Path) -> dict:
-    """A JSON or YAML file holding one mapping, read through planner.safe_read: a regular file of at
+    """A JSON or YAML file holding one mapping, read through planner.files.safe_read: a regular file of at
     most 4 MiB (checked while reading), safe loading, no YAML aliases, no duplicate keys, nesting,
     integers and floats bounded."""
     path = Path(path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from planner.exporters.shellread import flag_dict, parse_flags, split_at_script
+from planner.files.shellread import flag_dict, parse_flags, split_at_script
 
 DS_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer",
           "scheduler", "gradient_clipping", "zero_optimization", "bf16", "fp16", "activation_checkpointing",

@@ -8,7 +8,7 @@ under parplan's cost model, and `DOMINATED` says why:
 - ZeRO > 0 is skipped when nothing shards it (dp * cp = 1 and one expert data-parallel rank).
 Interleaving (vpp > 1) needs the micro-batch count divisible by pp, as Megatron's interleaved
 schedule asserts. Virtual stages are limited to 1..8 (max_vpp), so that the solver's integer
-objective is exact (planner.tables).
+objective is exact (planner.search.tables).
 """
 
 from __future__ import annotations
@@ -92,9 +92,9 @@ class SpaceOptions:
     recompute: tuple[str, ...] = RECOMPUTE
     hsdp: bool = True
     cp_comm: tuple[str, ...] = ("p2p",)  # context-parallel algorithms tried when cp > 1
-    # (tp, cp, mbs, recompute) -> the fastest of cp_comm there (planner.frameworks.cp_chooser); None: all
+    # (tp, cp, mbs, recompute) -> the fastest of cp_comm there (planner.search.frameworks.cp_chooser); None: all
     cp_choice: Optional[Callable[[int, int, int, str], str]] = None
-    # (num_layers, pp, vpp) -> the only stage splits a framework can run (planner.frameworks); None: any split
+    # (num_layers, pp, vpp) -> the only stage splits a framework can run (planner.search.frameworks); None: any split
     stage_splits: Optional[Callable[[int, int, int], tuple[tuple[int, ...], ...]]] = None
 
 

@@ -10,7 +10,7 @@ from itertools import combinations
 from typing import Iterator, Optional
 
 from costmodels.model_spec import ModelSpec
-from planner.tables import Table, stage_counts
+from planner.search.tables import Table, stage_counts
 
 
 def splits(num_layers: int, pp: int, vpp: int) -> Iterator[list[int]]:
