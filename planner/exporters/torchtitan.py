@@ -132,8 +132,8 @@ def launcher(plan: ExportPlan) -> str:
     for section, items in settings(plan).items():
         for key, value in items:
             overrides += [f"--{section}.{key}", value]
-    if plan.layout.pp > 1:
-        overrides.append("--training.disable_cuda_graphs")
+    if plan.layout.pp > 1 or plan.model.is_moe:  # torchtitan/trainer.py: CUDA graphs need neither PP nor
+        overrides.append("--training.disable_cuda_graphs")  # the MoE all-to-all dispatcher (CPU sync)
     body = (
         f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
         "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape.\n"
