@@ -337,3 +337,10 @@ def test_torchtitan_plans_pass_torchtitans_config_manager(model):
     assert (cfg.parallelism.tensor_parallel_degree, cfg.parallelism.context_parallel_degree,
             cfg.parallelism.pipeline_parallel_degree) == (lay["tp"], lay["cp"], lay["pp"])
     assert cfg.training.global_batch_size == doc["train"]["global_batch_size"]
+
+
+def test_runs_on_checks_the_stage_split_a_partitioner_builds():
+    train = _train()
+    even, odd = Layout(pp=2, dp=4, stage_layers=[16, 16]), Layout(pp=2, dp=4, stage_layers=[10, 22])
+    assert {"megatron", "deepspeed", "torchtitan"} <= set(runners(even, train))
+    assert runners(odd, train) == ["megatron"]  # only Megatron takes any counts

@@ -127,9 +127,21 @@ def require(fw: Optional[FrameworkCaps], lay: Layout, train: TrainSpec) -> None:
 
 
 def runners(lay: Any, train: TrainSpec) -> list[str]:
-    """The frameworks whose tables accept `lay` (a Layout or Candidate)."""
-    return [name for name in FRAMEWORKS
-            if not refusals(hp.load_framework(name), lay, train.precision, train.optimizer)]
+    """The frameworks whose tables accept `lay` (a resolved Layout), its stage split included."""
+    out = []
+    for name in FRAMEWORKS:
+        fw = hp.load_framework(name)
+        if not refusals(fw, lay, train.precision, train.optimizer) and split_runs(fw, lay):
+            out.append(name)
+    return out
+
+
+def split_runs(fw: FrameworkCaps, lay: Any) -> bool:
+    """The layout's stage split is one `fw`'s partitioner builds (any split where it takes counts)."""
+    splitter = SPLITTERS.get(fw.stage_split)
+    if lay.pp == 1 or splitter is None or not lay.stage_layers:
+        return True
+    return tuple(lay.stage_layers) in splitter(sum(lay.stage_layers), lay.pp, lay.vpp)
 
 
 def export_format(fw: Optional[FrameworkCaps], fmt: Optional[str], default: str) -> str:
