@@ -341,6 +341,8 @@ def test_torchtitan_plans_pass_torchtitans_config_manager(model):
 
 def test_runs_on_checks_the_stage_split_a_partitioner_builds():
     train = _train()
-    even, odd = Layout(pp=2, dp=4, stage_layers=[16, 16]), Layout(pp=2, dp=4, stage_layers=[10, 22])
+    even, ends = Layout(pp=4, dp=2, stage_layers=[8, 8, 8, 8]), Layout(pp=4, dp=2, stage_layers=[7, 9, 9, 7])
+    odd = Layout(pp=4, dp=2, stage_layers=[8, 6, 10, 8])
     assert {"megatron", "deepspeed", "torchtitan"} <= set(runners(even, train))
+    assert runners(ends, train) == ["megatron", "torchtitan"]  # torchtitan: first/last_stage_less_layers
     assert runners(odd, train) == ["megatron"]  # only Megatron takes any counts
