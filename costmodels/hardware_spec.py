@@ -111,6 +111,9 @@ class GPUProfile(BaseModel):
         None, ge=MIN_RATE, le=1e6,
         description="Dense FP8 peak, TFLOP/s; null if unsupported.")
     efficiency: Efficiency = Field(default_factory=Efficiency, description="Fitted achieved fractions of peak.")
+    tdp_w: Optional[float] = Field(
+        None, ge=1, le=1e5, description="Board power (TDP/TBP) from the datasheet, W; the whole run's energy "
+        "(costmodels.whole_run) is GPUs x tdp_w x hours; null = energy unknown.")
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 
     @property
@@ -158,6 +161,9 @@ class ClusterSpec(BaseModel):
         1.0, ge=0, le=65536, description="Safety margin kept free per GPU beyond the modelled device use (the "
         "allocator reserve, CUDA context and NCCL buffers are modelled: costmodels.device_memory), GiB."
     )
+    checkpoint_write_gb_per_s_per_node: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6, description="Sustained checkpoint write rate per node to the checkpoint "
+        "storage, GB/s; null = the whole-run default (costmodels.whole_run: Llama 3's 2 TB/s over 2,048 nodes).")
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 
     @model_validator(mode="after")

@@ -39,6 +39,8 @@ from planner.plan_outputs import PlanOutputs
 from planner.safetext import plain, visible
 from planner.report.data import build as build_report
 from planner.report.render import print_estimate, print_plan
+from planner.report.runblock import print_whole_run
+from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
 from planner.report.terminal import print_report
 from planner.schema import json_schema
 from planner.search import best_validated, search, validated_filter
@@ -134,7 +136,8 @@ GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or
 GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
 PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
-TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget: the report gives the days it takes.")
+TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the whole run (e.g. 15e12): "
+                          "days, GPU-hours, energy, cost, checkpoint interval, goodput.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
 
 
@@ -160,11 +163,17 @@ def estimate_cmd(
     fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
     framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
+    tokens: Optional[float] = TOKENS_OPT,
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
 ) -> None:
     """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
 
     MFU and model TFLOP/s count model FLOPs only (PaLM/Korthikanti convention: no recompute,
     attention scores counted in full without causal halving)."""
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = _problem(model, cluster, nodes, gpus)
     lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
@@ -174,14 +183,17 @@ def estimate_cmd(
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(framework), result.layout, train)
     _show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
-                           f"stack {train.stack_spec.name}", chosen)
+                           f"stack {train.stack_spec.name}", chosen,
+          whole_run_of(result, prob.model, prob.cluster, train, run))
 
 
-def _show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False) -> None:
+def _show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None) -> None:
     if as_json:
-        _print_json(result.model_dump(mode="json"))
+        extra = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
+        _print_json({**result.model_dump(mode="json"), **extra})
     else:
         print_estimate(result, out, title, chosen_split)
+        print_whole_run(whole, out)
 
 
 @app.command("plan")
@@ -215,12 +227,17 @@ def plan_cmd(
                                       "all (default: the --framework's, else all)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
     tokens: Optional[float] = TOKENS_OPT,
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
 ) -> None:
     """Search every layout for the fastest that fits; exit 1 when nothing fits. When the winner's
     accuracy regime is not validated, the best validated layout is named beside it.
 
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = _problem(model, cluster, nodes, gpus)
     opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
                         grad_dtype, fp8_recipe, framework)
@@ -235,15 +252,18 @@ def plan_cmd(
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
     if doc is not None:
-        _report_export(outputs.write(doc, fmt, tokens))
+        _report_export(outputs.write(doc, fmt, tokens, run))
     runs_on = [fws.runners(p.layout, train) for p in result.plans]
+    whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
-        _print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on})
+        _print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on,
+                     "whole_run": whole.model_dump(mode="json") if whole else None})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
                    f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
                    + (f", framework {framework}" if fw else ""), alternative, runs_on)
+        print_whole_run(whole, out)
     raise typer.Exit(0 if result.plans else 1)
 
 

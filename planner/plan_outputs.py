@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from costmodels.whole_run import RunSpec
 from planner.exporters import ExportResult, export_targets
 from planner.files.guarded_write import Target, check_folder, check_target, write_all
 from planner.report.html import render_html
@@ -32,7 +33,8 @@ class PlanOutputs:
         if self.export_dir is not None:
             check_folder(Path(self.export_dir), "--export", create=True)
 
-    def targets(self, doc: dict, fmt: str, tokens: Optional[float]) -> tuple[list[Target], dict[str, str]]:
+    def targets(self, doc: dict, fmt: str, tokens: Optional[float],
+                run: Optional[RunSpec] = None) -> tuple[list[Target], dict[str, str]]:
         """Every file to write, and the export formats that refused the plan."""
         targets: list[Target] = []
         refused: dict[str, str] = {}
@@ -42,11 +44,11 @@ class PlanOutputs:
             files, refused = export_targets(doc, fmt, Path(self.export_dir), "--export")
             targets += files
         if self.report is not None:
-            targets.append(Target(Path(self.report), render_html(build_report(doc, tokens)), option="--report"))
+            targets.append(Target(Path(self.report), render_html(build_report(doc, tokens, run)), option="--report"))
         return targets, refused
 
-    def write(self, doc: dict, fmt: str, tokens: Optional[float]) -> ExportResult:
-        """Check all, then write all; what was written and what refused."""
-        targets, refused = self.targets(doc, fmt, tokens)
+    def write(self, doc: dict, fmt: str, tokens: Optional[float], run: Optional[RunSpec] = None) -> ExportResult:
+        """Check all, then write all; what was written and what refused (`run`: the whole run the report shows)."""
+        targets, refused = self.targets(doc, fmt, tokens, run)
         creates = [Path(self.export_dir)] if self.export_dir is not None else []
         return ExportResult(written=write_all(targets, self.force, creates), refused=refused)

@@ -2,7 +2,8 @@
 
 `parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
 TrainSpec, Stack (`--stack-file`), Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
-Estimate (`estimate --json`) and PlanOutput (`plan --json`). It is generated from the Pydantic
+Estimate (`estimate --json`; EstimateOutput with `--tokens`), PlanOutput (`plan --json`), RunSpec
+and WholeRun (the whole run, costmodels.whole_run). It is generated from the Pydantic
 models, so it cannot drift from what the loaders accept.
 """
 
@@ -19,6 +20,7 @@ from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
+from costmodels.whole_run import RunSpec, WholeRun
 
 
 class ClusterPreset(BaseModel):
@@ -66,9 +68,18 @@ class PlanOutput(BaseModel):
                            "or any.")
     runs_on: list[list[str]] = Field(default_factory=list, description="runs_on[i]: the frameworks whose "
                                      "capability tables accept plans[i] (hardware_profiles/frameworks).")
+    whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the winner's whole run (days, "
+                                          "GPU-hours, energy, cost, checkpoint interval, goodput); null otherwise.")
 
 
-MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput]
+class EstimateOutput(Estimate):
+    """`estimate --json`: one Estimate, with `whole_run` when --tokens is given."""
+
+    whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the whole run of this layout.")
+
+
+MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput, EstimateOutput,
+          RunSpec, WholeRun]
 
 
 def json_schema() -> dict:

@@ -11,6 +11,7 @@ from costmodels.estimate import Estimate, estimate
 from costmodels.layout import resolve_layout
 from costmodels.schedule_timeline import Block, simulate
 from costmodels.timing import make_context, stage_time
+from costmodels.whole_run import RunSpec, WholeRun, whole_run
 from planner.search.explain import layout_text
 from planner.errors import UserError
 from planner.files.loading import problem_from_plan
@@ -42,6 +43,7 @@ class ReportData:
     gpus_per_node: int
     num_nodes: int
     days: Optional[float]
+    whole_run: Optional[WholeRun] = None  # with a token budget: costmodels.whole_run
 
 
 def _timelines(model, cluster, train, lay) -> tuple[dict[str, list[Block]], int]:
@@ -78,8 +80,9 @@ def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
             for k in ("tp", "cp", "dp", "pp") if sizes[k] > 1]
 
 
-def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
-    """Re-estimate the plan document's layout and gather what the pictures show."""
+def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = None) -> ReportData:
+    """Re-estimate the plan document's layout and gather what the pictures show; with a token budget
+    (`run`, else `tokens` with the default failure assumptions) the whole run too."""
     prob = problem_from_plan(doc, "plan")
     if prob.layout is None:
         raise UserError("plan: a report needs a plan file with a 'layout' (plan --save writes one)")
@@ -93,11 +96,13 @@ def build(doc: dict, tokens: Optional[float] = None) -> ReportData:
     sentence = (f"{name} on {cluster.num_gpus:,} x {gpu}: {layout_text(plan.layout)}, "
                 f"peak {mem.peak_bytes / 2**30:.1f} of {mem.usable_bytes / 2**30:.1f} GiB, step "
                 f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
-    days = tokens / t.tokens_per_s / 86400 if tokens else None
+    run = run if run is not None else RunSpec(tokens=float(tokens)) if tokens else None
+    days = run.tokens / t.tokens_per_s / 86400 if run is not None else None
+    whole = whole_run(plan, model, cluster, train, run) if run is not None else None
     reasons = [visible(r) for r in doc.get("reasons", [])]
     return ReportData(f"parplan: {name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
                       reasons, timelines, drawn, _groups(lay, cluster.gpus_per_node),
-                      cluster.gpus_per_node, cluster.num_nodes, days)
+                      cluster.gpus_per_node, cluster.num_nodes, days, whole)
 
 
 def _band_short(e: Estimate) -> str:
