@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import splits  # noqa: E402
+from planner.calibration.fitter import multi_start  # noqa: E402
 from predict import TIED_GPUS, Param, Profiles, layer_s, mean_abs_err, predict_s, prepared  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1] / "hardware_profiles"
@@ -70,19 +71,18 @@ def _clip(p: Param, value: float) -> float:
 
 
 def fit(params: list[Param], prof: Profiles, sets, layers=(), starts: int = 3, ratios=()) -> float:
-    """Nelder-Mead on log-parameters from a few starting points; leaves the best values in `prof`."""
+    """Nelder-Mead on log-parameters from a few starting points (planner.calibration.fitter.multi_start,
+    the fitter `parplan calibrate` uses, here with scipy's simplex); leaves the best values in `prof`."""
     from scipy.optimize import minimize
 
-    objective = objective_factory(params, prof, sets, list(layers), list(ratios))
-    best, rng = None, np.random.default_rng(0)
-    x_start = np.log([p.start for p in params])
-    for i in range(starts):
-        x0 = x_start + (0 if i == 0 else rng.normal(0, 0.3, len(params)))
-        res = minimize(objective, x0, method="Nelder-Mead",
-                       options={"maxiter": 300 * len(params), "xatol": 1e-3, "fatol": 1e-5})
+    def scipy_nm(f, x0, n):
+        return minimize(f, x0, method="Nelder-Mead", options={"maxiter": 300 * n, "xatol": 1e-3, "fatol": 1e-5})
+
+    def report(i, res):
         print(f"  start {i}: objective {res.fun:.4f} after {res.nfev} evaluations", file=sys.stderr)
-        if best is None or res.fun < best.fun:
-            best = res
+
+    objective = objective_factory(params, prof, sets, list(layers), list(ratios))
+    best = multi_start(objective, np.log([p.start for p in params]), starts, scipy_nm, report)
     objective(best.x)
     return float(best.fun)
 

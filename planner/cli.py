@@ -408,6 +408,43 @@ def check_cmd(
     raise typer.Exit(0 if result.fits else 1)
 
 
+@app.command("calibrate")
+@user_errors
+def calibrate_cmd(
+    logs: list[Path] = typer.Argument(..., help="Training logs: Megatron-LM/NeMo, torchtitan or DeepSpeed."),
+    model: str = typer.Option(..., "--model", "-m", help="The model the logs trained (preset, spec file, config.json)."),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster preset or spec file the runs ran on."),
+    nodes: Optional[int] = NODES_OPT,
+    layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Layout keys the logs do not state "
+                                         "(torchtitan, DeepSpeed); over a Megatron log's argument dump."),
+    global_batch: Optional[int] = GBS_OPT,
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    params: Optional[str] = typer.Option(None, "--params", help="Comma-separated stack fields to fit (default: "
+                                         "gemm_scale, layer_overhead_s, step_overhead_s, overlap_slowdown, at most "
+                                         "one fewer than the runs)."),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the fitted stack profile here."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Fit the stack's free parameters to your own runs' step times (warm-up skipped, median of the rest).
+
+    Prints each run's measured and predicted step time and error before -> after; --out writes a
+    profile that --stack-file accepts everywhere."""
+    from planner.calibration import command as cal
+
+    opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes),
+                       cal.layout_keys(layout), global_batch, seq_len, precision,
+                       to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)))
+    names = [p.strip() for p in params.split(",") if p.strip()] if params else None
+    data = cal.calibrate(cal.Request(list(logs), opts, names, out_file, force))
+    if as_json:
+        return _print_json(data)
+    cal.show(data, out, err)
+
+
 @app.command("models")
 def models_cmd(as_json: bool = JSON_OPT) -> None:
     """List the model presets (with their sources in --json)."""

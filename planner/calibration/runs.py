@@ -1,0 +1,194 @@
+"""Runs to calibrate on: one per training log, as the time model's problem (model, cluster sized to
+the run, TrainSpec on the base stack, resolved layout) with the measured median step time.
+
+What each framework's log gives and what the options fill in:
+- Megatron-LM: everything from the argument dump (tp, pp, cp, ep, vpp, sp, micro and global batch,
+  sequence, world size, distributed optimizer = zero 1, recompute, fp16/bf16, overlaps, flash
+  attention); `--layout` keys override it. The dump's num_layers / hidden_size / heads must be
+  --model's.
+- torchtitan: batch and sequence from the trainer's start-up line; the layout from `--layout`
+  (default: FSDP, zero=3, the local batch as micro-batch); its parameter count must be --model's
+  within PARAM_TOLERANCE.
+- DeepSpeed: batch, micro-batch, ZeRO stage and precision from the config dump; the rest from
+  `--layout`; the sequence from `--seq-len` or the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import hardware_profiles as hp
+from costmodels.errors import SpecError
+from costmodels.hardware_spec import ClusterSpec
+from costmodels.layout import Layout, resolve_layout
+from costmodels.model_spec import ModelSpec
+from costmodels.params import total_params
+from costmodels.stack import Stack
+from costmodels.train_spec import TrainSpec
+from planner.errors import UserError
+from planner.files import loading
+from planner.files.logs import RunLog, Summary, deepspeed, summarize, torchtitan
+from planner.safetext import visible
+
+PARAM_TOLERANCE = 0.1  # torchtitan counts every parameter; parplan's count of the same model agrees to ~1%
+DEFAULT_STACKS = {"megatron": "megatron-core", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line says about every run."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: dict = field(default_factory=dict)  # the --layout keys given
+    global_batch: Optional[int] = None
+    seq_len: Optional[int] = None
+    precision: Optional[str] = None
+    stack: Optional[Stack] = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One log as a problem with its measured step time."""
+
+    name: str
+    log: RunLog
+    summary: Summary
+    model: ModelSpec
+    cluster: ClusterSpec
+    train: TrainSpec
+    layout: Layout
+
+    @property
+    def measured_s(self) -> float:
+        return self.summary.step_s
+
+
+def layout_keys(text: Optional[str]) -> dict:
+    """The keys a --layout string sets (parsed and validated by the estimate parser)."""
+    if not text:
+        return {}
+    given = {part.split("=", 1)[0].strip() for part in text.split(",") if "=" in part}
+    return {k: v for k, v in loading.parse_layout(text).model_dump().items() if k in given}
+
+
+def _check_model(log: RunLog, model: ModelSpec) -> None:
+    """A log of another model than --model: a UserError naming the line of the log's shape."""
+    shape = {k: log.settings[k] for k in ("num_layers", "hidden_size", "num_attention_heads") if k in log.settings}
+    wrong = {k: v for k, v in shape.items() if getattr(model, k) != v}
+    if wrong:
+        key = next(iter(wrong))
+        theirs = ", ".join(f"{k} {v}" for k, v in shape.items())
+        ours = ", ".join(f"{k} {getattr(model, k)}" for k in shape)
+        raise UserError(f"{log.where(key)}: this log trains another model ({theirs}) than --model {model.name} "
+                        f"({ours}); calibrate on logs of --model, or give the model the log trained")
+    count = log.settings.get("total_params")
+    if count and abs(total_params(model) / count - 1) > PARAM_TOLERANCE:
+        raise UserError(f"{log.where('total_params')}: this log trains {log.settings.get('model_name', 'a model')} "
+                        f"of {count:,} parameters, but --model {model.name} has {total_params(model):,}; calibrate "
+                        "on logs of --model, or give the model the log trained")
+
+
+def _megatron_layout(s: dict, model: ModelSpec) -> dict:
+    out = {k: s[k] for k in ("tp", "pp", "cp", "ep", "etp", "mbs", "sp") if k in s}
+    if s.get("vpp"):
+        out["vpp"] = s["vpp"]
+    elif s.get("layers_per_vstage") and s.get("pp", 1) > 1:
+        out["vpp"] = model.num_layers // (s["pp"] * s["layers_per_vstage"])
+    out["zero"] = 1 if s.get("distributed_optimizer") else 0
+    recompute = s.get("recompute") or ("full" if s.get("checkpoint_activations") else "none")
+    out["recompute"] = recompute if recompute in ("full", "selective") else "none"
+    return out
+
+
+def _flash(s: dict) -> Optional[bool]:
+    backend = str(s.get("attention_backend", "")).lower()
+    if backend:
+        return not any(word in backend for word in ("unfused", "local"))
+    return s.get("flash_attention")
+
+
+def _precision(s: dict) -> Optional[str]:
+    if s.get("fp8") not in (None, "None"):
+        return "fp8"
+    return "bf16" if s.get("bf16") else "fp16" if s.get("fp16") else None
+
+
+def _base_layout(log: RunLog) -> dict:
+    s = log.settings
+    if log.framework == "megatron":
+        return {}
+    if log.framework == "torchtitan":
+        mbs = s.get("local_batch", 1) // max(s.get("grad_accum") or 1, 1)
+        return {"zero": 3, "mbs": max(mbs, 1)}
+    return {k: s[k] for k in ("zero", "mbs") if isinstance(s.get(k), int)}
+
+
+def _world(log: RunLog, cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster sized to the run's world (Megatron's world_size; else the cluster as given)."""
+    world = log.settings.get("world_size")
+    if not world or world == cluster.num_gpus:
+        return cluster
+    try:
+        return loading.resize_cluster(cluster, None, world)
+    except UserError as err:
+        raise UserError(f"{log.where('world_size')}: world_size {world} does not fit cluster {cluster.name!r}: "
+                        f"{err}") from None
+
+
+def _batch(log: RunLog, opts: Options, model: ModelSpec) -> tuple[int, int]:
+    """(global batch in sequences, sequence length): the log's, else the options', else an error."""
+    gbs = log.settings.get("global_batch") or opts.global_batch
+    if not gbs:
+        raise UserError(f"{visible(log.path)}: the log does not state the global batch; give --global-batch")
+    return gbs, log.settings.get("seq_length") or opts.seq_len or model.seq_length
+
+
+def _train(log: RunLog, opts: Options, gbs: int, seq: int) -> TrainSpec:
+    s = log.settings
+    data = {"global_batch_size": gbs, "seq_length": seq,
+            "precision": opts.precision or _precision(s) or "bf16"}
+    if log.framework == "megatron":
+        data.update(grad_dtype="fp32", flash_attention=_flash(s), overlap_grad_reduce=s.get("overlap_grad_reduce"),
+                    tp_comm_overlap=s.get("tp_comm_overlap"))
+    train = loading.validate(TrainSpec, {k: v for k, v in data.items() if v is not None}, f"{log.path}: train",
+                             from_file=False)
+    return loading.resolve_train(train, opts.stack or _default_stack(log))
+
+
+def _default_stack(log: RunLog) -> Stack:
+    name = "nemo" if log.framework == "megatron" and log.settings.get("tp_comm_overlap") else DEFAULT_STACKS[log.framework]
+    return hp.load_stack(name)
+
+
+def build(log: RunLog, opts: Options) -> Run:
+    """The run of one parsed log: checked against --model, step times in seconds, layout resolved."""
+    _check_model(log, opts.model)
+    cluster = _world(log, opts.cluster)
+    gbs, seq = _batch(log, opts, opts.model)
+    if log.framework == "torchtitan":
+        torchtitan.to_seconds(log, gbs, seq, cluster.num_gpus)
+    elif log.framework == "deepspeed":
+        deepspeed.to_seconds(log, gbs)
+    summary = summarize(log)
+    train = _train(log, opts, gbs, seq)
+    layout_data = {**_base_layout(log), **(_megatron_layout(log.settings, opts.model)
+                                           if log.framework == "megatron" else {}), **opts.layout}
+    layout = loading.validate(Layout, layout_data, f"{log.path}: layout", from_file=False)
+    try:
+        resolved = resolve_layout(opts.model, cluster, train, layout)
+    except SpecError as err:
+        raise UserError(f"{visible(log.path)}: the run's layout does not fit --model/--cluster: {err}") from None
+    return Run(Path(log.path).name, log, summary, opts.model, cluster, train, resolved)
+
+
+def same_stack(runs: list[Run]) -> Stack:
+    """The one base stack of all runs (a calibration fits one stack)."""
+    names = {r.train.stack_spec.name for r in runs}
+    if len(names) > 1:
+        listed = ", ".join(f"{r.name}: {r.train.stack_spec.name}" for r in runs)
+        raise UserError(f"the logs come from different stacks ({listed}); calibrate one stack at a time, or "
+                        "give --stack")
+    return runs[0].train.stack_spec
