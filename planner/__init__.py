@@ -8,6 +8,9 @@
 - `report`: tables, listings and the plan report (terminal and HTML).
 - the CLI on top: `cli` (Typer commands), `trainopts` (the shared training options), `plan_outputs`
   (plan's all-or-nothing writes), `schema` (JSON Schema of specs and outputs), `errors`, `safetext`.
+- `sweep`, `sweep_grid`, `sweep_pool`, `sweep_command`: `parplan sweep` (the points, their runs, the
+  Pareto front and the pick; the options; the worker processes; the command), drawn by
+  `report.sweep_table` and `report.sweep_html` from its JSON document.
 
 Imports run one way: costmodels <- hardware_profiles <- errors/safetext <- files <- search <-
 exporters <- report <- the CLI modules (tests/test_architecture.py checks it).

@@ -479,6 +479,43 @@ def schema_cmd(
     _print_json({"$schema": schema["$schema"], "$defs": defs, **defs[name]})
 
 
+@app.command("sweep")
+@user_errors
+def sweep_cmd(
+    model: str = typer.Argument(..., help="Model preset, spec file, Hugging Face config.json, or plan file."),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster presets or spec files, comma-separated: "
+                                "dgx-h100,dgx-b200."),
+    nodes: str = typer.Option(..., "--nodes", help="Node counts: 8..256 (powers of two: 8,16,..,256), 8..256:x4, "
+                              "8..64:+8, or a list 8,16,64."),
+    tokens: float = typer.Option(..., "--tokens", min=1, max=1e18, help="Tokens to train on, e.g. 15e12."),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="Finish within: 30d, 720h, 4w."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Spend at most, USD: 2e6, $2,000,000, 2M "
+                                         "(needs --price-per-gpu-hour)."),
+    price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="USD per GPU-hour: one number, or per "
+                                        "cluster/GPU: h100=2.5,b200=4."),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences at "
+                                               "every point (default 1024; see docs/design.md section 5)."),
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    framework: str = FRAMEWORK_OPT,
+    time_limit: float = typer.Option(10.0, "--time-limit", min=0.5, max=3600, help="Search time limit per point, s."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, max=1024, help="Worker processes "
+                                       "(default: the CPU count)."),
+    as_json: bool = JSON_OPT,
+    report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML page with the plots."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --report file."),
+) -> None:
+    """Plan every (cluster, node count) point: days, GPU-hours and cost of training on --tokens, the
+    Pareto front of time versus cost, and the cheapest point that meets --deadline and --budget
+    (exit 1 when none does; 130 when interrupted, after printing the points done)."""
+    from planner.sweep_command import SweepArgs, run_sweep
+    args = SweepArgs(model, cluster, nodes, tokens, deadline, budget, price, global_batch, seq_len, precision,
+                     time_limit, jobs, as_json, report, force, TrainOptions(stack, stack_file, framework=framework))
+    raise typer.Exit(run_sweep(args, out, err))
+
+
 def _safe_streams() -> None:
     """Never fail on printing: a name with a lone surrogate, or any non-ASCII text under an ASCII
     locale (LC_ALL=C, PYTHONIOENCODING=ascii), is written with backslash escapes instead."""

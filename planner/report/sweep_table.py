@@ -1,0 +1,124 @@
+"""The `parplan sweep` table for people, drawn from the sweep document (`sweep --json`): one row per
+point, the Pareto front and the pick marked, then the pick (or why there is none)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from planner.report.render import pct
+from planner.safetext import plain
+
+
+def compact_layout(lay: Optional[dict]) -> str:
+    """'tp4 pp4 dp4 z2 mbs1' plus cp/ep/vpp when > 1 and the recompute mode when not none."""
+    if not lay:
+        return ""
+    parts = [f"{k}{lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vpp")
+             if k in ("tp", "pp", "dp") or lay.get(k, 1) > 1]
+    parts += [f"z{lay['zero']}", f"mbs{lay['mbs']}"]
+    if lay.get("recompute", "none") != "none":
+        parts.append("sel" if lay["recompute"] == "selective" else lay["recompute"])
+    return " ".join(parts)
+
+
+def money(usd: Optional[float]) -> str:
+    """'$1.23M', '$456k', '$789'."""
+    if usd is None:
+        return ""
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if usd >= scale:
+            return f"${usd / scale:.3g}{suffix}"
+    return f"${usd:.0f}"
+
+
+def big(x: Optional[float], digits: int = 3) -> str:
+    """A large count with `digits` significant digits: '1.23M', '45.6k'."""
+    if x is None:
+        return ""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.{digits}g}{suffix}"
+    return f"{x:.0f}"
+
+
+def days_text(days: float) -> str:
+    """'2,436', '960', '32.2', '0.25'."""
+    return f"{days:,.0f}" if days >= 100 else f"{days:.3g}"
+
+
+def _mark(p: dict) -> str:
+    return ("▶" if p["picked"] else "") + ("◆" if p["pareto"] else "") + ("†" if p["cut_short"] else "")
+
+
+def _row(p: dict, with_cost: bool, with_goodput: bool) -> list[str]:
+    head = [_mark(p), plain(p["cluster"]), str(p["nodes"]), f"{p['gpus']:,}"]
+    if not p["fits"]:
+        why = "none found in time" if p["status"] == "feasible" else "nothing fits"
+        return head + [why] + [""] * (6 + with_cost + with_goodput)
+    est = p["estimate"]
+    band = "" if p["step_rel_error_p50"] is None else f" ±{pct(p['step_rel_error_p50'])}"
+    row = head + [compact_layout(est["layout"]), f"{p['step_s']:.3g}{band}", f"{p['mfu']:.1%}",
+                  big(p["tokens_per_s"], 3), days_text(p["days"]), big(p["gpu_hours"])]
+    row += [money(p["cost_usd"])] if with_cost else []
+    row += [f"{p['goodput']:.1%}" if p["goodput"] is not None else ""] if with_goodput else []
+    return row
+
+
+def sweep_table(doc: dict) -> Table:
+    """One row per point, in the order planned (clusters, then node counts)."""
+    with_cost = doc["cost_basis"] == "cost_usd"
+    with_goodput = any(p["goodput"] is not None for p in doc["points"])
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
+                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens")
+    cols = ["", "cluster", "nodes", "GPUs", "layout", "step s", "MFU", "tokens/s", "days", "GPU-h"]
+    cols += ["cost"] if with_cost else []
+    cols += ["goodput"] if with_goodput else []
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("", "cluster", "layout") else "right",
+                         no_wrap=col != "layout")  # the layout wraps when the terminal is narrow
+    for p in doc["points"]:
+        table.add_row(*_row(p, with_cost, with_goodput))
+    return table
+
+
+def pick_lines(doc: dict) -> list[str]:
+    """The pick and the constraints it meets, or why no point meets them."""
+    wanted = []
+    if doc["deadline_s"] is not None:
+        wanted.append(f"ends within {doc['deadline_s'] / 86400:.3g} days")
+    if doc["budget_usd"] is not None:
+        wanted.append(f"costs at most {money(doc['budget_usd'])}")
+    what = " and ".join(wanted) or "fits"
+    basis = "cost" if doc["cost_basis"] == "cost_usd" else "GPU-hours"
+    if doc["pick"] is None:
+        return [f"no point {what}: {doc['no_pick_reason']}"]
+    p = doc["points"][doc["pick"]]
+    days = p["days"]
+    cost = f", {money(p['cost_usd'])}" if p["cost_usd"] is not None else ""
+    return [f"pick (cheapest by {basis} that {what}): {p['cluster']} x {p['nodes']} nodes ({p['gpus']:,} GPUs), "
+            f"{p['layout']}: {days:.1f} days, {big(p['gpu_hours'])} GPU-hours{cost}"]
+
+
+def print_sweep(doc: dict, console: Console) -> None:
+    """The table, its legend, notes on points cut short or infeasible, and the pick."""
+    console.print(sweep_table(doc))
+    basis = "cost" if doc["cost_basis"] == "cost_usd" else "GPU-hours (no --price-per-gpu-hour)"
+    console.print(f"▶ pick, ◆ Pareto front (days vs {basis}), ± median held-out error of the step time",
+                  highlight=False)
+    if any(p["cut_short"] for p in doc["points"]):
+        console.print(f"† the per-point --time-limit ({doc['time_limit_s']:g} s) cut the search short: the best "
+                      "layout found, not proven optimal", highlight=False)
+    if doc["points"] and doc["points"][0].get("run_model", "").startswith("costmodels.whole_run"):
+        console.print("days, GPU-hours and cost include the expected failures, restarts and checkpoints "
+                      "(goodput: the useful fraction)", highlight=False)
+    for p in doc["points"]:
+        if p["reason"] and (not p["fits"] or p["cut_short"]):
+            console.print(plain(f"{p['cluster']} x {p['nodes']}: {p['reason']}"), highlight=False, soft_wrap=True)
+    if doc["interrupted"]:
+        console.print(f"interrupted after {doc['completed']} of {doc['total']} points", highlight=False)
+    for line in pick_lines(doc):
+        console.print(plain(line), highlight=False, soft_wrap=True)

@@ -1,0 +1,213 @@
+"""`parplan sweep` (docs/design.md sections 5 and 6): the node grid and the other options, the Pareto
+front and the pick on hand-made points, exit codes, `--json` keys, the report's no-clobber rule, the
+issue's 70B example (12 plans within 60 s, run once for the module) and its page in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import UserError
+from planner.report.sweep_html import render_sweep_html
+from planner.sweep import Point, pareto_front, pick, why_no_pick
+from planner.sweep_grid import default_batch, parse_duration_s, parse_money, parse_nodes, parse_prices
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+SMALL = ["sweep", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1,2", "--tokens", "1e12", "--jobs", "1",
+         "--time-limit", "5"]
+EXAMPLE = ["sweep", "llama3-70b", "--cluster", "dgx-h100,dgx-b200", "--nodes", "8..256", "--tokens", "15e12"]
+POINT_KEYS = {"cluster", "gpu", "nodes", "gpus", "global_batch", "status", "fits", "cut_short", "reason", "layout",
+              "step_s", "step_rel_error_p50", "mfu", "tokens_per_s", "tokens_per_s_per_gpu", "days", "gpu_hours",
+              "cost_usd", "goodput", "pareto", "picked", "estimate"}
+DOC_KEYS = {"model", "tokens", "deadline_s", "budget_usd", "cost_basis", "points", "pareto", "pick",
+            "no_pick_reason", "completed", "total", "interrupted"}
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _png_distinct_rows(png: bytes) -> int:
+    """Distinct scanlines of an 8-bit RGB(A) PNG (a blank page has one); as in tests/test_report.py."""
+    pos, chunks, width, channels = 8, [], 0, 4
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        data = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, channels = struct.unpack(">I", data[:4])[0], {2: 3, 6: 4}[data[9]]
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    stride = 1 + width * channels
+    return len({raw[i + 1:i + stride] for i in range(0, len(raw), stride)})
+
+
+@pytest.mark.parametrize("text, nodes", [
+    ("8..256", [8, 16, 32, 64, 128, 256]), ("8..256:x2", [8, 16, 32, 64, 128, 256]), ("8..256:x4", [8, 32, 128]),
+    ("8..100", [8, 16, 32, 64]), ("8..32:+8", [8, 16, 24, 32]), ("64,8,16,8", [8, 16, 64]), ("3", [3]),
+    ("1..4,24", [1, 2, 4, 24])])
+def test_nodes_grid(text, nodes):
+    assert parse_nodes(text) == nodes
+
+
+@pytest.mark.parametrize("text", ["", "8..", "..8", "256..8", "8..64:x1", "8..64:+0", "eight", "8,,16", "0",
+                                  "1..100000000:+1", "8..64:/2"])
+def test_bad_nodes_exit_2_naming_the_option(text):
+    with pytest.raises(UserError, match="--nodes"):
+        parse_nodes(text)
+    result = invoke("sweep", "llama3-8b", "--cluster", "dgx-h100", "--nodes", text, "--tokens", "1e12")
+    assert result.exit_code == 2 and "--nodes" in result.stderr and "Traceback" not in result.output
+
+
+def test_durations_money_prices():
+    assert parse_duration_s("30d") == 30 * 86400 and parse_duration_s("720h") == 30 * 86400
+    assert parse_duration_s("2w") == 14 * 86400 and parse_duration_s(None) is None
+    assert parse_money("$2,000,000") == 2e6 == parse_money("2M") == parse_money("2e6")
+    names = {"dgx-h100": ("dgx-h100", "dgx-h100", "h100-sxm"), "dgx-b200": ("dgx-b200", "dgx-b200", "b200")}
+    assert parse_prices("h100=2.5,b200=4", names) == {"dgx-h100": 2.5, "dgx-b200": 4.0}
+    assert parse_prices("3", names) == {"dgx-h100": 3.0, "dgx-b200": 3.0}
+    assert parse_prices(None, names) == {"dgx-h100": None, "dgx-b200": None}
+    for bad, option in [("30", "--deadline"), ("-1d", "--deadline"), ("soon", "--deadline")]:
+        with pytest.raises(UserError, match=option):
+            parse_duration_s(bad)
+    for bad in ("free", "-5", "0"):
+        with pytest.raises(UserError, match="--budget"):
+            parse_money(bad)
+    for bad in ("h100=2.5", "a100=2,h100=1,b200=1", "h100=x,b200=1", "h100=1,sxm=2,b200=1"):
+        with pytest.raises(UserError, match="--price-per-gpu-hour"):
+            parse_prices(bad, names)
+
+
+def test_default_batch_divides_every_data_parallel_degree():
+    assert default_batch(64) == 1024 and default_batch(2048) == 1024
+    for gpus in (24, 40, 96, 192, 8 * 48):
+        batch = default_batch(gpus)
+        odd = gpus
+        while odd % 2 == 0:
+            odd //= 2
+        assert batch % odd == 0 and 512 <= batch <= 2048 + odd, (gpus, batch)
+
+
+def test_pareto_front_on_hand_made_points():
+    pairs = [(10, 100), (5, 120), (20, 90), (12, 110), None, (5, 130), (40, 90), (2, 300)]
+    # (12, 110) loses to (10, 100); (5, 130) to (5, 120); (40, 90) to (20, 90); None never counts
+    assert pareto_front(pairs) == [7, 1, 0, 2]
+    assert pareto_front([]) == [] and pareto_front([None]) == []
+
+
+def _point(i: int, days: float, cost: float, fits: bool = True) -> Point:
+    p = Point(i, "c", "c", "g", 8 * (i + 1), 64 * (i + 1), 1024, "optimal" if fits else "infeasible",
+              object() if fits else None, 0.1)
+    p.run = {"days": days, "gpu_hours": cost / 2, "cost_usd": cost} if fits else {}
+    return p
+
+
+def test_pick_is_the_cheapest_that_meets_deadline_and_budget():
+    points = [_point(0, 100, 1000), _point(1, 50, 1100), _point(2, 25, 1300), _point(3, 0, 0, fits=False)]
+    assert pick(points, "cost_usd", None, None) == 0
+    assert pick(points, "cost_usd", 60 * 86400, None) == 1
+    assert pick(points, "cost_usd", 60 * 86400, 1050) is None
+    assert pick(points, "cost_usd", 30 * 86400, 2000) == 2
+    assert pick(points, "gpu_hours", 10 * 86400, None) is None
+    assert "takes 25.0 days" in why_no_pick(points, "cost_usd", 10 * 86400, None)
+    assert "fits" in why_no_pick([points[3]], "cost_usd", None, None)
+    tie = [_point(0, 40, 1000), _point(1, 20, 1000)]
+    assert pick(tie, "cost_usd", None, None) == 1  # equal cost: the faster
+
+
+def test_a_point_is_priced_by_the_whole_run_model():
+    doc = json.loads(invoke(*SMALL, "--json", "--price-per-gpu-hour", "2").stdout)
+    p = doc["points"][0]
+    assert p["run_model"].startswith("costmodels.whole_run") and 0 < p["goodput"] <= 1
+    assert p["days"] == pytest.approx(p["days_failure_free"] / p["goodput"])
+    assert p["gpu_hours_failure_free"] == pytest.approx(p["days_failure_free"] * 24 * p["gpus"])
+    assert p["cost_usd"] == pytest.approx(2 * p["gpu_hours"])
+
+
+def test_small_sweep_json_keys_and_exit_codes(tmp_path: Path):
+    ok = invoke(*SMALL, "--json", "--deadline", "365d", "--price-per-gpu-hour", "2.5")
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads(ok.stdout)
+    assert DOC_KEYS <= set(doc) and doc["completed"] == doc["total"] == 2 and not doc["interrupted"]
+    assert all(POINT_KEYS <= set(p) for p in doc["points"]) and doc["cost_basis"] == "cost_usd"
+    assert doc["pick"] in doc["pareto"] and doc["points"][doc["pick"]]["picked"]
+    p = doc["points"][0]
+    assert p["gpus"] == 8 and p["fits"] and p["cost_usd"] == pytest.approx(p["gpu_hours"] * 2.5)
+    missed = invoke(*SMALL, "--deadline", "1h")
+    assert missed.exit_code == 1 and "no point ends within" in missed.stdout and "deadline" in missed.stdout
+    assert invoke(*SMALL, "--budget", "1M").exit_code == 2  # a budget needs a price
+
+
+def test_infeasible_points_are_shown_as_such():
+    result = invoke("sweep", "llama3-70b", "--cluster", "dgx-a100", "--nodes", "1", "--tokens", "1e12", "-j", "1",
+                    "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1 and doc["pick"] is None and doc["pareto"] == []
+    p = doc["points"][0]
+    assert not p["fits"] and p["status"] == "infeasible" and "nothing fits" in p["reason"]
+    assert "nothing fits" in render_sweep_html(doc)
+
+
+def test_report_is_never_clobbered(tmp_path: Path):
+    page = tmp_path / "sweep.html"
+    page.write_text("mine")
+    refused = invoke(*SMALL, "--report", str(page))
+    assert refused.exit_code == 2 and "--force" in refused.stderr and page.read_text() == "mine"
+    forced = invoke(*SMALL, "--report", str(page), "--force")
+    assert forced.exit_code == 0 and page.read_text().startswith("<!doctype html>")
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> tuple[float, dict, Path]:
+    """The issue's example, run once as the shell runs it: (wall seconds, its JSON, its page)."""
+    page = tmp_path_factory.mktemp("sweep") / "sweep.html"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "planner.cli", *EXAMPLE, "--json", "--report", str(page)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return seconds, json.loads(proc.stdout), page
+
+
+def test_the_70b_example_plans_12_points_within_60_s(example):
+    seconds, doc, page = example
+    assert seconds <= 60, f"the 70B sweep took {seconds:.1f} s"
+    assert doc["total"] == doc["completed"] == 12 and all(p["fits"] for p in doc["points"])
+    assert {p["nodes"] for p in doc["points"]} == {8, 16, 32, 64, 128, 256}
+    assert doc["pareto"] and doc["pick"] is not None and page.exists()
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (.ci/run installs it)")
+def test_sweep_report_in_headless_chromium(example, tmp_path: Path):
+    """The sweep page renders offline: a non-blank screenshot, both plots drawn, no network request."""
+    _, _, page = example
+    html = page.read_text()
+    assert html.count("<svg") == 2 and "scaling efficiency" in html and "<script" not in html
+    png, log = tmp_path / "shot.png", tmp_path / "net.json"
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--no-pings",
+           f"--user-data-dir={tmp_path / 'u'}", f"--log-net-log={log}", f"--screenshot={png}",
+           "--window-size=1100,1800", page.as_uri()]
+    subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+    assert png.exists() and _png_distinct_rows(png.read_bytes()) > 50
+    text = log.read_text() if log.exists() else ""
+    # Chromium's own service pings (Google hosts) are the browser's; anything else would be the page's
+    assert [u for u in re.findall(r'"url":"(https?://[^"/]+)', text)
+            if not re.search(r"\.(google\.com|googleapis\.com|gvt1\.com)$", u)] == []
