@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import struct
+import zlib
+
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.model_spec import ModelSpec
 
@@ -29,3 +33,24 @@ def cluster(num_gpus: int, per_node: int = 8, gpu: GPUProfile = A100_80, **kw) -
         per_node = num_gpus
     return ClusterSpec(name="test", gpu=gpu, gpus_per_node=per_node, num_nodes=num_gpus // per_node,
                        scale_up_gb_per_s=300.0, scale_out_gb_per_s=25.0, **kw)
+
+
+def chromium() -> str | None:
+    """The headless browser of the screenshot tests (.ci/run installs Debian's chromium)."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def png_distinct_rows(png: bytes) -> int:
+    """Distinct scanlines of an 8-bit RGB(A) PNG (a blank page has one)."""
+    pos, chunks, width, channels = 8, [], 0, 4
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        data = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, channels = struct.unpack(">I", data[:4])[0], {2: 3, 6: 4}[data[9]]
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    stride = 1 + width * channels
+    return len({raw[i + 1:i + stride] for i in range(0, len(raw), stride)})

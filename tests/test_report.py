@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 
 import pytest
+from helpers import chromium, png_distinct_rows
 from rich.console import Console
 
 from costmodels.pipeline import pipeline_span_s
@@ -75,24 +73,7 @@ def test_terminal_report_fits_in_100_columns(path: Path):
     assert "stage   0" in text and "memory per GPU" in text
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _png_distinct_rows(png: bytes) -> int:
-    """Distinct scanlines of an 8-bit RGB(A) PNG (a blank page has one)."""
-    pos, chunks, width, channels = 8, [], 0, 4
-    while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        data = png[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, channels = struct.unpack(">I", data[:4])[0], {2: 3, 6: 4}[data[9]]
-        elif kind == b"IDAT":
-            chunks.append(data)
-        pos += 12 + length
-    raw = zlib.decompress(b"".join(chunks))
-    stride = 1 + width * channels
-    return len({raw[i + 1:i + stride] for i in range(0, len(raw), stride)})
+_chromium, _png_distinct_rows = chromium, png_distinct_rows
 
 
 @pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (.ci/run installs it)")

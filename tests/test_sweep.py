@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
+from helpers import chromium, png_distinct_rows
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -39,24 +37,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _png_distinct_rows(png: bytes) -> int:
-    """Distinct scanlines of an 8-bit RGB(A) PNG (a blank page has one); as in tests/test_report.py."""
-    pos, chunks, width, channels = 8, [], 0, 4
-    while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        data = png[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, channels = struct.unpack(">I", data[:4])[0], {2: 3, 6: 4}[data[9]]
-        elif kind == b"IDAT":
-            chunks.append(data)
-        pos += 12 + length
-    raw = zlib.decompress(b"".join(chunks))
-    stride = 1 + width * channels
-    return len({raw[i + 1:i + stride] for i in range(0, len(raw), stride)})
+_chromium, _png_distinct_rows = chromium, png_distinct_rows
 
 
 @pytest.mark.parametrize("text, nodes", [

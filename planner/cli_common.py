@@ -1,0 +1,131 @@
+"""What every parplan command shares: the consoles, the error wrapper (exit 2 for user mistakes,
+3 for bugs), the common options, and turning arguments into a problem and a TrainSpec."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from costmodels.estimate import Estimate
+from costmodels.errors import SpecError
+from costmodels.layout import Layout
+from costmodels.train_spec import TrainSpec
+from planner.files import loading
+from planner import trainopts as to
+from planner.errors import UserError, describe_validation_error
+from planner.safetext import plain, visible
+from planner.report.render import print_estimate
+from planner.report.runblock import print_whole_run
+from planner.trainopts import TrainOptions
+
+
+out = Console(width=110)
+err = Console(stderr=True)
+STATE = {"debug": False}
+DEFAULT_PLAN_BATCH = 512
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]parplan: error:[/] {escape(visible(message, keep_newlines=True))}", highlight=False,
+              soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def user_errors(fn):
+    """Turn user mistakes into exit 2 with a message; tracebacks only with --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (UserError, SpecError) as exc:
+            maybe_trace()
+            fail(str(exc))
+        except ValidationError as exc:
+            maybe_trace()
+            fail(describe_validation_error(exc, "input"))
+        except Exception as exc:  # a bug in parplan, not the user's input
+            maybe_trace()
+            fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
+
+    return wrapper
+
+
+def maybe_trace() -> None:
+    if STATE["debug"]:
+        traceback.print_exc()
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: Optional[int],
+               precision: Optional[str], layout: Optional[Layout], world: int,
+               opts: TrainOptions = TrainOptions()) -> TrainSpec:
+    """TrainSpec from options over a base, its stack resolved (planner.trainopts); without a batch,
+    one that gives 4*pp micro-batches (1 at pp=1)."""
+    data = {**base.model_dump(), "stack": base.stack} if base else {}
+    if global_batch is not None:
+        data["global_batch_size"] = global_batch
+    if seq_len is not None:
+        data["seq_length"] = seq_len
+    if precision is not None:
+        data["precision"] = precision
+    if "global_batch_size" not in data:
+        lay = layout or Layout()
+        dp = lay.dp or max(world // lay.model_parallel_size, 1)
+        data["global_batch_size"] = lay.mbs * dp * (4 * lay.pp if lay.pp > 1 else 1)
+        err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences", highlight=False)
+    return to.apply(loading.validate(TrainSpec, data, "train"), opts)
+
+
+def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
+    if loading.is_plan_file(model):
+        prob = loading.load_plan(Path(model))
+        resized = loading.resize_cluster(prob.cluster, nodes, gpus)
+        if cluster:
+            resized = loading.load_cluster(cluster, nodes, gpus)
+        return loading.Problem(prob.model, resized, prob.train, prob.layout)
+    if not cluster:
+        raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
+    return loading.Problem(loading.load_model(model), loading.load_cluster(cluster, nodes, gpus), None)
+
+
+MODEL_ARG = typer.Argument(..., help="Model preset, spec file, Hugging Face config.json, or plan file.")
+CLUSTER_OPT = typer.Option(None, "--cluster", "-c", help="Cluster preset or spec file.")
+NODES_OPT = typer.Option(None, "--nodes", min=1, help="Number of nodes (overrides the cluster's).")
+GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or part of one node).")
+GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
+SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
+PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
+TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the whole run (e.g. 15e12): "
+                          "days, GPU-hours, energy, cost, checkpoint interval, goodput.")
+JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
+
+
+def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None) -> None:
+    if as_json:
+        extra = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
+        print_json({**result.model_dump(mode="json"), **extra})
+    else:
+        print_estimate(result, out, title, chosen_split)
+        print_whole_run(whole, out)
+
+
+def report_export(result) -> None:
+    for path in result.written:
+        err.print(plain(f"wrote {path}"), highlight=False, soft_wrap=True)
+    for name, reason in result.refused.items():
+        err.print(plain(f"note: {name} not written: {reason}"), highlight=False, soft_wrap=True)

@@ -1,0 +1,168 @@
+"""The commands on one layout or one plan file: estimate, export, report, check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from costmodels.estimate import estimate
+from costmodels.layout import Layout, resolve_layout
+from planner.search import frameworks as fws
+from planner.files import loading
+from planner.search import stage_split
+from planner import trainopts as to
+from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT, PREC_OPT, SEQ_OPT,
+                                TOKENS_OPT, err, load_problem, make_train, out, report_export, show, user_errors)
+from planner.errors import UserError
+from planner.exporters import run_export
+from planner.files.native import is_native, load_native
+from planner.report.html import render_html
+from planner.files.planfile import write_atomic
+from planner.safetext import plain
+from planner.report.data import build as build_report
+from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
+from planner.report.terminal import print_report
+from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
+                               STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
+
+
+@user_errors
+def estimate_cmd(
+    model: str = MODEL_ARG,
+    cluster: Optional[str] = CLUSTER_OPT,
+    layout: Optional[str] = typer.Option(
+        None, "--layout", "-l", help='e.g. "tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1"'),
+    nodes: Optional[int] = NODES_OPT,
+    gpus: Optional[int] = GPUS_OPT,
+    global_batch: Optional[int] = GBS_OPT,
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
+    as_json: bool = JSON_OPT,
+    tokens: Optional[float] = TOKENS_OPT,
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
+) -> None:
+    """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
+
+    MFU and model TFLOP/s count model FLOPs only (PaLM/Korthikanti convention: no recompute,
+    attention scores counted in full without causal halving)."""
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
+    prob = load_problem(model, cluster, nodes, gpus)
+    lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe, framework)
+    train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
+    lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
+    result = estimate(prob.model, prob.cluster, train, lay)
+    fws.require(fws.load(framework), result.layout, train)
+    show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
+                           f"stack {train.stack_spec.name}", chosen,
+          whole_run_of(result, prob.model, prob.cluster, train, run))
+
+
+@user_errors
+def export_cmd(
+    plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
+                                      "all (default: the --framework's)."),
+    out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
+) -> None:
+    """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe, framework)
+    fw = fws.load(framework)
+    if fmt is None and fw is None:
+        raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
+    doc = to.apply_to_document(loading.read_mapping(plan), opts)
+    if fw is not None:
+        prob = loading.problem_from_plan(doc, str(plan))
+        if prob.layout is not None:
+            lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
+            fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train)
+    report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
+
+
+@user_errors
+def report_cmd(
+    plan: Path = typer.Argument(..., help="Plan file written by `plan --save`."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file; without it, print to the terminal."),
+    tokens: Optional[float] = TOKENS_OPT,
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing HTML file."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+) -> None:
+    """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown,
+    the step time with its held-out error band."""
+    doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
+    data = build_report(doc, tokens)
+    if output is None:
+        return print_report(data, out)
+    write_atomic(output, render_html(data), force, option="--output")
+    err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
+
+
+@user_errors
+def check_cmd(
+    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON or torchtitan TOML."),
+    cluster: Optional[str] = CLUSTER_OPT,
+    nodes: Optional[int] = NODES_OPT,
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
+
+    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and
+    torchtitan TOML need --model and --cluster. The stack follows the config (megatron-core, nemo with
+    --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
+    path = Path(config)
+    if not path.exists():
+        raise UserError(f"config file {config!r} does not exist")
+    if not is_native(path):
+        prob = loading.load_plan(path)
+        if prob.layout is None:
+            raise UserError(f"{config}: a plan file for check needs a 'layout'")
+        spec = loading.load_model(model) if model else prob.model
+        clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
+    else:
+        prob = load_native(path, model, cluster, nodes)
+        spec, clus = prob.model, prob.cluster
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe, framework)
+    train = to.apply(prob.train, opts)
+    lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
+    result = estimate(spec, clus, train, lay)
+    fws.require(fws.load(framework), result.layout, train)
+    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
+    raise typer.Exit(0 if result.fits else 1)

@@ -1,0 +1,132 @@
+"""The plan command: search, reasons, and its outputs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from costmodels.estimate import Estimate
+from costmodels.train_spec import TrainSpec
+from planner.search import frameworks as fws
+from planner.files import loading
+from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT,
+                                PREC_OPT, SEQ_OPT, TOKENS_OPT, err, load_problem, make_train, out, print_json,
+                                report_export, user_errors)
+from planner.search.explain import time_limit_note, why_nothing_fits, why_winner
+from planner.files.planfile import plan_document
+from planner.plan_outputs import PlanOutputs
+from planner.report.render import print_plan
+from planner.report.runblock import print_whole_run
+from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
+from planner.search import best_validated, search, validated_filter
+from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
+                               STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
+
+
+@user_errors
+def plan_cmd(
+    model: str = MODEL_ARG,
+    cluster: Optional[str] = CLUSTER_OPT,
+    nodes: Optional[int] = NODES_OPT,
+    gpus: Optional[int] = GPUS_OPT,
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1,
+                                               help="Global batch in sequences (default 512)."),
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = PREC_OPT,
+    stack: Optional[str] = STACK_OPT,
+    stack_file: Optional[Path] = STACK_FILE_OPT,
+    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
+    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
+    flash_attention: Optional[bool] = FLASH_OPT,
+    optimizer: Optional[str] = OPTIMIZER_OPT,
+    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
+    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
+    framework: str = FRAMEWORK_OPT,
+    top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
+    time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
+    validated_only: bool = typer.Option(False, "--validated-only", help="Only layouts whose accuracy regime "
+                                        "(stack x sharding x scale) is validated by held-out runs."),
+    as_json: bool = JSON_OPT,
+    save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
+    export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
+                                      "all (default: the --framework's, else all)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
+    tokens: Optional[float] = TOKENS_OPT,
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
+    force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+) -> None:
+    """Search every layout for the fastest that fits; exit 1 when nothing fits. When the winner's
+    accuracy regime is not validated, the best validated layout is named beside it.
+
+    MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
+    prob = load_problem(model, cluster, nodes, gpus)
+    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
+                        grad_dtype, fp8_recipe, framework)
+    base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
+    train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
+    deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
+    outputs = PlanOutputs(save, export_dir, report, force)
+    outputs.precheck()  # before the search: a refused path costs nothing
+    fw = fws.load(framework)
+    fmt = fws.export_format(fw, fmt, "all")
+    result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
+    doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
+           if result.plans else None)
+    if doc is not None:
+        report_export(outputs.write(doc, fmt, tokens, run))
+    runs_on = [fws.runners(p.layout, train) for p in result.plans]
+    whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
+    if as_json:
+        print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on,
+                     "whole_run": whole.model_dump(mode="json") if whole else None})
+    else:
+        print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
+                   f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
+                   f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
+                   + (f", framework {framework}" if fw else ""), alternative, runs_on)
+        print_whole_run(whole, out)
+    raise typer.Exit(0 if result.plans else 1)
+
+
+def plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
+                 fw=None, deadline: Optional[float] = None):
+    """(result, best validated alternative when the winner is not validated, reasons); with a
+    framework (planner.search.frameworks), only the layouts it runs."""
+    model, clus = prob.model, prob.cluster
+    space = fws.space_options(fw, model, clus, train)
+    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)
+    with err.status("searching layouts...", spinner="dots") as status:
+        result = search(model, clus, train, top=top, time_limit_s=time_limit, opts=space,
+                        progress=lambda msg: status.update(msg), keep=keep, deadline=deadline)
+        alternative = None
+        winner = result.plans[0].uncertainty if result.plans else None
+        if winner is not None and not winner.validated:
+            status.update("searching the best layout in a validated regime")
+            alternative = best_validated(model, clus, train, result, time_limit, opts=space,
+                                         keep=fws.keep(fw, train), deadline=deadline)
+    if result.plans:
+        return result, alternative, time_limit_note(result) + why_winner(result)
+    return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
+                                          deadline=deadline)
+
+
+def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:
+    """The `plan --json` document (DESIGN.md section 6); `validated_alternative` is the best layout in a
+    validated regime when the winner's is not (null otherwise, or when none fits)."""
+    stats = result.stats
+    return {"status": result.status, "plans": [p.model_dump(mode="json") for p in result.plans],
+            "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
+                       "filtered_out": stats.filtered_out,
+                       "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
+                       "solver_candidates": stats.solver_candidates, "gap": result.gap,
+                       "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
+            "reasons": reasons,
+            "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}
