@@ -24,11 +24,11 @@ from planner.safetext import plain
 from planner.report.data import build as build_report
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
 from planner.report.terminal import print_report
-from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
-                               STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
+from planner.trainopts import STACK_FILE_OPT, STACK_OPT, TrainOptions, with_train_options
 
 
 @user_errors
+@with_train_options
 def estimate_cmd(
     model: str = MODEL_ARG,
     cluster: Optional[str] = CLUSTER_OPT,
@@ -39,21 +39,13 @@ def estimate_cmd(
     global_batch: Optional[int] = GBS_OPT,
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = PREC_OPT,
-    stack: Optional[str] = STACK_OPT,
-    stack_file: Optional[Path] = STACK_FILE_OPT,
-    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
-    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
-    flash_attention: Optional[bool] = FLASH_OPT,
-    optimizer: Optional[str] = OPTIMIZER_OPT,
-    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
-    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
     tokens: Optional[float] = TOKENS_OPT,
     price: Optional[float] = PRICE_OPT,
     failure_rate: Optional[float] = FAILURE_RATE_OPT,
     restart_min: Optional[float] = RESTART_OPT,
     checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
+    opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
 
@@ -62,38 +54,27 @@ def estimate_cmd(
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = load_problem(model, cluster, nodes, gpus)
     lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
-    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
-    fws.require(fws.load(framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
           whole_run_of(result, prob.model, prob.cluster, train, run))
 
 
 @user_errors
+@with_train_options
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
                                       "all (default: the --framework's)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
-    stack: Optional[str] = STACK_OPT,
-    stack_file: Optional[Path] = STACK_FILE_OPT,
-    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
-    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
-    flash_attention: Optional[bool] = FLASH_OPT,
-    optimizer: Optional[str] = OPTIMIZER_OPT,
-    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
-    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
+    opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
-    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
-    fw = fws.load(framework)
+    fw = fws.load(opts.framework)
     if fmt is None and fw is None:
         raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
     doc = to.apply_to_document(loading.read_mapping(plan), opts)
@@ -125,21 +106,14 @@ def report_cmd(
 
 
 @user_errors
+@with_train_options
 def check_cmd(
     config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON or torchtitan TOML."),
     cluster: Optional[str] = CLUSTER_OPT,
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
-    stack: Optional[str] = STACK_OPT,
-    stack_file: Optional[Path] = STACK_FILE_OPT,
-    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
-    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
-    flash_attention: Optional[bool] = FLASH_OPT,
-    optimizer: Optional[str] = OPTIMIZER_OPT,
-    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
-    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     as_json: bool = JSON_OPT,
+    opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
 
@@ -158,11 +132,9 @@ def check_cmd(
     else:
         prob = load_native(path, model, cluster, nodes)
         spec, clus = prob.model, prob.cluster
-    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
     train = to.apply(prob.train, opts)
     lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
     result = estimate(spec, clus, train, lay)
-    fws.require(fws.load(framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
     raise typer.Exit(0 if result.fits else 1)

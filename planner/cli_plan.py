@@ -22,11 +22,11 @@ from planner.report.render import print_plan
 from planner.report.runblock import print_whole_run
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
 from planner.search import best_validated, search, validated_filter
-from planner.trainopts import (FLASH_OPT, FP8_RECIPE_OPT, FRAMEWORK_OPT, GRAD_DTYPE_OPT, GRAD_OVERLAP_OPT, OPTIMIZER_OPT,
-                               STACK_FILE_OPT, STACK_OPT, TP_OVERLAP_OPT, TrainOptions)
+from planner.trainopts import TrainOptions, with_train_options
 
 
 @user_errors
+@with_train_options
 def plan_cmd(
     model: str = MODEL_ARG,
     cluster: Optional[str] = CLUSTER_OPT,
@@ -36,15 +36,6 @@ def plan_cmd(
                                                help="Global batch in sequences (default 512)."),
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = PREC_OPT,
-    stack: Optional[str] = STACK_OPT,
-    stack_file: Optional[Path] = STACK_FILE_OPT,
-    tp_comm_overlap: Optional[bool] = TP_OVERLAP_OPT,
-    overlap_grad_reduce: Optional[bool] = GRAD_OVERLAP_OPT,
-    flash_attention: Optional[bool] = FLASH_OPT,
-    optimizer: Optional[str] = OPTIMIZER_OPT,
-    grad_dtype: Optional[str] = GRAD_DTYPE_OPT,
-    fp8_recipe: Optional[str] = FP8_RECIPE_OPT,
-    framework: str = FRAMEWORK_OPT,
     top: int = typer.Option(3, "--top", min=1, max=50, help="Return the K best distinct layouts."),
     time_limit: float = typer.Option(30.0, "--time-limit", min=0.1, max=3600, help="CP-SAT time limit, seconds."),
     validated_only: bool = typer.Option(False, "--validated-only", help="Only layouts whose accuracy regime "
@@ -61,6 +52,7 @@ def plan_cmd(
     restart_min: Optional[float] = RESTART_OPT,
     checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+    opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Search every layout for the fastest that fits; exit 1 when nothing fits. When the winner's
     accuracy regime is not validated, the best validated layout is named beside it.
@@ -68,14 +60,12 @@ def plan_cmd(
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = load_problem(model, cluster, nodes, gpus)
-    opts = TrainOptions(stack, stack_file, tp_comm_overlap, overlap_grad_reduce, flash_attention, optimizer,
-                        grad_dtype, fp8_recipe, framework)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
     outputs = PlanOutputs(save, export_dir, report, force)
     outputs.precheck()  # before the search: a refused path costs nothing
-    fw = fws.load(framework)
+    fw = fws.load(opts.framework)
     fmt = fws.export_format(fw, fmt, "all")
     result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
@@ -85,13 +75,13 @@ def plan_cmd(
     runs_on = [fws.runners(p.layout, train) for p in result.plans]
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
-        print_json({**plan_json(result, reasons, alternative), "framework": framework, "runs_on": runs_on,
+        print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
                      "whole_run": whole.model_dump(mode="json") if whole else None})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
                    f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
-                   + (f", framework {framework}" if fw else ""), alternative, runs_on)
+                   + (f", framework {opts.framework}" if fw else ""), alternative, runs_on)
         print_whole_run(whole, out)
     raise typer.Exit(0 if result.plans else 1)
 

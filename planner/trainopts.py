@@ -10,6 +10,8 @@ stack is a profile, by default the fitted `megatron-core`, never the built-in fa
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -62,6 +64,32 @@ class TrainOptions:
         """The TrainSpec fields given (stack and framework excluded)."""
         names = [f.name for f in fields(self) if f.name not in ("stack", "stack_file", "framework")]
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+# (parameter name, option, annotation) of every training option, in TrainOptions' order
+TRAIN_PARAMS = [("stack", STACK_OPT, Optional[str]), ("stack_file", STACK_FILE_OPT, Optional[Path]),
+                ("tp_comm_overlap", TP_OVERLAP_OPT, Optional[bool]),
+                ("overlap_grad_reduce", GRAD_OVERLAP_OPT, Optional[bool]),
+                ("flash_attention", FLASH_OPT, Optional[bool]), ("optimizer", OPTIMIZER_OPT, Optional[str]),
+                ("grad_dtype", GRAD_DTYPE_OPT, Optional[str]), ("fp8_recipe", FP8_RECIPE_OPT, Optional[str]),
+                ("framework", FRAMEWORK_OPT, str)]
+
+
+def with_train_options(fn):
+    """A Typer command taking every training option above: the command's own signature gains them
+    (Typer reads `__signature__`) and `fn` receives them together as `opts: TrainOptions`."""
+    sig = inspect.signature(fn)
+    own = [p for p in sig.parameters.values() if p.name != "opts"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+             for name, option, kind in TRAIN_PARAMS]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name, _, _ in TRAIN_PARAMS if name in kwargs}
+        return fn(*args, opts=TrainOptions(**values), **kwargs)
+
+    command.__signature__ = sig.replace(parameters=own + added)
+    return command
 
 
 def load_stack_name(name: str) -> Stack:
