@@ -17,10 +17,10 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
 - NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack automodel (torchtitan's
   fitted numbers, its own error band), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
   128-wide multi-head attention (measured/README.md).
-- NeMo AutoModel DeepSeek-V3 / Kimi-K2 (61 layers): the published 8 virtual stages per rank need
-  stage layer counts that are not multiples of vpp, which parplan's layouts do not express yet; the
-  rows are modelled without interleaving (a larger bubble). gpt-oss rows: the table's EP "-" is read
-  as 1 (measured/README.md), so FSDP gathers every expert.
+- NeMo AutoModel DeepSeek-V3 / Kimi-K2 (61 layers): the published virtual stages per rank (8 and 4)
+  with ranks of 16 and 15 layers, whose chunks differ by one layer (costmodels.pipeline prices the
+  larger chunk). gpt-oss rows: the table's EP "-" is read as 1 (measured/README.md), so FSDP gathers
+  every expert.
 - DeepSeek-V3: a whole-run average (batch ramp, DualPipe, MLA): kept for evaluation only.
 """
 
@@ -133,10 +133,11 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return int(value) if value.isdigit() else default
 
 
-def uneven_stages(num_layers: int, pp: int, vpp: int = 1) -> list[int]:
-    """Layers per pipeline rank, multiples of vpp, the remainder on the first ranks."""
-    units, extra = divmod(num_layers // vpp, pp)
-    return [(units + (1 if i < extra else 0)) * vpp for i in range(pp)] if num_layers % vpp == 0 else []
+def uneven_stages(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline rank, the remainder on the first ranks (each rank's virtual chunks then
+    differ by at most one layer: costmodels.pipeline)."""
+    units, extra = divmod(num_layers, pp)
+    return [units + (1 if i < extra else 0) for i in range(pp)]
 
 
 def _layout(row: dict, model: ModelSpec, gpus: int) -> Layout:
@@ -146,10 +147,7 @@ def _layout(row: dict, model: ModelSpec, gpus: int) -> Layout:
     vpp = 2 if row["vp"].startswith("unknown") else _int(row, "vp")
     stages = None
     if pp > 1 and model.num_layers % (pp * vpp):
-        stages = uneven_stages(model.num_layers, pp, vpp) or None
-        if stages is None:
-            vpp = 1
-            stages = uneven_stages(model.num_layers, pp)
+        stages = uneven_stages(model.num_layers, pp)
     dp = gpus // (tp * cp * pp)
     gbs = int(row["global_batch_seqs"])
     mbs = _int(row, "micro_batch", 1)

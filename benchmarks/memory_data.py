@@ -132,7 +132,7 @@ def _layout(case: dict, model: ModelSpec) -> Layout:
     pp, vpp = case["pp"], case["vpp"] or 1
     stages = None
     if pp > 1 and model.num_layers % (pp * vpp):
-        stages = uneven_stages(model.num_layers, pp, vpp) or None
+        stages = uneven_stages(model.num_layers, pp)
     mbs = case["micro_batch"]
     zero = 3 if case["zero_stage"] == 3 else (1 if case["distributed_optimizer"] else 0)
     etp = case["etp"] or (case["tp"] if model.is_moe and "megatron" in case["framework"].lower() else 1)

@@ -5,7 +5,8 @@ the model reaches today (in brackets), on rows the fit never saw unless said oth
 - Narayanan et al. SC'21 Table 1 (validation only): mean <= 8%, max <= 12%   [6.0%, 9.7%]
 - A100 Megatron runs on >= 256 GPUs (Narayanan + vTrain multi-node): mean <= 8%   [6.1%]
 - vTrain multi-node: mean <= 9.5% [7.9%]; single-node: mean <= 9.5% [8.0%]
-- ZeRO-3 / FSDP / HSDP held out: mean <= 18% [15.4%]; dense (torchtitan) rows mean <= 10% [5.6%];
+- ZeRO-3 / FSDP / HSDP held out: mean <= 15% (issue 12's target) [12.2%]; dense (torchtitan) rows
+  mean <= 10% [5.6%];
   none predicted faster than measured by more than 25% [-24.9%]
 - Megatron-Core H100 held out: mean <= 16% [13.6%]; fitted rows <= 6% [3%]
 - Korthikanti Table 4 per layer (fitted): mean <= 4%   [1.0%]
@@ -55,7 +56,7 @@ def test_vtrain(table):
 
 def test_sharded_data_parallel_held_out(done, rows):
     s = done["ZeRO-3 / FSDP / HSDP, held out"]
-    assert s["n"] >= 20 and s["mean"] <= 0.18
+    assert s["n"] >= 20 and s["mean"] <= 0.15
     assert s["min_signed"] >= -0.25, "a held-out ZeRO-3/FSDP row is predicted > 25% faster than measured"
     dense = accuracy.summary([r for r in rows if r.dataset == "torchtitan-bench" and not r.fitted and not r.excluded])
     assert dense["n"] >= 15 and dense["mean"] <= 0.10
