@@ -6,8 +6,10 @@
 - `exporters`: launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM, and their
   validators.
 - `report`: tables, listings and the plan report (terminal and HTML).
-- the CLI on top: `cli` (Typer commands), `trainopts` (the shared training options), `plan_outputs`
-  (plan's all-or-nothing writes), `schema` (JSON Schema of specs and outputs), `errors`, `safetext`.
+- the CLI on top: `cli` (the Typer app; the commands live in `cli_layout`, `cli_plan`, `cli_tools`,
+  sharing `cli_common`), `trainopts` and `runopts` (the training and whole-run options, declared once),
+  `plan_outputs` (plan's all-or-nothing writes), `schema` (JSON Schema of specs and outputs),
+  `calibration` (`parplan calibrate`), `errors`, `safetext`.
 - `sweep`, `sweep_grid`, `sweep_pool`, `sweep_command`: `parplan sweep` (the points, their runs, the
   Pareto front and the pick; the options; the worker processes; the command), drawn by
   `report.sweep_table` and `report.sweep_html` from its JSON document.
