@@ -61,13 +61,14 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
 
 
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
-    """List GPU profiles, cluster presets and software stacks."""
-    stacks = to.stack_rows()
+    """List GPU profiles, cluster presets, software stacks and frameworks."""
+    stacks, frameworks = to.stack_rows(), listing.framework_rows()
     if as_json:
-        return print_json({**listing.hardware_data(), "stacks": stacks})
+        return print_json({**listing.hardware_data(), "stacks": stacks, "frameworks": frameworks})
     for table in listing.hardware_tables():
         out.print(table)
     out.print(to.stacks_table(stacks))
+    out.print(listing.frameworks_table(frameworks))
 
 
 def schema_cmd(

@@ -346,3 +346,10 @@ def test_runs_on_checks_the_stage_split_a_partitioner_builds():
     assert {"megatron", "deepspeed", "torchtitan"} <= set(runners(even, train))
     assert runners(ends, train) == ["megatron", "torchtitan"]  # torchtitan: first/last_stage_less_layers
     assert runners(odd, train) == ["megatron"]  # only Megatron takes any counts
+
+
+def test_hardware_lists_the_frameworks():
+    data = json.loads(runner.invoke(app, ["hardware", "--json"]).stdout)
+    assert [r["name"] for r in data["frameworks"]] == sorted(FRAMEWORKS)
+    assert all(r["sources"] for r in data["frameworks"])
+    assert "Frameworks" in runner.invoke(app, ["hardware"]).stdout

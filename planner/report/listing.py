@@ -53,3 +53,25 @@ def hardware_tables() -> list[Table]:
         ct.add_row(c.name, c.gpu_profile.name, f"{c.scale_up_gb_per_s:g}", f"{c.scale_out_gb_per_s:g}",
                    f"{c.memory_reserve_gib:g}")
     return [gt, ct]
+
+
+def framework_rows() -> list[dict]:
+    """One row per framework capability table (hardware_profiles/frameworks), as data."""
+    return [hp.load_framework(name).model_dump(mode="json") for name in hp.list_frameworks()]
+
+
+def frameworks_table(rows: list[dict]) -> Table:
+    """What each --framework runs, one line each."""
+    table = Table(title="Frameworks (--framework; default any)")
+    for col in ("name", "stack", "export", "tp", "cp", "ep", "pp", "ZeRO (with pp)", "recompute"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        zero = f"{','.join(map(str, r['zero']))} ({','.join(map(str, r['zero_with_pp']))})" if r["pp"] else \
+            ",".join(map(str, r["zero"]))
+        table.add_row(r["name"], r["stack"], r["export_format"], _yes(r["tp"]), ",".join(r["cp_comm"]) or "-",
+                      _yes(r["ep"]), "vpp" if r["vpp"] else _yes(r["pp"]), zero, ",".join(r["recompute"]))
+    return table
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
