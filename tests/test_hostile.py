@@ -75,6 +75,7 @@ CASES = {
     "layout-not-a-number": (EST + ["--layout", "tp=x"], {}, ["tp", "'x'"]),
     "layout-unknown-key": (EST + ["--layout", "foo=1"], {}, ["foo"]),
     "layout-duplicate-key": (EST + ["--layout", "tp=8,tp=4"], {}, ["tp", "twice"]),
+    "layout-only-commas": (EST + ["--layout", ",,,,"], {}, ["--layout", "no key=value"]),
     "layout-bad-recompute": (EST + ["--layout", "recompute=sometimes"], {}, ["recompute", "sometimes"]),
     "layout-product": (EST + ["--layout", "tp=8,pp=4,dp=4"], {}, ["tp*cp*pp*dp", "GPUs=64"]),
     "layout-heads-tp": (EST + ["--layout", "tp=3,dp=1"], {}, ["num_attention_heads=64", "tp=3"]),

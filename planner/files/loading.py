@@ -166,6 +166,8 @@ def parse_layout(text: str) -> Layout:
         if key in data:
             raise UserError(f"--layout: {key} is given twice")
         data[key] = _layout_value(key, value)
+    if not data:  # ",,,," or "" would silently mean the default layout
+        raise UserError(f"--layout {text!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
     return validate(Layout, data, "layout", from_file=False)
 
 
