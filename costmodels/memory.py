@@ -71,10 +71,14 @@ def memory_zero(lay) -> int:
     return 1 if lay.zero >= 3 and lay.pp > 1 else lay.zero
 
 
-def memory_train(train: TrainSpec) -> TrainSpec:
+def memory_train(train: TrainSpec, lay) -> TrainSpec:
     """The train spec whose byte counts the memory uses: the stack's gradient buffer (Megatron's fp32
-    main grads) unless the gradient dtype is given."""
-    if train.grad_dtype is None and train.stack_spec.memory.grad_buffer_bytes == 4:
+    main grads), or with sharded pipelining the stack's accumulation dtype (FSDP2 + pipelining: fp32),
+    unless the gradient dtype is given."""
+    sem = train.stack_spec.memory
+    pipelined = lay.pp > 1 and lay.zero >= 1 and sem.pp_grad_accum_bytes is not None
+    grad_bytes = sem.pp_grad_accum_bytes if pipelined else sem.grad_buffer_bytes
+    if train.grad_dtype is None and grad_bytes == 4:
         return train.model_copy(update={"grad_dtype": "fp32"})
     return train
 
@@ -145,7 +149,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     local: ParamCount = local_stage_params(
         model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model)
     )
-    zero, mtrain, edp = memory_zero(lay), memory_train(train), expert_dp(cluster, lay)
+    zero, mtrain, edp = memory_zero(lay), memory_train(train, lay), expert_dp(cluster, lay)
     dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)
     expert = zero_state_bytes(local.expert, edp, zero, mtrain)
     acts = round(stage_activation_bytes(model, train, lay, stage))

@@ -61,6 +61,13 @@ class MemorySemantics(BaseModel):
     grad_buffer_bytes: Optional[int] = Field(None, ge=1, le=8, description="Bytes per parameter of the "
                                              "gradient buffer (Megatron: fp32 main grads, 4); null = the train "
                                              "spec's gradient dtype.")
+    pp_grad_accum_bytes: Optional[int] = Field(None, ge=1, le=8, description="Bytes per parameter of the "
+                                               "unsharded gradients a sharded (FSDP) pipeline stage accumulates "
+                                               "across micro-batches: torch.distributed.pipelining turns gradient "
+                                               "sync off until the last micro-batch (stage.py, "
+                                               "set_requires_gradient_sync(False)) and FSDP2 then accumulates in "
+                                               "its reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed): "
+                                               "fp32, 4, in torchtitan; null = the gradient buffer's bytes.")
     loss_bytes_per_logit: float = Field(4.0, ge=0, le=64, description="Bytes per logit (token x vocab/tp) "
                                         "live at the loss's peak without a fused loss: torch eager cross "
                                         "entropy on fp32-upcast logits 12, Megatron vocab-parallel 6; the "

@@ -101,7 +101,7 @@ def layer_costs(c: Context) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
-    zero, train = memory_zero(lay), memory_train(train)
+    zero, train = memory_zero(lay), memory_train(train, lay)
     dense = sum(zero_state_bytes(params.dense, lay.dense_shards, zero, train))
     return dense + sum(zero_state_bytes(params.expert, edp, zero, train))
 

@@ -2,7 +2,7 @@
 the three numbers and their order, fits on device bytes, and accuracy bounds on measured peaks.
 
 Bounds on benchmarks/memory_accuracy.py's held-out rows, with margin over today (in brackets):
-allocated mean <= 10% [7.6%], device mean <= 15% [12.0%], reserved mean <= 26% [22.6%]; the
+allocated mean <= 10% [7.6%], device mean <= 15% [12.0%], reserved mean <= 20% [16.8%]; the
 published out-of-memory run predicted not to fit; at least 36 of the 42 rows that ran predicted to
 fit [37].
 """
@@ -59,6 +59,21 @@ def test_megatron_keeps_fp32_main_grads():
     total = total_params(MODEL)
     assert s.grads_bytes == 4 * total and s.weights_bytes == 2 * total and s.optimizer_bytes == 12 * total
     assert _stage("megatron-core", Layout(mbs=1), grad_dtype="bf16").grads_bytes == 2 * total
+
+
+def test_pipelined_fsdp2_accumulates_unsharded_fp32_gradients():
+    """torch.distributed.pipelining keeps FSDP2 from reducing until the last micro-batch, and FSDP2 then
+    accumulates the unsharded gradients in its reduce dtype (fp32): 4 B per parameter of the stage, not
+    the bf16 2 B, nor sharded; without pipelining ZeRO-3 shards bf16 gradients 8 ways."""
+    train = _train("torchtitan")
+    piped = resolve_layout(MODEL, CLUS, train, Layout(pp=2, zero=3, mbs=1))
+    first = memory_by_stage(MODEL, CLUS, train, piped)[0]
+    local_weights = first.weights_bytes / 2  # bf16 weights, gathered for the whole step
+    assert first.grads_bytes == pytest.approx(4 * local_weights, abs=4)
+    flat = memory_by_stage(MODEL, CLUS, train, resolve_layout(MODEL, CLUS, train, Layout(zero=3, mbs=1)))[0]
+    assert flat.grads_bytes == pytest.approx(2 * total_params(MODEL) / 8, abs=4)
+    assert _stage("torchtitan", Layout(pp=2, zero=3, mbs=1), grad_dtype="bf16").grads_bytes * 2 == \
+        pytest.approx(_stage("torchtitan", Layout(pp=2, zero=3, mbs=1)).grads_bytes, abs=4)
 
 
 def test_per_op_selective_keeps_input_q_v_context_w1_w2():
@@ -123,7 +138,7 @@ def table():
     return memory_accuracy, memory_accuracy.rows()
 
 
-@pytest.mark.parametrize("kind, bound", [("allocated", 0.10), ("device", 0.15), ("reserved", 0.26)])
+@pytest.mark.parametrize("kind, bound", [("allocated", 0.10), ("device", 0.15), ("reserved", 0.20)])
 def test_held_out_peaks_within_bounds(table, kind, bound):
     mod, rows = table
     s = mod.summary([r["error"] for r in rows if r["kind"] == kind and not r["fitted"] and r["error"] is not None])
