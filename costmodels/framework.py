@@ -14,14 +14,14 @@ cp_comm is the context-parallel algorithm (costmodels.layout.CpComm).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodels.layout import CpComm, Recompute
+from costmodels.stack import Framework
 
-FrameworkName = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
-FRAMEWORKS: tuple[str, ...] = ("megatron", "deepspeed", "torchtitan", "fsdp")
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)  # the framework families a Stack names
 
 
 class FrameworkCaps(BaseModel):
@@ -29,7 +29,7 @@ class FrameworkCaps(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    name: FrameworkName = Field(..., description="Framework name (the --framework value).")
+    name: Framework = Field(..., description="Framework name (the --framework value).")
     description: str = Field(..., description="One line: what runs it and how parplan writes its launch files.")
     stack: str = Field(..., description="Default software-stack profile (hardware_profiles/stacks) whose "
                        "mechanisms and fitted efficiencies price this framework's layouts.")
@@ -79,7 +79,7 @@ def _degree_rules(fw: FrameworkCaps, lay: Any) -> list[str]:
 
 def _choice_rules(fw: FrameworkCaps, lay: Any, precision: str, optimizer: str) -> list[str]:
     name, zeros = fw.name, fw.zero_with_pp if lay.pp > 1 else fw.zero
-    hybrid = lay.shard_group is not None and lay.shard_group < lay.dp * lay.cp
+    hybrid = lay.replicas > 1
     return [
         (f"zero={lay.zero}{' with pp>1' if lay.pp > 1 else ''}: {name} runs ZeRO stages "
          f"{', '.join(map(str, zeros))}" if lay.zero not in zeros else ""),

@@ -36,7 +36,7 @@ def sharding_strategy(lay) -> str:
         return "NO_SHARD"
     if lay.zero < 3:
         return "SHARD_GRAD_OP"
-    return "HYBRID_SHARD" if lay.shard_group and lay.shard_group < lay.dp * lay.cp else "FULL_SHARD"
+    return "HYBRID_SHARD" if lay.replicas > 1 else "FULL_SHARD"
 
 
 def env_lines(plan: ExportPlan) -> str:

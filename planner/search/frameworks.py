@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, get_args
 
 import hardware_profiles as hp
 from costmodels.framework import FRAMEWORKS, FrameworkCaps, refusals
 from costmodels.hardware_spec import ClusterSpec
-from costmodels.layout import Layout, a2a_heads_ok
+from costmodels.layout import CpComm, Layout, a2a_heads_ok
 from costmodels.model_spec import ModelSpec
 from costmodels.timing import cp_layer_s
 from costmodels.train_spec import TrainSpec
@@ -28,8 +28,8 @@ from planner.search.space import SpaceOptions
 
 ANY = "any"
 CHOICES = FRAMEWORKS + (ANY,)
-# With `any`, the cp algorithms searched: all three (the search keeps the fastest per layout).
-ANY_CP_COMM = ("p2p", "a2a", "allgather")
+# With `any`, the cp algorithms searched: every one (the search keeps the fastest per layout).
+ANY_CP_COMM: tuple[str, ...] = get_args(CpComm)
 
 
 def load(name: Optional[str]) -> Optional[FrameworkCaps]:

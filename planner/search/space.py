@@ -151,8 +151,9 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
 
 
 def cp_comm_choices(model: ModelSpec, tp: int, cp: int, opts: SpaceOptions) -> list[str]:
-    """Context-parallel algorithms for this tp, cp: one ("p2p", unused) at cp = 1; a2a only where
-    heads, and KV heads unless replicated, divide by tp*cp (costmodels.layout)."""
+    """Context-parallel algorithms for this tp, cp: at cp = 1 none is used and the candidate keeps
+    the default p2p; a2a only where heads, and KV heads unless replicated, divide by tp*cp
+    (costmodels.layout)."""
     if cp == 1:
         return ["p2p"]
     return [c for c in opts.cp_comm if c != "a2a" or a2a_heads_ok(model, tp, cp)]
