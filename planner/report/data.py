@@ -97,8 +97,8 @@ def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = No
                 f"peak {mem.peak_bytes / 2**30:.1f} of {mem.usable_bytes / 2**30:.1f} GiB, step "
                 f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
     run = run if run is not None else RunSpec(tokens=float(tokens)) if tokens else None
-    days = run.tokens / t.tokens_per_s / 86400 if run is not None else None
     whole = whole_run(plan, model, cluster, train, run) if run is not None else None
+    days = whole.days if whole is not None else None
     reasons = [visible(r) for r in doc.get("reasons", [])]
     return ReportData(f"parplan: {name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
                       reasons, timelines, drawn, _groups(lay, cluster.gpus_per_node),
