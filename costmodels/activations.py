@@ -18,7 +18,11 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 - full recompute: only each layer's input (2sbh, /t with SP) is kept;
 - torchtitan's per-op selective policy (torchtitan/models/llama3/infra/parallelize.py, `_save_list`
   and its matmul counter per block): the block input and the outputs of matmuls 1, 3, 5, 7 (wq, wv,
-  w1, w2) and of attention (its context) are kept, everything else is recomputed.
+  w1, w2) and of attention (its context) are kept, everything else is recomputed; MoE blocks keep
+  no routed-expert activations (grouped matmuls are not on the list) but do keep the all-to-all
+  outputs of expert parallelism;
+- multi-head latent attention (DeepSeek-V2): Q and K are a*d_qk wide, V and the context a*d_v,
+  plus the latents r_q and r_kv (before and after their norms) and the rotary key.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from costmodels.model_spec import ModelSpec
+from costmodels.params import attention_matrices
 
 ACT_BYTES = 2
 MASK_BYTES = 1
@@ -62,15 +67,26 @@ def _kv_local_width(m: ModelSpec, tp: int) -> float:
     return m.kv_width / tp if m.num_kv_heads >= tp else m.head_dim
 
 
+def mla_latent_width(m: ModelSpec) -> int:
+    """MLA's stored low-rank activations per token: each latent (and, with its norm, the norm's
+    output: the up projection's input) and the rotary key: 2r_q + 2r_kv + d_rope; 0 without MLA."""
+    if m.mla is None:
+        return 0
+    return (2 if m.qk_norm else 1) * (m.mla.q_lora_rank + m.mla.kv_lora_rank) + m.mla.qk_rope_head_dim
+
+
 def attention_bytes(m: ModelSpec, x: ActShape) -> float:
-    """Attention block: norm input, QKV input, Q, K, V, context, dropout mask, scores (11sbh + 5as^2b)."""
+    """Attention block: norm input, QKV input, Q, K, V, context, dropout mask, scores (11sbh + 5as^2b).
+    MLA adds its latents (mla_latent_width; split like the hidden state: Megatron runs the down
+    projections on the sequence-parallel shard) and its context is a*d_v wide."""
     T, h, t, u = x.tokens, m.hidden_size, x.tp, x.u
     mask = MASK_BYTES if m.dropout else 0
     norm_in = ACT_BYTES * T * h * u
     qkv_in = ACT_BYTES * T * h * u
-    q_ctx = 2 * ACT_BYTES * T * m.q_width / t
+    q_ctx = ACT_BYTES * T * (m.q_width + m.ctx_width) / t
     k_v = 2 * ACT_BYTES * T * _kv_local_width(m, t)
-    return norm_in + qkv_in + q_ctx + k_v + mask * T * h * u + score_bytes(m, x)
+    latent = ACT_BYTES * T * mla_latent_width(m) * u
+    return norm_in + qkv_in + q_ctx + k_v + latent + mask * T * h * u + score_bytes(m, x)
 
 
 def score_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -111,15 +127,34 @@ def layer_input_bytes(m: ModelSpec, x: ActShape) -> float:
     return ACT_BYTES * x.tokens * m.hidden_size * x.u
 
 
-def per_op_layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
-    """torchtitan per-op selective checkpointing: block input, wq and wv outputs, attention context,
-    w1 and w2 outputs (every second matmul of the block, counted from the first). MoE blocks keep
-    the attention part so and half of the MoE block's activations (its grouped matmuls alternate too)."""
-    T, t, u = x.tokens, x.tp, x.u
-    attn = T * (m.hidden_size * u + 2 * m.q_width / t + _kv_local_width(m, t))
+def _mlp_matrix_outputs(m: ModelSpec, x: ActShape, moe: bool) -> list[float]:
+    """Output widths of the MLP's plain matmuls (aten.mm) in call order: w1, w3, w2 (SwiGLU) or
+    fc1, fc2. MoE blocks: only the shared experts (the router gate is forced to recompute and the
+    routed experts run as torch._grouped_mm, neither counted; torchtitan models/moe/moe.py)."""
+    width = m.ffn_hidden_size
     if moe:
-        return ACT_BYTES * attn + moe_mlp_bytes(m, x) / 2
-    return ACT_BYTES * (attn + T * (m.ffn_hidden_size / t + m.hidden_size * u))
+        width = m.num_shared_experts * m.moe_ffn_hidden_size
+        if not width:
+            return []
+    inner = [width / x.tp] * (2 if m.activation == "swiglu" else 1)
+    return inner + [m.hidden_size]
+
+
+def per_op_layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """torchtitan per-op selective checkpointing (its `_op_sac_save_list` and the policy in
+    distributed/activation_checkpoint.py, 2025 releases): kept are the block input, the outputs of
+    every second plain matmul of the block counted from the first (q, k, v, o, then the MLP's; MLA:
+    its five projections), the attention output, and the outputs of reduce-scatter (tp with
+    sequence parallelism: after the output projection and the MLP) and of all-to-all (expert
+    parallelism: the dispatched and the combined tokens, k*h each). Everything else is recomputed."""
+    T, t, u, h = x.tokens, x.tp, x.u, m.hidden_size
+    outputs = [n for _, n in attention_matrices(m, t, fused_qkv=False)] + _mlp_matrix_outputs(m, x, moe)
+    kept = h * u + sum(outputs[0::2]) + m.ctx_width / t
+    if t > 1 and x.sp:
+        kept += 2 * h * u
+    if moe and x.ep > 1:
+        kept += 2 * m.top_k * h * min(u * x.etp, 1.0)
+    return ACT_BYTES * T * kept
 
 
 def layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:

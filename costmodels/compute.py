@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import Efficiency
 from costmodels.model_spec import ModelSpec
+from costmodels.params import attention_matrices
 
 ACT_BYTES = 2
 
@@ -67,14 +68,15 @@ def _kv_local(model: ModelSpec, tp: int) -> float:
 
 
 def attention_linear_flops(model: ModelSpec, x: ActShape) -> float:
-    """QKV and output projections: 2M*h*(q + 2kv)/t + 2M*q*h/t."""
-    M, h, t = x.tokens, model.hidden_size, x.tp
-    return 2 * M * h * (model.q_width / t + 2 * _kv_local(model, t)) + 2 * M * model.q_width / t * h
+    """QKV and output projections: 2M*h*(q + 2kv)/t + 2M*q*h/t; MLA: 2M * in * out summed over its
+    five projections (costmodels.params.attention_matrices)."""
+    return sum(2 * x.tokens * k * n for k, n in attention_matrices(model, x.tp, down_share=x.u))
 
 
 def attention_core_flops(model: ModelSpec, x: ActShape) -> float:
-    """Scores QK^T and context PV, counted in full: 4*M*s*q/t (model-FLOP convention)."""
-    return 4 * x.tokens * x.seq * model.q_width / x.tp
+    """Scores QK^T and context PV, counted in full: 2*M*s*(q + ctx)/t = 4*M*s*q/t (model-FLOP
+    convention); MLA's query/key heads (d_nope + d_rope) are wider than its value heads (d_v)."""
+    return 2 * x.tokens * x.seq * (model.q_width + model.ctx_width) / x.tp
 
 
 def mlp_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
@@ -114,8 +116,7 @@ def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
 def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
     """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
     M, h, t = x.tokens, model.hidden_size, x.tp
-    qkv_n = model.q_width / t + 2 * _kv_local(model, t)
-    s = gemm_s(dev, M, h, qkv_n) + gemm_s(dev, M, model.q_width / t, h)
+    s = sum(gemm_s(dev, M, k, n) for k, n in attention_matrices(model, t, down_share=x.u))
     if not moe:
         f = model.ffn_hidden_size / t
         return s + gemm_s(dev, M, h, _mlp_in(model, f)) + gemm_s(dev, M, f, h)

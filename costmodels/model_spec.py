@@ -3,6 +3,11 @@
 Field names are a contract (docs/design.md section 4). Optional shape fields left out
 (`num_kv_heads`, `head_dim`, `ffn_hidden_size`, `moe_ffn_hidden_size`) are filled with their
 documented defaults at validation time, so a validated spec always carries explicit numbers.
+
+Multi-head latent attention (`mla`, DeepSeek-V2 section 2.1 eqs. 9-19; DeepSeek-V3 section 2.1.1):
+queries come through an optional low-rank projection h -> r_q -> a*(d_nope + d_rope), keys and
+values through a shared latent h -> r_kv (+ one d_rope-wide rotary key) -> a*(d_nope + d_v); all a
+heads attend (no grouping), each query/key head d_nope + d_rope wide, each value head d_v wide.
 """
 
 from __future__ import annotations
@@ -17,6 +22,27 @@ MAX_WIDTH = 1_000_000
 MAX_VOCAB = 10_000_000
 MAX_SEQ = 16_777_216
 MAX_EXPERTS = 65_536
+
+
+class MLASpec(BaseModel):
+    """The shapes of multi-head latent attention (Megatron's --multi-latent-attention flags,
+    Hugging Face DeepSeek-V2/V3 config keys of the same names)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+    q_lora_rank: int = Field(0, ge=0, le=MAX_WIDTH, description="Query latent rank r_q; 0 = queries "
+                             "projected directly from the hidden state (DeepSeek-V2-Lite, V3-16B).")
+    kv_lora_rank: int = Field(..., ge=1, le=MAX_WIDTH, description="Key/value latent rank r_kv (512 in V2/V3).")
+    qk_nope_head_dim: int = Field(..., ge=1, le=MAX_WIDTH, description="Per-head query/key width without "
+                                  "rotary position (128 in V2/V3).")
+    qk_rope_head_dim: int = Field(..., ge=0, le=MAX_WIDTH, description="Per-head rotary query/key width; the "
+                                  "rotary key is one head shared by all (64 in V2/V3).")
+    v_head_dim: int = Field(..., ge=1, le=MAX_WIDTH, description="Per-head value width (128 in V2/V3).")
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query or key head: d_nope + d_rope."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
 class ModelSpec(BaseModel):
@@ -52,7 +78,9 @@ class ModelSpec(BaseModel):
         "learned", description="learned adds a seq_length x hidden table; rope and none add no parameters."
     )
     linear_bias: bool = Field(True, description="Linear layers (QKV, projection, MLP) carry biases.")
-    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3); 2*head_dim params/layer.")
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3); 2*head_dim "
+                          "params/layer. With mla: the norms of the query and key/value latents (DeepSeek; "
+                          "Megatron --qk-layernorm).")
     dropout: bool = Field(
         True, description="Dropout layers active in training (GPT-style); stores 1-byte masks. Llama-style: false."
     )
@@ -70,6 +98,11 @@ class ModelSpec(BaseModel):
     capacity_factor: Optional[float] = Field(
         None, ge=0.01, le=1000, description="Expert capacity factor; null = dropless routing."
     )
+    mla: Optional[MLASpec] = Field(
+        None, description="Multi-head latent attention shapes (DeepSeek-V2/V3); null = multi-head or "
+        "grouped-query attention. With it, num_kv_heads = num_attention_heads and head_dim = "
+        "qk_nope_head_dim + qk_rope_head_dim (the query/key head width)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -78,6 +111,7 @@ class ModelSpec(BaseModel):
             return data
         data = dict(data)
         heads, hidden = data.get("num_attention_heads"), data.get("hidden_size")
+        _fill_mla(data)
         if data.get("num_kv_heads") is None and isinstance(heads, int):
             data["num_kv_heads"] = heads
         if data.get("head_dim") is None and _ints(heads, hidden) and heads > 0 and hidden > 0:
@@ -94,6 +128,8 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "ModelSpec":
+        if self.mla is not None:
+            _check_mla(self)
         if self.num_attention_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not divisible by num_kv_heads={self.num_kv_heads}"
@@ -129,13 +165,43 @@ class ModelSpec(BaseModel):
         return self.num_attention_heads * self.head_dim
 
     @property
-    def kv_width(self) -> int:
-        """Width of all key (or value) heads together: kv_heads * head_dim."""
+    def kv_width(self) -> float:
+        """Width of all key (or value) heads together: kv_heads * head_dim. With MLA keys and values
+        differ in width (a*d_qk, a*d_v): their mean, so that K and V together are 2 * kv_width."""
+        if self.mla is not None:
+            return self.num_attention_heads * (self.mla.qk_head_dim + self.mla.v_head_dim) / 2
         return self.num_kv_heads * self.head_dim
+
+    @property
+    def ctx_width(self) -> int:
+        """Width of the attention output (the output projection's input): heads * value head width."""
+        return self.num_attention_heads * self.mla.v_head_dim if self.mla is not None else self.q_width
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer `index` (0-based, whole model) has an MoE MLP."""
         return self.is_moe and index >= self.first_k_dense_layers
+
+
+def _fill_mla(data: dict) -> None:
+    """With MLA, every head has its own key and value, and head_dim is the query/key head width."""
+    mla = data.get("mla")
+    if isinstance(mla, dict):
+        mla = MLASpec.model_validate(mla)
+        data["mla"] = mla
+    if isinstance(mla, MLASpec):
+        if data.get("num_kv_heads") is None:
+            data["num_kv_heads"] = data.get("num_attention_heads")
+        if data.get("head_dim") is None:
+            data["head_dim"] = mla.qk_head_dim
+
+
+def _check_mla(m: "ModelSpec") -> None:
+    if m.num_kv_heads != m.num_attention_heads:
+        raise ValueError(f"num_kv_heads={m.num_kv_heads} must equal num_attention_heads={m.num_attention_heads} "
+                         "with mla (every head has its own key and value)")
+    if m.head_dim != m.mla.qk_head_dim:
+        raise ValueError(f"head_dim={m.head_dim} must equal mla qk_nope_head_dim + qk_rope_head_dim = "
+                         f"{m.mla.qk_head_dim}")
 
 
 def _ints(*values) -> bool:

@@ -1,7 +1,8 @@
 """Exact parameter counts: whole model, per layer, and per GPU under tp/ep/etp/pp.
 
 Notation: h hidden, a query heads, g kv heads, d head_dim, f dense MLP width, f_e expert width,
-E routed experts, S shared experts, V vocabulary, s sequence, L layers, t tp degree.
+E routed experts, S shared experts, V vocabulary, s sequence, L layers, t tp degree; MLA: r_q, r_kv
+latent ranks, d_nope, d_rope, d_v head widths, d_qk = d_nope + d_rope.
 
 Source: Narayanan et al. SC'21 eq. (2), P = 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)), for GPT with
 MHA, GELU, biases, LayerNorm and tied, learned embeddings. This module generalises it term by term
@@ -37,12 +38,48 @@ def norm_params(m: ModelSpec, width: int) -> int:
     return width * (2 if m.norm == "layernorm" else 1)
 
 
+def attention_matrices(m: ModelSpec, tp: int = 1, fused_qkv: bool = True,
+                       down_share: float = 1.0) -> list[tuple[float, float]]:
+    """(input, output) widths of the attention projections on one tp rank, in execution order.
+
+    MHA/GQA: fused QKV h -> q + 2kv, then the output projection q -> h (Megatron); or, not
+    `fused_qkv`, q, k, v and o apart (Hugging Face, torchtitan). K/V heads are replicated when
+    tp > kv heads (Megatron). MLA (DeepSeek-V2 eqs. 9-19): query down h -> r_q and up
+    r_q -> a*d_qk/t (or h -> a*d_qk/t when r_q = 0), key/value down h -> r_kv + d_rope and up
+    r_kv -> a*(d_nope + d_v)/t, output a*d_v/t -> h. The down projections are whole on every tp
+    rank (Megatron-Core multi_latent_attention.py builds them 'duplicated'; torchtitan's
+    deepseek_v3 parallelize leaves wq_a/wkv_a NoParallel); `down_share` scales their output width
+    for the share of tokens a rank runs them on (1/t under Megatron's sequence parallelism).
+    """
+    h, t = m.hidden_size, tp
+    if m.mla is not None:
+        a, ml = m.num_attention_heads, m.mla
+        q = [(h, ml.q_lora_rank * down_share), (ml.q_lora_rank, a * ml.qk_head_dim / t)] if ml.q_lora_rank \
+            else [(h, a * ml.qk_head_dim / t)]
+        kv = [(h, (ml.kv_lora_rank + ml.qk_rope_head_dim) * down_share),
+              (ml.kv_lora_rank, a * (ml.qk_nope_head_dim + ml.v_head_dim) / t)]
+        return q + kv + [(m.ctx_width / t, h)]
+    q, kv = m.q_width / t, (m.kv_width / t if m.num_kv_heads >= t else m.head_dim)
+    if fused_qkv:
+        return [(h, q + 2 * kv), (q, h)]
+    return [(h, q), (h, kv), (h, kv), (q, h)]
+
+
+def _attention_extras(m: ModelSpec, tp: int) -> float:
+    """Attention parameters beside the matrices on one tp rank: biases (output-projection bias
+    replicated), QK-norm, or with MLA the latent norms that qk_norm stands for (whole on every rank)."""
+    mats = attention_matrices(m, tp)
+    biases = (sum(n for _, n in mats[:-1]) + m.hidden_size) if m.linear_bias else 0
+    if m.mla is not None:
+        latent = norm_params(m, m.mla.q_lora_rank) + norm_params(m, m.mla.kv_lora_rank)
+        return biases + (latent if m.qk_norm else 0)
+    return biases + (2 * m.head_dim if m.qk_norm else 0)
+
+
 def attention_params(m: ModelSpec) -> int:
-    """Q, K, V and output projections with optional biases and QK-norm. 4h^2 + 4h for GPT (eq. 2)."""
-    weights = m.hidden_size * (2 * m.q_width + 2 * m.kv_width)
-    biases = (m.q_width + 2 * m.kv_width + m.hidden_size) if m.linear_bias else 0
-    qk = 2 * m.head_dim if m.qk_norm else 0
-    return weights + biases + qk
+    """Q, K, V and output projections with optional biases and QK-norm (4h^2 + 4h for GPT, eq. 2);
+    MLA: its five projections and two latent norms (DeepSeek-V2 section 2.1.2)."""
+    return round(sum(k * n for k, n in attention_matrices(m)) + _attention_extras(m, 1))
 
 
 def mlp_params(m: ModelSpec, width: int) -> int:
@@ -98,13 +135,9 @@ def active_params(m: ModelSpec) -> int:
 
 
 def local_attention_params(m: ModelSpec, tp: int) -> int:
-    """Attention parameters on one tp rank. K/V heads are replicated when tp > kv heads (Megatron)."""
-    h, d = m.hidden_size, m.head_dim
-    kv_local = m.kv_width // tp if m.num_kv_heads >= tp else d
-    q_local = m.q_width // tp
-    weights = h * (2 * q_local + 2 * kv_local)
-    biases = (q_local + 2 * kv_local + h) if m.linear_bias else 0  # row-parallel output bias replicated
-    return weights + biases + (2 * d if m.qk_norm else 0)
+    """Attention parameters on one tp rank. K/V heads are replicated when tp > kv heads (Megatron);
+    MLA's down projections and latent norms are whole on every rank."""
+    return round(sum(k * n for k, n in attention_matrices(m, tp)) + _attention_extras(m, tp))
 
 
 def local_mlp_params(m: ModelSpec, width: int, tp: int) -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from costmodels import comm
-from costmodels.params import ParamCount
+from costmodels.params import ParamCount, attention_matrices
 
 
 def buckets(n_params: float, bucket_mparams: float | None) -> int:
@@ -42,10 +42,10 @@ def buckets(n_params: float, bucket_mparams: float | None) -> int:
 def layer_matrices(model, moe: bool, tp: int, ep: int, etp: int) -> list[float]:
     """Weight tensors of one layer on one GPU, in execution order, as parameter counts: fused QKV and
     two MLP matrices for GELU models (Megatron-style), separate q, k, v, o, gate, up, down for SwiGLU
-    models (Hugging Face style); MoE: the router, then each local expert's matrices."""
+    models (Hugging Face style; MLA: its five projections); MoE: the router, then each local expert's
+    matrices."""
     h = model.hidden_size
-    q, kv = model.q_width / tp, (model.kv_width / tp if model.num_kv_heads >= tp else model.head_dim)
-    attn = [h * (q + 2 * kv), q * h] if model.activation != "swiglu" else [h * q, h * kv, h * kv, q * h]
+    attn = [k * n for k, n in attention_matrices(model, tp, fused_qkv=model.activation != "swiglu")]
     if not moe:
         f = model.ffn_hidden_size / tp
         return attn + ([h * f, h * f, f * h] if model.activation == "swiglu" else [h * f, f * h])

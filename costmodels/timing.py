@@ -133,7 +133,7 @@ def _fp8_cast_s(c: Context, moe: bool) -> float:
     if c.train.precision != "fp8":
         return 0.0
     m, x = c.model, c.x
-    acts = x.tokens * (2 * m.hidden_size + (m.q_width + m.ffn_hidden_size) / x.tp)
+    acts = x.tokens * (2 * m.hidden_size + (m.ctx_width + m.ffn_hidden_size) / x.tp)
     weights = local_layer_params(m, moe, x.tp, x.ep, x.etp).total
     nbytes = c.stack.fp8_cast_bytes_per_element * (acts + weights) * c.stack.elementwise_scale  # fused like the rest
     return cmp.memory_s(c.dev16, nbytes)
@@ -251,9 +251,9 @@ def _cp_exchange_s(c: Context) -> float:
 def _cp_all_to_all_s(c: Context) -> float:
     """One pass of Ulysses: all-to-all of the local Q, K, V (tokens/cp x (q + 2 kv)/tp) before
     attention and of the output (tokens/cp x q/tp) after it, over the cp group (stride tp)."""
-    q = c.model.q_width / c.lay.tp
+    q, ctx = c.model.q_width / c.lay.tp, c.model.ctx_width / c.lay.tp
     qkv = c.x.tokens * q * cmp.ACT_BYTES + _kv_chunk_bytes(c)
-    out = c.x.tokens * q * cmp.ACT_BYTES
+    out = c.x.tokens * ctx * cmp.ACT_BYTES
     return sum(comm.all_to_all_s(c.links, c.lay.cp, c.lay.tp, b) for b in (qkv, out))
 
 

@@ -48,7 +48,9 @@ def model_args(plan: ExportPlan) -> list:
             ("--ffn-hidden-size", m.ffn_hidden_size), ("--num-attention-heads", m.num_attention_heads)]
     if m.num_kv_heads < m.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", m.num_kv_heads)]
-    if m.head_dim * m.num_attention_heads != m.hidden_size:
+    if m.mla is not None:
+        args += mla_args(m.mla)
+    elif m.head_dim * m.num_attention_heads != m.hidden_size:
         args.append(("--kv-channels", m.head_dim))
     args += [("--seq-length", plan.seq), ("--max-position-embeddings", max(plan.seq, m.seq_length)),
              ("--normalization", NORM[m.norm]), ("--position-embedding-type", POSITION[m.position_embedding])]
@@ -60,6 +62,16 @@ def model_args(plan: ExportPlan) -> list:
     if not plan.train.flash_attention:
         args.append(("--attention-backend", "unfused"))
     return args
+
+
+def mla_args(mla) -> list:
+    """Megatron's multi-latent-attention flags (megatron/training/arguments.py; --qk-head-dim is the
+    part without rotary position, --q-lora-rank absent = no query latent)."""
+    args = [("--multi-latent-attention", None)]
+    if mla.q_lora_rank:
+        args.append(("--q-lora-rank", mla.q_lora_rank))
+    return args + [("--kv-lora-rank", mla.kv_lora_rank), ("--qk-head-dim", mla.qk_nope_head_dim),
+                   ("--qk-pos-emb-head-dim", mla.qk_rope_head_dim), ("--v-head-dim", mla.v_head_dim)]
 
 
 def moe_args(plan: ExportPlan) -> list:

@@ -1,6 +1,6 @@
 """Hugging Face `config.json` -> ModelSpec, for Llama-family decoder-only models.
 
-Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe. Mapping:
+Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3. Mapping:
 
 | config.json | ModelSpec |
 |---|---|
@@ -13,6 +13,8 @@ Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe. Mappin
 | mixtral: num_local_experts, num_experts_per_tok, intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
 | qwen3_moe: num_experts, num_experts_per_tok, moe_intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
 | qwen3_moe: mlp_only_layers = [0, 1, ..., k-1] | first_k_dense_layers = k |
+| deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
+| deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
 
 Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
@@ -43,7 +45,8 @@ from pydantic import ValidationError
 
 from costmodels.model_spec import ModelSpec
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
 
@@ -53,7 +56,10 @@ FIELD_KEYS = {"num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_
               "tied_embeddings": "tie_word_embeddings", "top_k": "num_experts_per_tok",
               "first_k_dense_layers": "mlp_only_layers"}
 MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
-                  "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"}}
+                  "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"},
+                  **{t: {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
+                         "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace"}
+                     for t in DEEPSEEK}}
 
 
 def _short(value: Any) -> str:
@@ -114,8 +120,26 @@ def _first_dense_layers(config: dict, num_layers: int) -> int:
     return len(dense)
 
 
+def _deepseek(config: dict) -> dict:
+    """DeepSeek-V2/V3 (transformers DeepseekV3Config): multi-head latent attention and its experts.
+    Every layer from first_k_dense_replace on is MoE (moe_layer_freq 1, the only value these
+    models use); the shared experts are one MLP n_shared_experts x moe_intermediate_size wide."""
+    if _int(config, "moe_layer_freq", 1) != 1:
+        raise ValueError(f"config.json key 'moe_layer_freq' must be 1 (every layer after the dense ones is MoE), "
+                         f"got {config['moe_layer_freq']}")
+    mla = dict(q_lora_rank=_int(config, "q_lora_rank", 0), kv_lora_rank=_int(config, "kv_lora_rank"),
+               qk_nope_head_dim=_int(config, "qk_nope_head_dim"), qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
+               v_head_dim=_int(config, "v_head_dim"))
+    return dict(num_kv_heads=None, head_dim=None, qk_norm=True, mla=mla,
+                num_experts=_int(config, "n_routed_experts"), top_k=_int(config, "num_experts_per_tok"),
+                moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
+                num_shared_experts=_int(config, "n_shared_experts", 0),
+                first_k_dense_layers=_int(config, "first_k_dense_replace", 0))
+
+
 def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optional[int] = None) -> ModelSpec:
-    """Map a Hugging Face config.json dict (Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen3-MoE) to a ModelSpec.
+    """Map a Hugging Face config.json dict (Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen3-MoE/DeepSeek-V2/V3) to a
+    ModelSpec.
 
     `seq_length` overrides the default min(max_position_embeddings, 4096). Raises ValueError for an
     unsupported or missing `model_type`, a missing required key (named), or a non-integer size.
@@ -154,6 +178,8 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
     )
     if model_type in ("llama", "qwen3", "qwen3_moe"):
         spec["linear_bias"] = _bool(config, "attention_bias") or _bool(config, "mlp_bias")
+    if model_type in DEEPSEEK:
+        spec.update(_deepseek(config), linear_bias=_bool(config, "attention_bias"))
 
     if model_type == "mixtral":
         experts = _int(config, "num_local_experts")

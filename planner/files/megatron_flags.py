@@ -95,7 +95,20 @@ def model_data(a: MegatronArgs) -> dict:
             data[key] = a.int(flag)
     if a.has("--group-query-attention"):
         data["num_kv_heads"] = a.int("--num-query-groups", 1)
+    if a.has("--multi-latent-attention"):
+        data.pop("head_dim", None)
+        data.pop("num_kv_heads", None)
+        data["mla"] = mla_data(a)
     return {**data, **moe_data(a, data["num_layers"])}
+
+
+def mla_data(a: MegatronArgs) -> dict:
+    """ModelSpec.mla from Megatron's flags, with their defaults (megatron/training/arguments.py:
+    --kv-lora-rank 32, --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128; no
+    --q-lora-rank = no query latent)."""
+    return {"q_lora_rank": a.int("--q-lora-rank", 0, minimum=0), "kv_lora_rank": a.int("--kv-lora-rank", 32),
+            "qk_nope_head_dim": a.int("--qk-head-dim", 128), "qk_rope_head_dim": a.int("--qk-pos-emb-head-dim", 64),
+            "v_head_dim": a.int("--v-head-dim", 128)}
 
 
 def seq_length(a: MegatronArgs) -> int:

@@ -17,7 +17,7 @@ PARALLEL = {"tp": "--tensor-model-parallel-size", "pp": "--pipeline-model-parall
 # flags Megatron defines as store_true (used when reading scripts back)
 SWITCHES = {
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--qk-layernorm", "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",
+    "--qk-layernorm", "--multi-latent-attention", "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",
     "--overlap-param-gather", "--use-megatron-fsdp", "--bf16", "--fp16", "--mock-data", "--tp-comm-overlap",
     "--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
