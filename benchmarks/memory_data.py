@@ -13,15 +13,15 @@ Assumptions where a source is silent (each case's `assumptions` in the JSON list
 - stack: torchtitan rows `torchtitan` when torch.compile is on, else `torchtitan-eager`; every
   Megatron-derived framework (Megatron-LM, FlagScale, Pai-Megatron-Patch, ms-swift, Megatron-Bridge)
   `megatron-core`; DeepSpeed `deepspeed`.
-- Multi-head latent attention (DeepSeek-V3 shapes) is modelled as multi-head attention with the
-  value head width (as benchmarks/measured_data.py does); the multi-token-prediction layer is not modelled.
+- Multi-head latent attention (DeepSeek-V3 shapes) is ModelSpec's `mla`; the multi-token-prediction
+  layer is not modelled.
 - torchtitan "selective" is its per-op policy (the stack's meaning); Megatron "--recompute-activations"
   is selective core-attention recompute.
 - 405B with pp=8: torchtitan's default split puts the extra layers on the first ranks.
 - Megatron MoE rows that do not state an expert tensor-parallel size shard experts over tp (the only
   choice before Megatron-Core 0.10 added --expert-tensor-parallel-size, and its default after).
 - "unfused" attention backends store the s x s scores (flash_attention false); a cross-entropy
-  fusion flag or a compiled loss sets fused_loss.
+  fusion flag or a compiled loss sets fused_loss (torchtitan: see _loss_compiled).
 """
 
 from __future__ import annotations
@@ -72,20 +72,30 @@ def _raw() -> dict:
     return json.loads(DATA.read_text())
 
 
+def mla_spec(raw: dict) -> Optional[dict]:
+    """A model entry's MLA shapes in ModelSpec's names (entries use Hugging Face's or Megatron's)."""
+    if raw.get("attention") != "mla":
+        return None
+    m = raw["mla"]
+    return dict(q_lora_rank=m.get("q_lora_rank") or 0, kv_lora_rank=m["kv_lora_rank"],
+                qk_nope_head_dim=m.get("qk_nope_head_dim", m.get("qk_head_dim")),
+                qk_rope_head_dim=m.get("qk_rope_head_dim", m.get("qk_pos_emb_head_dim")), v_head_dim=m["v_head_dim"])
+
+
 def model_spec(raw: dict, seq: int) -> ModelSpec:
-    """A memory_runs.json model entry as a ModelSpec (MLA as MHA with the value head width)."""
-    mla = raw.get("attention") == "mla"
+    """A memory_runs.json model entry as a ModelSpec."""
+    mla = mla_spec(raw)
     heads = raw["num_attention_heads"]
     fields = dict(
         name=raw["name"], num_layers=raw["num_layers"], hidden_size=raw["hidden_size"], num_attention_heads=heads,
-        num_kv_heads=heads if mla else raw.get("num_kv_heads") or heads, vocab_size=raw["vocab_size"],
+        num_kv_heads=None if mla else raw.get("num_kv_heads") or heads, vocab_size=raw["vocab_size"],
         seq_length=seq, activation=raw["activation"], norm=raw["norm"], tied_embeddings=raw["tied_embeddings"],
         position_embedding=raw["position_embedding"], linear_bias=bool(raw.get("add_bias_linear")),
         qk_norm=bool(raw.get("qk_layernorm")), dropout=bool(raw.get("hidden_dropout")),
         ffn_hidden_size=raw["ffn_hidden_size"],
     )
     if mla:
-        fields["head_dim"] = raw["mla"]["v_head_dim"]
+        fields["mla"] = mla
     elif raw.get("head_dim"):
         fields["head_dim"] = raw["head_dim"]
     if raw.get("num_experts"):
@@ -145,12 +155,26 @@ def _text(case: dict) -> str:
     return " ".join(str(case.get(k) or "") for k in ("notes", "recompute", "framework")).lower()
 
 
-def _train(case: dict, stack: str) -> TrainSpec:
+FUSED_LOSS_WORDS = ("cross-entropy-loss-fusion", "cross entropy loss fusion", "cross-entropy loss fusion",
+                    "compile only on loss")
+
+
+def _loss_compiled(case: dict, fused_sources: set[str]) -> bool:
+    """torchtitan compiles its loss with torch.compile from its 2025 code on (0.1.0, 2025-06:
+    components/loss.py build_cross_entropy_loss compiles it when training.compile is set; 0.2.0:
+    compile.components 'loss'); the 2024-12 train.py left it eager. Rows of one source share a config,
+    so a source that states it for one row states it for all."""
+    if case["source"] in fused_sources:
+        return True
+    text = _text(case)
+    return case["framework"].lower().startswith("torchtitan") and case["year"] >= 2025 and "compile on" in text
+
+
+def _train(case: dict, stack: str, fused_sources: set[str]) -> TrainSpec:
     precision = "fp16" if case["precision"].startswith("fp16") else "bf16"
     fp8 = "fp8" in case["precision"].lower() or "float8" in case["precision"].lower()
     text = _text(case)
-    fused = any(k in text for k in ("cross-entropy-loss-fusion", "cross entropy loss fusion",
-                                    "cross-entropy loss fusion", "compile only on loss")) or None
+    fused = any(k in text for k in FUSED_LOSS_WORDS) or _loss_compiled(case, fused_sources) or None
     train = TrainSpec(global_batch_size=case["global_batch"], seq_length=case["seq_length"],
                       precision="fp8" if fp8 else precision, flash_attention="unfused" not in text,
                       fused_loss=fused)
@@ -168,11 +192,12 @@ def _stage(text: str, pp: int) -> Optional[int]:
     return None
 
 
-def _cases_of(case: dict, models: dict) -> list[MemoryCase]:
+def _cases_of(case: dict, models: dict, fused_sources: set[str]) -> list[MemoryCase]:
     meas = case["measured"]
     model = model_spec(models[case["model"]], case["seq_length"])
     stack = _stack(case)
-    base = dict(model=model, cluster=_cluster(case), train=_train(case, stack), layout=_layout(case, model),
+    base = dict(model=model, cluster=_cluster(case), train=_train(case, stack, fused_sources),
+                layout=_layout(case, model),
                 stack=stack, framework=case["framework"], approximate=bool(meas.get("approximate")),
                 stage=_stage(meas.get("rank_or_stage") or "", case["pp"]))
     out = [MemoryCase(case_id=case["id"], kind=KINDS[meas["kind"]], measured_bytes=meas.get("bytes"), **base)]
@@ -185,4 +210,5 @@ def _cases_of(case: dict, models: dict) -> list[MemoryCase]:
 def load_memory_cases() -> list[MemoryCase]:
     """Every case of memory_runs.json (two for Megatron logs that give allocated and reserved)."""
     raw = _raw()
-    return [mc for case in raw["cases"] for mc in _cases_of(case, raw["models"])]
+    fused = {c["source"] for c in raw["cases"] if any(k in _text(c) for k in FUSED_LOSS_WORDS)}
+    return [mc for case in raw["cases"] for mc in _cases_of(case, raw["models"], fused)]

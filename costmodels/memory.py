@@ -127,11 +127,16 @@ def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: i
 
 def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
     """Logits and their gradient at the loss's peak, on the last stage: the stack's bytes per logit
-    (costmodels.memory_semantics) x tokens x vocabulary / tp."""
+    (costmodels.memory_semantics) x tokens x vocabulary / tp, beyond a recomputed layer's working set.
+    The two never coexist: the loss's backward ends (its logit gradient consumed by the output
+    layer's backward) before the last layer is recomputed, and stage_activation_bytes already holds
+    the working set, so only the excess counts."""
     if stage != lay.pp - 1:
         return 0.0
-    per_logit = train.stack_spec.memory.logit_bytes(train.loss_fused)
-    return per_logit * act.logit_count(model, act_shape(model, train, lay))
+    x = act_shape(model, train, lay)
+    per_logit = train.stack_spec.memory.logit_bytes(train.loss_fused, lay.tp)
+    working = act.recompute_working_bytes(model, x, model.is_moe)
+    return max(0.0, per_logit * act.logit_count(model, x) - working)
 
 
 def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:

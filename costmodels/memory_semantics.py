@@ -72,6 +72,10 @@ class MemorySemantics(BaseModel):
                                         "live at the loss's peak without a fused loss: torch eager cross "
                                         "entropy on fp32-upcast logits 12, Megatron vocab-parallel 6; the "
                                         "default 4 is Korthikanti's fp32 logits (4sbV/t).")
+    tp_loss_bytes_per_logit: Optional[float] = Field(None, ge=0, le=64, description="Bytes per logit of "
+                                                      "the unfused loss when the logits are split over tp > 1, "
+                                                      "where the stack runs a different loss (torchtitan: DTensor "
+                                                      "loss_parallel, 16); null = loss_bytes_per_logit.")
     fused_loss_bytes_per_logit: float = Field(4.0, ge=0, le=64, description="The same with a fused or "
                                               "compiled loss (bf16 logits and their gradient).")
     fused_loss: bool = Field(False, description="Default for TrainSpec.fused_loss.")
@@ -94,6 +98,10 @@ class MemorySemantics(BaseModel):
                                            "stack), written by benchmarks/memory_accuracy.py.")
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 
-    def logit_bytes(self, fused: bool) -> float:
-        """Bytes per logit at the loss peak, with or without a fused loss."""
-        return self.fused_loss_bytes_per_logit if fused else self.loss_bytes_per_logit
+    def logit_bytes(self, fused: bool, tp: int = 1) -> float:
+        """Bytes per logit at the loss peak, with or without a fused loss, logits split `tp` ways."""
+        if fused:
+            return self.fused_loss_bytes_per_logit
+        if tp > 1 and self.tp_loss_bytes_per_logit is not None:
+            return self.tp_loss_bytes_per_logit
+        return self.loss_bytes_per_logit

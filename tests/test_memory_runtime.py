@@ -2,7 +2,7 @@
 the three numbers and their order, fits on device bytes, and accuracy bounds on measured peaks.
 
 Bounds on benchmarks/memory_accuracy.py's held-out rows, with margin over today (in brackets):
-allocated mean <= 10% [7.6%], device mean <= 15% [12.0%], reserved mean <= 20% [16.8%]; the
+allocated mean <= 10% [7.0%], device mean <= 15% [12.1%], reserved mean <= 10% [6.6%]; the
 published out-of-memory run predicted not to fit; at least 36 of the 42 rows that ran predicted to
 fit [37].
 """
@@ -51,6 +51,24 @@ def test_eager_torch_loss_holds_twelve_bytes_per_logit():
 def test_fused_loss_holds_four_and_megatron_six():
     assert _stage("torchtitan-eager", Layout(zero=3, mbs=1), fused_loss=True).transient_bytes == 4 * 2048 * 32000
     assert _stage("megatron-core", Layout(tp=2, sp=True, mbs=1)).transient_bytes == 6 * 2048 * 32000 // 2
+
+
+def test_torchtitan_loss_parallel_holds_sixteen_bytes_per_logit():
+    """With tp > 1 torchtitan's loss runs under DTensor loss_parallel, whose backward builds zeros_like,
+    exp, their sum and the product beside the saved log-softmax output: 16 B x tokens x vocab / tp."""
+    assert _stage("torchtitan-eager", Layout(tp=2, sp=True, mbs=1)).transient_bytes == 16 * 2048 * 32000 // 2
+    assert _stage("torchtitan-eager", Layout(tp=2, sp=True, mbs=1), fused_loss=True).transient_bytes == \
+        4 * 2048 * 32000 // 2
+
+
+def test_loss_and_recompute_working_set_do_not_add_up():
+    """On the last stage the loss's backward ends before its last layer is recomputed: the peak holds the
+    larger of the two, not their sum (the working set is in activations, the loss only beyond it)."""
+    s = _stage("torchtitan-eager", Layout(zero=3, mbs=1, recompute="full"))
+    x = act.ActShape(seq=2048, mbs=1, recompute="full")
+    working = act.recompute_working_bytes(MODEL, x, False)
+    assert 0 < working < 12 * 2048 * 32000
+    assert s.transient_bytes == 12 * 2048 * 32000 - working
 
 
 def test_megatron_keeps_fp32_main_grads():
@@ -138,7 +156,7 @@ def table():
     return memory_accuracy, memory_accuracy.rows()
 
 
-@pytest.mark.parametrize("kind, bound", [("allocated", 0.10), ("device", 0.15), ("reserved", 0.20)])
+@pytest.mark.parametrize("kind, bound", [("allocated", 0.10), ("device", 0.15), ("reserved", 0.10)])
 def test_held_out_peaks_within_bounds(table, kind, bound):
     mod, rows = table
     s = mod.summary([r["error"] for r in rows if r["kind"] == kind and not r["fitted"] and r["error"] is not None])
