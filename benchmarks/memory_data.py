@@ -20,6 +20,8 @@ Assumptions where a source is silent (each case's `assumptions` in the JSON list
 - 405B with pp=8: torchtitan's default split puts the extra layers on the first ranks.
 - Megatron MoE rows that do not state an expert tensor-parallel size shard experts over tp (the only
   choice before Megatron-Core 0.10 added --expert-tensor-parallel-size, and its default after).
+- Megatron-Core 0.6 MoE rows that name no dispatcher run its default, the all-gather dispatcher
+  (TransformerConfig.moe_token_dispatcher_type = "allgather" in megatron-core 0.6.0).
 - "unfused" attention backends store the s x s scores (flash_attention false); a cross-entropy
   fusion flag or a compiled loss sets fused_loss (torchtitan: see _loss_compiled).
 """
@@ -170,6 +172,15 @@ def _loss_compiled(case: dict, fused_sources: set[str]) -> bool:
     return case["framework"].lower().startswith("torchtitan") and case["year"] >= 2025 and "compile on" in text
 
 
+def _dispatcher(case: dict, text: str) -> str:
+    """The MoE token dispatcher: the one the notes name, else Megatron-Core 0.6's default (allgather)."""
+    if "alltoall" in text or "deepep" in text:
+        return "alltoall"
+    if "allgather dispatcher" in text or "core_v0.6" in (case.get("framework_version") or ""):
+        return "allgather"
+    return "alltoall"
+
+
 def _train(case: dict, stack: str, fused_sources: set[str]) -> TrainSpec:
     precision = "fp16" if case["precision"].startswith("fp16") else "bf16"
     fp8 = "fp8" in case["precision"].lower() or "float8" in case["precision"].lower()
@@ -177,7 +188,7 @@ def _train(case: dict, stack: str, fused_sources: set[str]) -> TrainSpec:
     fused = any(k in text for k in FUSED_LOSS_WORDS) or _loss_compiled(case, fused_sources) or None
     train = TrainSpec(global_batch_size=case["global_batch"], seq_length=case["seq_length"],
                       precision="fp8" if fp8 else precision, flash_attention="unfused" not in text,
-                      fused_loss=fused)
+                      fused_loss=fused, moe_dispatcher=_dispatcher(case, text))
     return hp.resolve_train(train, stack)
 
 

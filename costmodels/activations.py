@@ -16,6 +16,15 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 - MoE: each token's hidden state and expert activations are stored top_k times, routing is assumed
   balanced (real imbalance raises the peak), a capacity factor pads the expert batch;
 - full recompute: only each layer's input (2sbh, /t with SP) is kept;
+- pre-norms: Megatron/TE norms keep their 16-bit input (2 bytes per element); Hugging Face's
+  LlamaRMSNorm in eager PyTorch (transformers 4.34 models/llama/modeling_llama.py, LlamaRMSNorm.forward:
+  `hidden_states.to(torch.float32)` ... `self.weight * hidden_states.to(input_dtype)`) keeps the fp32
+  upcast (4, for pow and mul) and the 16-bit normalised tensor the weight multiplies (2): 6
+  (`norm_bytes`, from the stack's memory semantics);
+- SwiGLU kept as 3 f-wide tensors where the activation is fused (Megatron bias_swiglu, torch.compile):
+  the 2f-wide gate|up and the f-wide product; eager `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+  (transformers LlamaMLP.forward) keeps gate, silu(gate), up and the product: 4 (`glu_widths`);
+- Megatron-Core 0.6's all-gather token dispatcher (`moe_allgather`): see allgather_dispatch_bytes;
 - torchtitan's per-op selective policy (torchtitan/models/llama3/infra/parallelize.py, `_save_list`
   and its matmul counter per block): the block input and the outputs of matmuls 1, 3, 5, 7 (wq, wv,
   w1, w2) and of attention (its context) are kept, everything else is recomputed; MoE blocks keep
@@ -51,6 +60,9 @@ class ActShape:
     recompute: str = "none"
     flash: bool = True
     selective: str = "attention-core"  # or "per-op" (torchtitan): what recompute=selective keeps
+    norm_bytes: float = 2.0  # bytes per hidden element a pre-norm keeps besides its output
+    glu_widths: float = 3.0  # f-wide 16-bit tensors a SwiGLU MLP keeps
+    moe_allgather: bool = False  # Megatron-Core 0.6 MoEAllGatherTokenDispatcher
 
     @property
     def tokens(self) -> float:
@@ -81,7 +93,7 @@ def attention_bytes(m: ModelSpec, x: ActShape) -> float:
     projections on the sequence-parallel shard) and its context is a*d_v wide."""
     T, h, t, u = x.tokens, m.hidden_size, x.tp, x.u
     mask = MASK_BYTES if m.dropout else 0
-    norm_in = ACT_BYTES * T * h * u
+    norm_in = x.norm_bytes * T * h * u
     qkv_in = ACT_BYTES * T * h * u
     q_ctx = ACT_BYTES * T * (m.q_width + m.ctx_width) / t
     k_v = 2 * ACT_BYTES * T * _kv_local_width(m, t)
@@ -97,17 +109,18 @@ def score_bytes(m: ModelSpec, x: ActShape) -> float:
     return per_score * m.num_attention_heads / x.tp * x.tokens * x.seq
 
 
-def _act_widths(m: ModelSpec, width: float) -> float:
-    """Stored elements per token inside an MLP of inner width `width`: activation input + output."""
-    return (3 if m.activation == "swiglu" else 2) * width
+def _act_widths(m: ModelSpec, width: float, x: ActShape) -> float:
+    """Stored elements per token inside an MLP of inner width `width`: activation input + output
+    (SwiGLU: the stack's `glu_widths`)."""
+    return (x.glu_widths if m.activation == "swiglu" else 2) * width
 
 
 def dense_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
     """Dense MLP block: norm input, MLP input, activation input and output, dropout mask (19sbh)."""
     T, h, u = x.tokens, m.hidden_size, x.u
     mask = MASK_BYTES if m.dropout else 0
-    inner = ACT_BYTES * T * _act_widths(m, m.ffn_hidden_size) / x.tp
-    return 2 * ACT_BYTES * T * h * u + inner + mask * T * h * u
+    inner = ACT_BYTES * T * _act_widths(m, m.ffn_hidden_size, x) / x.tp
+    return (x.norm_bytes + ACT_BYTES) * T * h * u + inner + mask * T * h * u
 
 
 def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -116,10 +129,32 @@ def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
     mask = MASK_BYTES if m.dropout else 0
     router = LOGIT_BYTES * T * u * m.num_experts
     tokens_e = T * m.top_k * min(u * x.etp, 1.0) * (m.capacity_factor or 1.0)
-    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size) / x.etp)
+    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size, x) / x.etp)
     shared_width = m.num_shared_experts * m.moe_ffn_hidden_size
-    shared = ACT_BYTES * T * _act_widths(m, shared_width) / x.tp
-    return 2 * ACT_BYTES * T * h * u + router + routed + shared + mask * T * h * u
+    shared = ACT_BYTES * T * _act_widths(m, shared_width, x) / x.tp
+    norm_router = (x.norm_bytes + ACT_BYTES) * T * h * u
+    return norm_router + router + routed + shared + allgather_dispatch_bytes(m, x) + mask * T * h * u
+
+
+def allgather_dispatch_bytes(m: ModelSpec, x: ActShape) -> float:
+    """What Megatron-Core 0.6's MoEAllGatherTokenDispatcher (its default moe_token_dispatcher_type)
+    keeps beyond the permuted expert input, per MoE layer (megatron/core/transformer/moe/
+    token_dispatcher.py, token_permutation / token_unpermutation, megatron-core 0.6.0). torch.gather's
+    backward saves its whole input (GatherBackward0 keeps `self`), so:
+    - with sequence or expert parallelism the tokens all-gathered over the tp*ep group, G = T*u*tp*ep
+      (first torch.gather);
+    - the tokens routed to this rank's experts, L = G*k/ep with balanced routing, gathered out of
+      them (the second torch.gather, into the expert order);
+    - for top_k > 1 the un-permuted expert output that is scaled by the router scores (the mul keeps it
+      for the scores' gradient), L tokens.
+    Without sp/ep and with top_k = 1 the dispatcher keeps no copy. Zero unless x.moe_allgather."""
+    if not x.moe_allgather:
+        return 0.0
+    gathered = x.sp or x.ep > 1
+    G = x.tokens * x.u * x.tp * x.ep
+    L = G * m.top_k / x.ep
+    copies = (G if gathered else 0.0) + (L if gathered or m.top_k > 1 else 0.0) + (L if m.top_k > 1 else 0.0)
+    return ACT_BYTES * copies * m.hidden_size
 
 
 def layer_input_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -185,7 +220,7 @@ def head_bytes(m: ModelSpec, x: ActShape) -> float:
     """Last stage, kept per micro-batch: final-norm input and output-layer input, 2sbh/t each (section
     4.3). The logits (Korthikanti's 4sbV/t) live only from the loss into its backward, which follows at
     once on the last stage: costmodels.memory counts them once, as the loss transient."""
-    return 2 * ACT_BYTES * x.tokens * m.hidden_size * x.u
+    return (x.norm_bytes + ACT_BYTES) * x.tokens * m.hidden_size * x.u
 
 
 def logit_count(m: ModelSpec, x: ActShape) -> float:

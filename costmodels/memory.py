@@ -90,9 +90,12 @@ def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
 
 def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
     """Activation shape of one micro-batch on one GPU under `lay`."""
+    sem = train.stack_spec.memory
     return act.ActShape(
         seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp, ep=lay.ep,
         recompute=lay.recompute, flash=train.flash_attention, selective=train.stack_spec.selective_recompute,
+        norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths,
+        moe_allgather=train.moe_dispatcher == "allgather",
     )
 
 

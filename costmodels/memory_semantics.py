@@ -24,6 +24,10 @@ Sources, per field:
   reduce-scatter input (reduce_dtype fp32: 4) = 10 bytes x U; the root module (embedding, final
   norm, output layer) is not resharded after forward (`fully_shard` docs: the root's
   reshard_after_forward is treated as False), so its bf16 weights stay gathered into backward.
+- stored activations of an eager Hugging Face model (transformers 4.34 models/llama/modeling_llama.py):
+  LlamaRMSNorm keeps its fp32 upcast and the bf16 normalised tensor (4 + 2 bytes per element, where a
+  fused norm keeps its 2-byte input), LlamaMLP keeps gate, silu(gate), up and their product (4 f-wide
+  tensors, where a fused SwiGLU keeps 3).
 - fragmentation: the caching allocator's reserve over its allocated peak, fitted on published
   runs that report both or on reserved peaks (benchmarks/calibrate_memory.py; rows in the stack).
 - device: the CUDA context and libraries (cuBLAS/cuDNN handles and workspaces) and one set of NCCL
@@ -81,6 +85,14 @@ class MemorySemantics(BaseModel):
     fused_loss: bool = Field(False, description="Default for TrainSpec.fused_loss.")
     optimizer_temp_bytes: float = Field(0.0, ge=0, le=64, description="Temporary bytes per parameter the "
                                         "optimizer step allocates (torch foreach AdamW 4; fused Adam 0).")
+    norm_saved_bytes: float = Field(2.0, ge=0, le=16, description="Bytes per hidden element a pre-norm keeps "
+                                    "for backward besides its output: fused/TE norms their 16-bit input (2); "
+                                    "Hugging Face LlamaRMSNorm in eager PyTorch the fp32 upcast and the 16-bit "
+                                    "normalised tensor (4 + 2 = 6).")
+    glu_saved_widths: float = Field(3.0, ge=2, le=8, description="f-wide 16-bit tensors a SwiGLU MLP keeps: "
+                                    "fused activation (Megatron bias_swiglu, torch.compile) gate|up and the "
+                                    "product (3); eager down(silu(gate(x)) * up(x)) gate, silu(gate), up and "
+                                    "the product (4).")
     zero3_unit_bytes: float = Field(6.0, ge=0, le=64, description="Bytes per parameter of one ZeRO-3 unit "
                                     "held unsharded at the peak, current and prefetched units together "
                                     "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")

@@ -43,6 +43,12 @@ class TrainSpec(BaseModel):
         None, description="Cross entropy fused or compiled (Megatron --cross-entropy-loss-fusion, torch.compile of "
         "the loss): no fp32 copy of the logits; null = the stack's default."
     )
+    moe_dispatcher: Literal["alltoall", "allgather"] = Field(
+        "alltoall", description="MoE token dispatcher whose stored copies the memory counts: allgather = "
+        "Megatron-Core 0.6's MoEAllGatherTokenDispatcher (torch.gather permutation; costmodels.activations."
+        "allgather_dispatch_bytes); alltoall = only the permuted expert input (all-to-all, DeepEP, and the "
+        "index-based permutation of later versions)."
+    )
     stack: Optional[Union[str, Stack]] = Field(
         None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
         f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."

@@ -71,6 +71,27 @@ def test_loss_and_recompute_working_set_do_not_add_up():
     assert s.transient_bytes == 12 * 2048 * 32000 - working
 
 
+def test_megatron_0_6_allgather_dispatcher_keeps_three_token_copies():
+    """Megatron-Core 0.6 MoEAllGatherTokenDispatcher, tp 2 with SP, top-2 of 4 experts, one token per
+    rank: the tp-gathered tokens G = 2, the routed copy L = G*k = 4 and the un-permuted output L, h wide."""
+    moe = llama_like(64, 4, 4, 2, 128, vocab=100, seq=1, num_experts=4, top_k=2)
+    x = act.ActShape(seq=2, mbs=1, tp=2, sp=True, moe_allgather=True)  # 2 tokens, one per rank before the gather
+    assert act.allgather_dispatch_bytes(moe, x) == 2 * (2 + 4 + 4) * 64
+    assert act.allgather_dispatch_bytes(moe, act.ActShape(seq=2, mbs=1, tp=2, sp=True)) == 0
+
+
+def test_eager_hugging_face_norms_and_swiglu_keep_more():
+    """DeepSpeed runs the Hugging Face model eagerly: LlamaRMSNorm keeps its fp32 upcast and bf16 output
+    (6 B per element, not 2) and LlamaMLP four f-wide tensors (not 3): the MLP block of one token keeps
+    (6 - 2) h + 2 f bytes more."""
+    x_fused = act.ActShape(seq=1, mbs=1)
+    x_eager = act.ActShape(seq=1, mbs=1, norm_bytes=6.0, glu_widths=4.0)
+    diff = act.dense_mlp_bytes(MODEL, x_eager) - act.dense_mlp_bytes(MODEL, x_fused)
+    assert diff == 4 * 1024 + 2 * 4096
+    sem = hp.load_stack("deepspeed").memory
+    assert (sem.norm_saved_bytes, sem.glu_saved_widths) == (6.0, 4.0)
+
+
 def test_megatron_keeps_fp32_main_grads():
     """Megatron docs: bf16 weights + fp32 grads + 12 B Adam = 18 B/param without the distributed optimizer."""
     s = _stage("megatron-core", Layout(mbs=1))
