@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from costmodels.model_spec import ModelSpec
-from costmodels.params import attention_matrices
+from costmodels.params import attention_matrices, kv_local_width
 
 ACT_BYTES = 2
 MASK_BYTES = 1
@@ -75,10 +75,6 @@ class ActShape:
         return 1.0 / self.tp if self.sp else 1.0
 
 
-def _kv_local_width(m: ModelSpec, tp: int) -> float:
-    return m.kv_width / tp if m.num_kv_heads >= tp else m.head_dim
-
-
 def mla_latent_width(m: ModelSpec) -> int:
     """MLA's stored low-rank activations per token: each latent (and, with its norm, the norm's
     output: the up projection's input) and the rotary key: 2r_q + 2r_kv + d_rope; 0 without MLA."""
@@ -96,7 +92,7 @@ def attention_bytes(m: ModelSpec, x: ActShape) -> float:
     norm_in = x.norm_bytes * T * h * u
     qkv_in = ACT_BYTES * T * h * u
     q_ctx = ACT_BYTES * T * (m.q_width + m.ctx_width) / t
-    k_v = 2 * ACT_BYTES * T * _kv_local_width(m, t)
+    k_v = 2 * ACT_BYTES * T * kv_local_width(m, t)
     latent = ACT_BYTES * T * mla_latent_width(m) * u
     return norm_in + qkv_in + q_ctx + k_v + latent + mask * T * h * u + score_bytes(m, x)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import Efficiency
 from costmodels.model_spec import ModelSpec
-from costmodels.params import attention_matrices
+from costmodels.params import attention_matrices, kv_local_width
 
 ACT_BYTES = 2
 
@@ -58,10 +58,6 @@ def gemm_s(dev: Device, m: float, k: float, n: float, count: float = 1.0) -> flo
 
 def _mlp_in(model: ModelSpec, width: float) -> float:
     return (2 if model.activation == "swiglu" else 1) * width
-
-
-def _kv_local(model: ModelSpec, tp: int) -> float:
-    return model.kv_width / tp if model.num_kv_heads >= tp else model.head_dim
 
 
 # ---- FLOPs (forward, one micro-batch, one GPU) -------------------------------------------------
@@ -170,7 +166,7 @@ def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:
     per_token = (8 + 2 * residual) * h * u
     per_token += ACT_BYTES * (_mlp_in(model, model.ffn_hidden_size) + model.ffn_hidden_size) / t
     if model.position_embedding == "rope":
-        per_token += 2 * ACT_BYTES * (model.q_width / t + _kv_local(model, t))
+        per_token += 2 * ACT_BYTES * (model.q_width / t + kv_local_width(model, t))
     if not flash:
         per_token += 7 * model.num_attention_heads / t * x.seq
     return M * per_token

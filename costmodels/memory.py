@@ -113,19 +113,18 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     return per_mb * inflight + working
 
 
-def zero3_buffer_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int = 0) -> float:
+def zero3_buffer_bytes(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> float:
     """ZeRO-3 gathers whole layers: the units in flight at the peak (stack's zero3_unit_bytes per
     parameter of a layer; two bf16 weights and a bf16 gradient = 6), plus, where the stack keeps the
     root gathered (FSDP2), the bf16 embedding and output layer. For MoE models the MoE layer is taken
     on every stage (conservative where a stage is all dense); its experts only when they are sharded
-    (expert data parallelism edp = tp*cp*dp/(etp*ep) > 1: torchtitan shards them over that mesh, of
-    size 1 when ep spans the data-parallel ranks)."""
+    (expert data parallelism > 1: torchtitan shards them over that mesh, of size 1 when ep spans the
+    data-parallel ranks)."""
     if memory_zero(lay) < 3:
         return 0.0
     sem = train.stack_spec.memory
     local = local_layer_params(model, model.is_moe, lay.tp, lay.ep, lay.etp)
-    edp = lay.tp * lay.cp * lay.dp // (lay.etp * lay.ep)
-    layer = local.total if edp > 1 else local.dense  # experts held whole (edp = 1) are never gathered
+    layer = local.total if expert_dp(cluster, lay) > 1 else local.dense  # experts held whole (edp = 1) are never gathered
     root = 0.0
     if sem.root_gathered:
         root = train.weight_bytes_per_param * (embedding_params(model) + head_params(model)) / lay.tp
@@ -165,7 +164,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)
     expert = zero_state_bytes(local.expert, edp, zero, mtrain)
     acts = round(stage_activation_bytes(model, train, lay, stage))
-    other = round(zero3_buffer_bytes(model, train, lay, stage))
+    other = round(zero3_buffer_bytes(model, cluster, train, lay))
     step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other
     transient = max(loss_transient_bytes(model, train, lay, stage), step_temp, 0.0)
     return StageMemory(

@@ -38,6 +38,12 @@ def norm_params(m: ModelSpec, width: int) -> int:
     return width * (2 if m.norm == "layernorm" else 1)
 
 
+def kv_local_width(m: ModelSpec, tp: int) -> float:
+    """Width of the keys (or values) one tp rank holds: kv_width/t, or one head when tp > kv heads
+    (Megatron replicates K/V heads then)."""
+    return m.kv_width / tp if m.num_kv_heads >= tp else m.head_dim
+
+
 def attention_matrices(m: ModelSpec, tp: int = 1, fused_qkv: bool = True,
                        down_share: float = 1.0) -> list[tuple[float, float]]:
     """(input, output) widths of the attention projections on one tp rank, in execution order.
@@ -59,7 +65,7 @@ def attention_matrices(m: ModelSpec, tp: int = 1, fused_qkv: bool = True,
         kv = [(h, (ml.kv_lora_rank + ml.qk_rope_head_dim) * down_share),
               (ml.kv_lora_rank, a * (ml.qk_nope_head_dim + ml.v_head_dim) / t)]
         return q + kv + [(m.ctx_width / t, h)]
-    q, kv = m.q_width / t, (m.kv_width / t if m.num_kv_heads >= t else m.head_dim)
+    q, kv = m.q_width / t, kv_local_width(m, t)
     if fused_qkv:
         return [(h, q + 2 * kv), (q, h)]
     return [(h, q), (h, kv), (h, kv), (q, h)]

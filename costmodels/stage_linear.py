@@ -154,7 +154,7 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
     costs = costs or layer_costs(c)
     memo = {} if memo is None else memo
     params = tuple(local_layer_params(model, moe, lay.tp, lay.ep, lay.etp) for moe in (False, True))
-    fixed_extra = costs.working_bytes + zero3_buffer_bytes(model, train, lay)
+    fixed_extra = costs.working_bytes + zero3_buffer_bytes(model, cluster, train, lay)
     stages = []
     for i in range(lay.pp):
         first, last = i == 0, i == lay.pp - 1

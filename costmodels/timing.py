@@ -38,7 +38,7 @@ from costmodels.layout import Layout
 from costmodels.memory import act_shape, expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.overlap import exposed_s
-from costmodels.params import local_layer_params, stage_layer_mix
+from costmodels.params import kv_local_width, local_layer_params, stage_layer_mix
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
@@ -237,8 +237,7 @@ def cp_layer_s(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: La
 
 def _kv_chunk_bytes(c: Context) -> float:
     """Local K and V of one micro-batch on one rank, bytes (KV heads replicated when fewer than tp)."""
-    kv = c.model.kv_width / c.lay.tp if c.model.num_kv_heads >= c.lay.tp else c.model.head_dim
-    return c.x.tokens * 2 * kv * cmp.ACT_BYTES
+    return c.x.tokens * 2 * kv_local_width(c.model, c.lay.tp) * cmp.ACT_BYTES
 
 
 def _cp_exchange_s(c: Context) -> float:

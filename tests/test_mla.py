@@ -3,15 +3,14 @@ shapes, activations, torchtitan's per-op checkpointing of MoE blocks, and the re
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pydantic import ValidationError
 
 import hardware_profiles as hp
 from costmodels import activations as act
 from costmodels.model_spec import ModelSpec
-from costmodels.params import attention_matrices, attention_params, local_attention_params, total_params
+from costmodels.params import (active_params, attention_matrices, attention_params, local_attention_params,
+                               total_params)
 from planner.files.hf_config import model_from_hf_config
 
 MLA = dict(q_lora_rank=0, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
@@ -36,7 +35,6 @@ def test_deepseek_v3_preset_is_671b():
     token (the main model; the 14B multi-token-prediction module is not modelled)."""
     m = hp.load_model("deepseek-v3")
     assert round(total_params(m) / 1e9) == 671
-    from costmodels.params import active_params
     assert 37e9 <= active_params(m) < 38e9
 
 
@@ -140,4 +138,3 @@ def test_megatron_export_writes_mla_flags():
     assert flags == {"--multi-latent-attention": None, "--q-lora-rank": 1536, "--kv-lora-rank": 512,
                      "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}
     assert "--q-lora-rank" not in dict(mla_args(model_from_hf_config(V2_LITE).mla))
-    json.dumps(m.model_dump())  # the spec serialises for plan files
