@@ -39,6 +39,12 @@ class MLASpec(BaseModel):
                                   "rotary key is one head shared by all (64 in V2/V3).")
     v_head_dim: int = Field(..., ge=1, le=MAX_WIDTH, description="Per-head value width (128 in V2/V3).")
 
+    @model_validator(mode="after")
+    def _check_width(self) -> "MLASpec":
+        if self.qk_head_dim > MAX_WIDTH:
+            raise ValueError(f"qk_nope_head_dim + qk_rope_head_dim = {self.qk_head_dim} must be at most {MAX_WIDTH}")
+        return self
+
     @property
     def qk_head_dim(self) -> int:
         """Width of one query or key head: d_nope + d_rope."""
@@ -183,16 +189,19 @@ class ModelSpec(BaseModel):
 
 
 def _fill_mla(data: dict) -> None:
-    """With MLA, every head has its own key and value, and head_dim is the query/key head width."""
+    """With MLA, every head has its own key and value, and head_dim is the query/key head width.
+    The mla block itself is validated as a field (errors name mla.<key>); only well-formed widths
+    fill the defaults here."""
     mla = data.get("mla")
-    if isinstance(mla, dict):
-        mla = MLASpec.model_validate(mla)
-        data["mla"] = mla
     if isinstance(mla, MLASpec):
-        if data.get("num_kv_heads") is None:
-            data["num_kv_heads"] = data.get("num_attention_heads")
-        if data.get("head_dim") is None:
-            data["head_dim"] = mla.qk_head_dim
+        mla = mla.model_dump()
+    if not isinstance(mla, dict):
+        return
+    if data.get("num_kv_heads") is None:
+        data["num_kv_heads"] = data.get("num_attention_heads")
+    nope, rope = mla.get("qk_nope_head_dim"), mla.get("qk_rope_head_dim")
+    if data.get("head_dim") is None and _ints(nope, rope) and 1 <= nope + rope <= MAX_WIDTH:
+        data["head_dim"] = nope + rope
 
 
 def _check_mla(m: "ModelSpec") -> None:

@@ -138,3 +138,15 @@ def test_megatron_export_writes_mla_flags():
     assert flags == {"--multi-latent-attention": None, "--q-lora-rank": 1536, "--kv-lora-rank": 512,
                      "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}
     assert "--q-lora-rank" not in dict(mla_args(model_from_hf_config(V2_LITE).mla))
+
+
+def test_errors_name_the_mla_key():
+    """A bad MLA width is named where the user wrote it: mla.<key> in a spec, the key in config.json."""
+    bad = dict(kv_lora_rank="512", qk_nope_head_dim=6, qk_rope_head_dim=2, v_head_dim=4)
+    with pytest.raises(ValidationError) as err:
+        small(mla=bad)
+    assert err.value.errors()[0]["loc"] == ("mla", "kv_lora_rank")
+    with pytest.raises(ValidationError, match="must be at most 1000000"):
+        small(mla=dict(kv_lora_rank=8, qk_nope_head_dim=999_999, qk_rope_head_dim=999_999, v_head_dim=4))
+    with pytest.raises(ValueError, match="key 'qk_rope_head_dim'"):
+        model_from_hf_config({**V2_LITE, "qk_rope_head_dim": -3})

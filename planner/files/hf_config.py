@@ -209,7 +209,8 @@ def _describe(error: dict, keys: dict) -> str:
     loc = [str(p) for p in error.get("loc", ())]
     if not loc:
         return f"config.json: {msg}"
-    return f"config.json key {keys.get(loc[0], loc[0])!r}: {msg} (got {_short(error.get('input'))})"
+    name = loc[1] if loc[0] == "mla" and len(loc) > 1 else loc[0]  # MLA's fields carry config.json's names
+    return f"config.json key {keys.get(name, name)!r}: {msg} (got {_short(error.get('input'))})"
 
 
 def _renamed(text: str, keys: dict) -> str:
