@@ -94,7 +94,7 @@ def model_spec(raw: dict, seq: int) -> ModelSpec:
         seq_length=seq, activation=raw["activation"], norm=raw["norm"], tied_embeddings=raw["tied_embeddings"],
         position_embedding=raw["position_embedding"], linear_bias=bool(raw.get("add_bias_linear")),
         qk_norm=bool(raw.get("qk_layernorm")), dropout=bool(raw.get("hidden_dropout")),
-        ffn_hidden_size=raw["ffn_hidden_size"],
+        ffn_hidden_size=raw["ffn_hidden_size"], mtp_num_layers=raw.get("mtp_num_layers") or 0,
     )
     if mla:
         fields["mla"] = mla
@@ -181,6 +181,13 @@ def _dispatcher(case: dict, text: str) -> str:
     return "alltoall"
 
 
+def _grad_dtype(case: dict) -> Optional[str]:
+    """bf16 where the row says its gradients are reduced in bf16: Megatron-Core's gradient buffer takes
+    the reduction dtype (megatron/core/distributed/param_and_grad_buffer.py, group_params_for_buffers:
+    grad_dtype = fp32 if grad_reduce_in_fp32 else the parameter's); else the stack's default."""
+    return "bf16" if "grads reduced in bf16" in case["precision"].lower() else None
+
+
 def _train(case: dict, stack: str, fused_sources: set[str]) -> TrainSpec:
     precision = "fp16" if case["precision"].startswith("fp16") else "bf16"
     fp8 = "fp8" in case["precision"].lower() or "float8" in case["precision"].lower()
@@ -188,7 +195,7 @@ def _train(case: dict, stack: str, fused_sources: set[str]) -> TrainSpec:
     fused = any(k in text for k in FUSED_LOSS_WORDS) or _loss_compiled(case, fused_sources) or None
     train = TrainSpec(global_batch_size=case["global_batch"], seq_length=case["seq_length"],
                       precision="fp8" if fp8 else precision, flash_attention="unfused" not in text,
-                      fused_loss=fused, moe_dispatcher=_dispatcher(case, text))
+                      fused_loss=fused, moe_dispatcher=_dispatcher(case, text), grad_dtype=_grad_dtype(case))
     return hp.resolve_train(train, stack)
 
 

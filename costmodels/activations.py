@@ -21,6 +21,11 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
   `hidden_states.to(torch.float32)` ... `self.weight * hidden_states.to(input_dtype)`) keeps the fp32
   upcast (4, for pow and mul) and the 16-bit normalised tensor the weight multiplies (2): 6
   (`norm_bytes`, from the stack's memory semantics);
+- routed experts that weight their activation by the routing probability as a separate multiply
+  (Megatron-Core 0.19 TEGroupedMLP.forward, bias_act_func: `activation_func(x) * permuted_probs`
+  outside a fused kernel, the path of non-gated activations): the multiply keeps the activation's
+  output and fc2 keeps the product, 3 f-wide tensors (`expert_plain_widths`); the fused weighted
+  SwiGLU kernel keeps none extra;
 - SwiGLU kept as 3 f-wide tensors where the activation is fused (Megatron bias_swiglu, torch.compile):
   the 2f-wide gate|up and the f-wide product; eager `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
   (transformers LlamaMLP.forward) keeps gate, silu(gate), up and the product: 4 (`glu_widths`);
@@ -31,7 +36,10 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
   no routed-expert activations (grouped matmuls are not on the list) but do keep the all-to-all
   outputs of expert parallelism;
 - multi-head latent attention (DeepSeek-V2): Q and K are a*d_qk wide, V and the context a*d_v,
-  plus the latents r_q and r_kv (before and after their norms) and the rotary key.
+  plus the latents r_q and r_kv (before and after their norms) and the rotary key;
+- multi-token prediction (DeepSeek-V3 section 2.2, Megatron-Core MultiTokenPredictionLayer): the
+  last stage adds, once per micro-batch its last chunk holds, each module's layer, inputs and head,
+  and each module's loss keeps its fp32 softmax through the main loss.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ class ActShape:
     selective: str = "attention-core"  # or "per-op" (torchtitan): what recompute=selective keeps
     norm_bytes: float = 2.0  # bytes per hidden element a pre-norm keeps besides its output
     glu_widths: float = 3.0  # f-wide 16-bit tensors a SwiGLU MLP keeps
+    expert_plain_widths: float = 2.0  # f-wide tensors a non-gated routed expert keeps
     moe_allgather: bool = False  # Megatron-Core 0.6 MoEAllGatherTokenDispatcher
 
     @property
@@ -105,10 +114,12 @@ def score_bytes(m: ModelSpec, x: ActShape) -> float:
     return per_score * m.num_attention_heads / x.tp * x.tokens * x.seq
 
 
-def _act_widths(m: ModelSpec, width: float, x: ActShape) -> float:
+def _act_widths(m: ModelSpec, width: float, x: ActShape, routed: bool = False) -> float:
     """Stored elements per token inside an MLP of inner width `width`: activation input + output
-    (SwiGLU: the stack's `glu_widths`)."""
-    return (x.glu_widths if m.activation == "swiglu" else 2) * width
+    (SwiGLU: the stack's `glu_widths`; a non-gated routed expert: `expert_plain_widths`)."""
+    if m.activation == "swiglu":
+        return x.glu_widths * width
+    return (x.expert_plain_widths if routed else 2) * width
 
 
 def dense_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -125,7 +136,7 @@ def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
     mask = MASK_BYTES if m.dropout else 0
     router = LOGIT_BYTES * T * u * m.num_experts
     tokens_e = T * m.top_k * min(u * x.etp, 1.0) * (m.capacity_factor or 1.0)
-    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size, x) / x.etp)
+    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size, x, routed=True) / x.etp)
     shared_width = m.num_shared_experts * m.moe_ffn_hidden_size
     shared = ACT_BYTES * T * _act_widths(m, shared_width, x) / x.tp
     norm_router = (x.norm_bytes + ACT_BYTES) * T * h * u
@@ -219,9 +230,36 @@ def head_bytes(m: ModelSpec, x: ActShape) -> float:
     return (x.norm_bytes + ACT_BYTES) * x.tokens * m.hidden_size * x.u
 
 
+def mtp_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Last stage, per micro-batch: the multi-token prediction modules (Megatron-Core
+    transformer/multi_token_prediction.py, MultiTokenPredictionLayer._concat_embeddings and
+    _postprocess): enorm keeps the next token's embedding, eh_proj its 2h-wide input (both normed
+    halves), then one transformer layer of the last layer's kind and a final norm and output layer
+    (head_bytes). hnorm reads the main model's last hidden state, which its own head already keeps."""
+    if not m.mtp_num_layers:
+        return 0.0
+    inputs = (x.norm_bytes + 2 * ACT_BYTES) * x.tokens * m.hidden_size * x.u
+    layer = layer_bytes(m, x, m.is_moe_layer(m.num_layers - 1))
+    return m.mtp_num_layers * (inputs + layer + head_bytes(m, x))
+
+
+def mtp_loss_bytes(m: ModelSpec, x: ActShape) -> float:
+    """What each multi-token prediction loss keeps from its forward, before the main loss, to its
+    backward, after it: the fp32 softmax (4 bytes per logit) that Megatron's vocab-parallel and fused
+    cross entropy save (tensor_parallel/cross_entropy.py, fusions/fused_cross_entropy.py:
+    save_for_backward(exp_logits, ...)); it sits beside the main loss's peak."""
+    return m.mtp_num_layers * LOGIT_BYTES * logit_count(m, x)
+
+
 def logit_count(m: ModelSpec, x: ActShape) -> float:
     """Logits of one micro-batch on one GPU: tokens x vocabulary / tp (vocab-parallel loss)."""
     return x.tokens * m.vocab_size / x.tp
+
+
+def last_chunk_inflight(schedule: str, num_microbatches: int) -> int:
+    """Micro-batches the last rank's last chunk holds at its peak: all m under GPipe; one under 1F1B and
+    interleaved 1F1B, whose last chunk runs each micro-batch's backward right after its forward."""
+    return num_microbatches if schedule == "gpipe" else 1
 
 
 def inflight_microbatches(schedule: str, stage: int, pp: int, vpp: int, num_microbatches: int) -> float:

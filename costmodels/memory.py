@@ -94,7 +94,7 @@ def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
     return act.ActShape(
         seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp, ep=lay.ep,
         recompute=lay.recompute, flash=train.flash_attention, selective=train.stack_spec.selective_recompute,
-        norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths,
+        norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths, expert_plain_widths=sem.expert_plain_widths,
         moe_allgather=train.moe_dispatcher == "allgather",
     )
 
@@ -110,7 +110,15 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
         per_mb += act.head_bytes(model, x)
     inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
     working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
-    return per_mb * inflight + working
+    return per_mb * inflight + working + mtp_activation_bytes(model, x, lay, stage)
+
+
+def mtp_activation_bytes(model: ModelSpec, x: act.ActShape, lay: Layout, stage: int) -> float:
+    """Multi-token prediction modules' activations on the last rank: once per micro-batch its last
+    chunk holds (activations.last_chunk_inflight), not once per chunk in flight."""
+    if stage != lay.pp - 1:
+        return 0.0
+    return act.mtp_bytes(model, x) * act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
 
 
 def zero3_buffer_bytes(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> float:
@@ -133,7 +141,8 @@ def zero3_buffer_bytes(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
 
 def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
     """Logits and their gradient at the loss's peak, on the last stage: the stack's bytes per logit
-    (costmodels.memory_semantics) x tokens x vocabulary / tp, beyond a recomputed layer's working set.
+    (costmodels.memory_semantics) x tokens x vocabulary / tp, plus what multi-token prediction losses
+    keep through it (activations.mtp_loss_bytes), beyond a recomputed layer's working set.
     The two never coexist: the loss's backward ends (its logit gradient consumed by the output
     layer's backward) before the last layer is recomputed, and stage_activation_bytes already holds
     the working set, so only the excess counts."""
@@ -142,7 +151,7 @@ def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage:
     x = act_shape(model, train, lay)
     per_logit = train.stack_spec.memory.logit_bytes(train.loss_fused, lay.tp)
     working = act.recompute_working_bytes(model, x, model.is_moe)
-    return max(0.0, per_logit * act.logit_count(model, x) - working)
+    return max(0.0, per_logit * act.logit_count(model, x) + act.mtp_loss_bytes(model, x) - working)
 
 
 def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:

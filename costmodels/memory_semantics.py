@@ -28,6 +28,9 @@ Sources, per field:
   LlamaRMSNorm keeps its fp32 upcast and the bf16 normalised tensor (4 + 2 bytes per element, where a
   fused norm keeps its 2-byte input), LlamaMLP keeps gate, silu(gate), up and their product (4 f-wide
   tensors, where a fused SwiGLU keeps 3).
+- routed experts (megatron-core 0.19 transformer/moe/experts.py, TEGroupedMLP.forward): the routing
+  probabilities multiply the activation's output inside the expert; for non-gated activations that
+  multiply is a separate op, so a GELU expert keeps its activation input, output and the product.
 - fragmentation: the caching allocator's reserve over its allocated peak, fitted on published
   runs that report both or on reserved peaks (benchmarks/calibrate_memory.py; rows in the stack).
 - device: the CUDA context and libraries (cuBLAS/cuDNN handles and workspaces) and one set of NCCL
@@ -93,6 +96,11 @@ class MemorySemantics(BaseModel):
                                     "fused activation (Megatron bias_swiglu, torch.compile) gate|up and the "
                                     "product (3); eager down(silu(gate(x)) * up(x)) gate, silu(gate), up and "
                                     "the product (4).")
+    expert_plain_widths: float = Field(2.0, ge=2, le=8, description="f-wide 16-bit tensors a routed expert "
+                                       "with a non-gated activation (GELU) keeps: its input and output (2); "
+                                       "Megatron-Core's TEGroupedMLP weights the activation by the routing "
+                                       "probability as a separate multiply, which keeps the activation output "
+                                       "while fc2 keeps the product (3).")
     zero3_unit_bytes: float = Field(6.0, ge=0, le=64, description="Bytes per parameter of one ZeRO-3 unit "
                                     "held unsharded at the peak, current and prefetched units together "
                                     "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")

@@ -104,6 +104,12 @@ class ModelSpec(BaseModel):
     capacity_factor: Optional[float] = Field(
         None, ge=0.01, le=1000, description="Expert capacity factor; null = dropless routing."
     )
+    mtp_num_layers: int = Field(
+        0, ge=0, le=16, description="Multi-token prediction modules after the last layer (DeepSeek-V3 section "
+        "2.2: 1); each is one more transformer layer of the last layer's kind, fed the last hidden state and "
+        "the next token's embedding through two norms and a 2h -> h projection, with its own loss over the "
+        "shared output layer. Built on the last pipeline stage (Megatron-Core --mtp-num-layers)."
+    )
     mla: Optional[MLASpec] = Field(
         None, description="Multi-head latent attention shapes (DeepSeek-V2/V3); null = multi-head or "
         "grouped-query attention. With it, num_kv_heads = num_attention_heads and head_dim = "

@@ -122,10 +122,24 @@ def head_params(m: ModelSpec) -> int:
     return norm_params(m, m.hidden_size) + out
 
 
+def _mtp_extras(m: ModelSpec, tp: int) -> int:
+    """One multi-token prediction module beside its transformer layer: enorm, hnorm and the final norm,
+    and eh_proj, 2h -> h without bias, column-split over tp (Megatron-Core
+    transformer/multi_token_prediction.py, MultiTokenPredictionLayer)."""
+    return 3 * norm_params(m, m.hidden_size) + 2 * m.hidden_size * m.hidden_size // tp
+
+
+def mtp_params(m: ModelSpec) -> ParamCount:
+    """Multi-token prediction modules (DeepSeek-V3 section 2.2): each one layer of the last layer's
+    kind plus _mtp_extras; the embedding and output layer are the main model's (shared)."""
+    one = layer_params(m, m.num_layers - 1) + ParamCount(dense=_mtp_extras(m, 1))
+    return _scaled(one, m.mtp_num_layers)
+
+
 def total_params(m: ModelSpec) -> int:
-    """Every parameter of the model, counted once."""
+    """Every parameter of the model, counted once (multi-token prediction modules included)."""
     layers = sum(layer_params(m, i).total for i in range(m.num_layers))
-    return embedding_params(m) + layers + head_params(m)
+    return embedding_params(m) + layers + head_params(m) + mtp_params(m).total
 
 
 def active_params(m: ModelSpec) -> int:
@@ -133,7 +147,8 @@ def active_params(m: ModelSpec) -> int:
     if not m.is_moe:
         return total_params(m)
     routed_one = mlp_params(m, m.moe_ffn_hidden_size)
-    idle = (m.num_experts - m.top_k) * routed_one * m.num_moe_layers
+    moe_layers = m.num_moe_layers + (m.mtp_num_layers if m.is_moe_layer(m.num_layers - 1) else 0)
+    idle = (m.num_experts - m.top_k) * routed_one * moe_layers
     return total_params(m) - idle
 
 
@@ -187,8 +202,9 @@ def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: in
     """Parameters held by one GPU of pipeline rank `stage`.
 
     The first rank adds the embedding (vocabulary split by tp; a learned position table is
-    replicated), the last rank the final norm and the output layer. With tied embeddings and
-    pp > 1 the last rank keeps its own copy of the embedding for the output layer, as Megatron does.
+    replicated), the last rank the final norm, the output layer and any multi-token prediction
+    modules. With tied embeddings and pp > 1 the last rank keeps its own copy of the embedding for
+    the output layer, as Megatron does.
     """
     n_moe, n_dense = stage_layer_mix(m, stage_layers, stage)
     count = ParamCount()
@@ -202,5 +218,12 @@ def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: in
         count = count + ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
     if stage == last:
         output = vocab_local if (not m.tied_embeddings or last > 0) else 0
-        count = count + ParamCount(dense=norm_params(m, m.hidden_size) + output)
+        count = count + ParamCount(dense=norm_params(m, m.hidden_size) + output) + local_mtp_params(m, tp, ep, etp)
     return count
+
+
+def local_mtp_params(m: ModelSpec, tp: int, ep: int, etp: int) -> ParamCount:
+    """Multi-token prediction modules on one GPU of the last pipeline rank, where Megatron-Core builds
+    them (mtp_on_this_rank: the last stage)."""
+    one = local_layer_params(m, m.is_moe_layer(m.num_layers - 1), tp, ep, etp) + ParamCount(dense=_mtp_extras(m, tp))
+    return _scaled(one, m.mtp_num_layers)

@@ -82,6 +82,7 @@ class LayerCosts:
     act_bytes: tuple[float, float]  # (dense, MoE) stored activations, one micro-batch
     head_time_s: float
     head_act_bytes: float
+    mtp_act_bytes: float  # multi-token prediction modules, once per micro-batch the last chunk holds
     embedding_act_bytes: float
     working_bytes: float
 
@@ -94,6 +95,7 @@ def layer_costs(c: Context) -> LayerCosts:
         act_bytes=(act.layer_bytes(m, x, False), act.layer_bytes(m, x, True) if m.is_moe else 0.0),
         head_time_s=head_time(c).total_s,
         head_act_bytes=act.head_bytes(m, x),
+        mtp_act_bytes=act.mtp_bytes(m, x),
         embedding_act_bytes=act.embedding_bytes(m, x),
         working_bytes=act.recompute_working_bytes(m, x, m.is_moe),
     )
@@ -164,9 +166,10 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
         states, reduce, gather, opt = memo[key]
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
         act_fixed = (costs.embedding_act_bytes if first else 0.0) + (costs.head_act_bytes if last else 0.0)
+        mtp = costs.mtp_act_bytes * act.last_chunk_inflight(lay.schedule, lay.num_microbatches) if last else 0.0
         extras = local_stage_params(model, [0] * lay.pp, i, lay.tp, lay.ep, lay.etp, c.x.seq)
         peak = _transient(c, i, extras, params)
-        memory = Affine(states[0] + act_fixed * inflight + fixed_extra + peak.fixed,
+        memory = Affine(states[0] + act_fixed * inflight + mtp + fixed_extra + peak.fixed,
                         states[1] + costs.act_bytes[0] * inflight + peak.per_dense,
                         states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)

@@ -170,12 +170,18 @@ def model_flops_per_step(c: Context) -> tuple[float, float]:
     model, lay = c.model, c.lay
     one = ActShape(seq=c.x.seq, mbs=1, recompute=lay.recompute)
     counts = _layer_counts(model)
-    fwd = sum(cmp.layer_flops(model, one, moe) * n for moe, n in counts) + cmp.logits_flops(model, one)
+    mtp_proj = 2 * one.tokens * 2 * model.hidden_size * model.hidden_size * model.mtp_num_layers
+    fwd = (sum(cmp.layer_flops(model, one, moe) * n for moe, n in counts)
+           + cmp.logits_flops(model, one) * (1 + model.mtp_num_layers) + mtp_proj)
     recompute = sum(cmp.recompute_flops(model, one, moe) * n for moe, n in counts)
     sequences = lay.num_microbatches * lay.mbs * lay.dp
     return 3 * fwd * sequences, (3 * fwd + recompute) * sequences
 
 
 def _layer_counts(model) -> list[tuple[bool, int]]:
-    """[(is MoE, number of such layers)] for the whole model."""
-    return [(False, model.num_layers - model.num_moe_layers), (True, model.num_moe_layers)]
+    """[(is MoE, number of such layers)] for the whole model, multi-token prediction layers (of the last
+    layer's kind) included, as Megatron's num_floating_point_operations counts them (megatron/training/
+    training.py: MTP layers, eh_proj, and one more output layer each)."""
+    mtp_moe = model.mtp_num_layers if model.is_moe_layer(model.num_layers - 1) else 0
+    moe = model.num_moe_layers + mtp_moe
+    return [(False, model.num_layers + model.mtp_num_layers - moe), (True, moe)]

@@ -256,12 +256,28 @@ def _cp_all_to_all_s(c: Context) -> float:
     return sum(comm.all_to_all_s(c.links, c.lay.cp, c.lay.tp, b) for b in (qkv, out))
 
 
-def head_time(c: Context) -> MicroTime:
-    """Output layer (16-bit) and cross-entropy on the last stage, forward + backward."""
+def _output_s(c: Context) -> float:
+    """Output layer (16-bit GEMM, forward + 2x backward) and cross-entropy, one micro-batch."""
     m, x = c.model, c.x
     logits = cmp.gemm_s(c.dev16, x.tokens, m.hidden_size, m.vocab_size / x.tp)
-    ce = cmp.memory_s(c.dev16, cmp.cross_entropy_bytes(m, x))
-    return MicroTime(compute_s=3 * logits + ce)
+    return 3 * logits + cmp.memory_s(c.dev16, cmp.cross_entropy_bytes(m, x))
+
+
+def head_time(c: Context) -> MicroTime:
+    """Output layer and cross-entropy on the last stage, forward + backward, with any multi-token
+    prediction modules (mtp_time), which Megatron-Core builds on the last stage."""
+    return MicroTime(compute_s=_output_s(c)) + mtp_time(c)
+
+
+def mtp_time(c: Context) -> MicroTime:
+    """Multi-token prediction modules (DeepSeek-V3 section 2.2), each: eh_proj (2h -> h, column-split
+    over tp), one layer of the last layer's kind, and one more output layer and loss."""
+    m, x = c.model, c.x
+    if not m.mtp_num_layers:
+        return MicroTime()
+    proj = 3 * cmp.gemm_s(c.dev16, x.tokens, 2 * m.hidden_size, m.hidden_size / x.tp)
+    one = layer_time(c, m.is_moe_layer(m.num_layers - 1)) + MicroTime(compute_s=proj + _output_s(c))
+    return one.scaled(m.mtp_num_layers)
 
 
 def stage_time(c: Context, stage: int) -> MicroTime:

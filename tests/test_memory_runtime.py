@@ -2,7 +2,8 @@
 the three numbers and their order, fits on device bytes, and accuracy bounds on measured peaks.
 
 Bounds on benchmarks/memory_accuracy.py's held-out rows, with margin over today (in brackets):
-allocated mean <= 10% [7.0%], device mean <= 15% [12.1%], reserved mean <= 10% [6.6%]; the
+allocated mean <= 5% and max <= 12% (issue 13's bounds) [3.2%, 11.4%], device mean <= 10% [8.3%],
+reserved mean <= 10% [6.5%]; the
 published out-of-memory run predicted not to fit; at least 36 of the 42 rows that ran predicted to
 fit [37].
 """
@@ -177,11 +178,12 @@ def table():
     return memory_accuracy, memory_accuracy.rows()
 
 
-@pytest.mark.parametrize("kind, bound", [("allocated", 0.10), ("device", 0.15), ("reserved", 0.10)])
-def test_held_out_peaks_within_bounds(table, kind, bound):
+@pytest.mark.parametrize("kind, bound, worst", [("allocated", 0.05, 0.12), ("device", 0.10, 1.0),
+                                                ("reserved", 0.10, 1.0)])
+def test_held_out_peaks_within_bounds(table, kind, bound, worst):
     mod, rows = table
     s = mod.summary([r["error"] for r in rows if r["kind"] == kind and not r["fitted"] and r["error"] is not None])
-    assert s["n"] >= 5 and s["mean"] <= bound, s
+    assert s["n"] >= 5 and s["mean"] <= bound and s["max"] <= worst, s
 
 
 def test_verdicts(table):

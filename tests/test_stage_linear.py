@@ -34,7 +34,8 @@ MOE = ModelSpec(name="tiny-moe", num_layers=8, hidden_size=256, num_attention_he
                 ffn_hidden_size=512, vocab_size=1000, seq_length=512, activation="swiglu", norm="rmsnorm",
                 position_embedding="rope", linear_bias=False, dropout=False, num_experts=8, top_k=2,
                 moe_ffn_hidden_size=128, first_k_dense_layers=3)
-MODELS = [gpt(512, 8, 8, vocab=1024, seq=512), llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512), MOE]
+MOE_MTP = ModelSpec.model_validate({**MOE.model_dump(), "name": "tiny-moe-mtp", "mtp_num_layers": 1})
+MODELS = [gpt(512, 8, 8, vocab=1024, seq=512), llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512), MOE, MOE_MTP]
 
 def _h100_cluster(gpus: int):
     import hardware_profiles as hp

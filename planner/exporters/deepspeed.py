@@ -53,6 +53,9 @@ def refusal(plan: ExportPlan) -> None:
     if lay.shard_group:
         why.append(f"shard_group={lay.shard_group}: hybrid sharding is not written for DeepSpeed (its MiCS/hpZ "
                    "partitions are a different scheme)")
+    if plan.model.mtp_num_layers:
+        why.append(f"mtp_num_layers={plan.model.mtp_num_layers}: multi-token prediction is model code, not a "
+                   "ds_config.json setting")
     if why:
         raise ExportRefused("deepspeed: " + "; ".join(why))
 

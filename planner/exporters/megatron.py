@@ -61,6 +61,8 @@ def model_args(plan: ExportPlan) -> list:
         args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]
     if not plan.train.flash_attention:
         args.append(("--attention-backend", "unfused"))
+    if m.mtp_num_layers:
+        args.append(("--mtp-num-layers", m.mtp_num_layers))
     return args
 
 

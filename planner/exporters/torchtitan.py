@@ -68,6 +68,9 @@ def refusal(plan: ExportPlan) -> None:
     if plan.model.is_moe and (shard * lay.cp * lay.tp) % lay.ep:
         why.append(f"ep={lay.ep}: torchtitan takes experts from dp_shard*cp*tp={shard}*{lay.cp}*{lay.tp}, "
                    "which it does not divide")
+    if plan.model.mtp_num_layers:
+        why.append(f"mtp_num_layers={plan.model.mtp_num_layers}: torchtitan builds multi-token prediction in its "
+                   "model registry (deepseek_v3 num_mtp_layers, 0.3.0), not in the config parplan writes")
     if why:
         raise ExportRefused("torchtitan: " + "; ".join(why))
 

@@ -15,6 +15,7 @@ Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepse
 | qwen3_moe: mlp_only_layers = [0, 1, ..., k-1] | first_k_dense_layers = k |
 | deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
+| deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
 
 Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
@@ -58,7 +59,8 @@ FIELD_KEYS = {"num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_
 MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
                   "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"},
                   **{t: {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
-                         "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace"}
+                         "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
+                         "mtp_num_layers": "num_nextn_predict_layers"}
                      for t in DEEPSEEK}}
 
 
@@ -134,7 +136,8 @@ def _deepseek(config: dict) -> dict:
                 num_experts=_int(config, "n_routed_experts"), top_k=_int(config, "num_experts_per_tok"),
                 moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                 num_shared_experts=_int(config, "n_shared_experts", 0),
-                first_k_dense_layers=_int(config, "first_k_dense_replace", 0))
+                first_k_dense_layers=_int(config, "first_k_dense_replace", 0),
+                mtp_num_layers=_int(config, "num_nextn_predict_layers", 0))
 
 
 def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optional[int] = None) -> ModelSpec:

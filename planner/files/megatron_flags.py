@@ -88,7 +88,8 @@ def model_data(a: MegatronArgs) -> dict:
             "position_embedding": _choice(a, "--position-embedding-type", POSITION_BACK, "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
             "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
-            "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout"))}
+            "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout")),
+            "mtp_num_layers": a.int("--mtp-num-layers", 0, minimum=0)}
     data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
     for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
         if a.has(flag):
