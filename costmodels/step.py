@@ -102,9 +102,14 @@ def _zero3_edges_s(c: Context, params: ParamCount) -> float:
 
 
 def _extras(c: Context) -> int:
-    """Parameters of a pp=1 stage outside its transformer layers: embedding, positions, final norm, head."""
-    lay = c.lay
-    return local_stage_params(c.model, [0] * lay.pp, 0, lay.tp, lay.ep, lay.etp, c.x.seq).dense if lay.pp == 1 else 0
+    """Parameters of a pp=1 stage outside its transformer layers: embedding, positions, final norm, head
+    (and the multi-token prediction modules' norms and eh_proj: their layers are gathered in their own
+    layer time, timing.mtp_time)."""
+    m, lay = c.model, c.lay
+    if lay.pp != 1:
+        return 0
+    mtp_layer = local_layer_params(m, m.is_moe_layer(m.num_layers - 1), lay.tp, lay.ep, lay.etp).dense
+    return local_stage_params(m, [0], 0, lay.tp, lay.ep, lay.etp, c.x.seq).dense - m.mtp_num_layers * mtp_layer
 
 
 def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:

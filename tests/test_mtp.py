@@ -126,3 +126,13 @@ def test_megatron_gelu_experts_keep_the_probability_weighted_product():
     assert act.dense_mlp_bytes(gelu_moe, megatron) == act.dense_mlp_bytes(gelu_moe, plain)
     assert act.moe_mlp_bytes(MOE, megatron) == act.moe_mlp_bytes(MOE, plain)  # SwiGLU: fused weighted kernel
     assert hp.load_stack("megatron-core").memory.expert_plain_widths == 3.0
+
+
+def test_zero3_edges_gather_only_the_mtp_norms_and_projection():
+    """ZeRO-3 without pipelining gathers the stage's non-layer parameters every micro-batch; an MTP module's
+    layer is gathered in its own layer time (timing.mtp_time), so the edges add only its norms and eh_proj."""
+    from costmodels.step import _extras
+    lay = Layout(zero=3, mbs=1)
+    _, base = _stages(MOE, lay, "torchtitan")
+    _, ctx = _stages(with_mtp(MOE), lay, "torchtitan")
+    assert _extras(ctx) - _extras(base) == 3 * norm_params(MOE, 256) + 2 * 256 * 256
