@@ -219,11 +219,16 @@ def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: in
     if stage == last:
         output = vocab_local if (not m.tied_embeddings or last > 0) else 0
         count = count + ParamCount(dense=norm_params(m, m.hidden_size) + output) + local_mtp_params(m, tp, ep, etp)
+        if m.mtp_num_layers and last > 0 and not m.tied_embeddings:  # the MTP stage's own embedding copy
+            count = count + ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
     return count
 
 
 def local_mtp_params(m: ModelSpec, tp: int, ep: int, etp: int) -> ParamCount:
     """Multi-token prediction modules on one GPU of the last pipeline rank, where Megatron-Core builds
-    them (mtp_on_this_rank: the last stage)."""
+    them (mtp_on_this_rank: the last stage). The modules embed the next tokens, so that rank also builds
+    an embedding (models/gpt/gpt_model.py: `if self.pre_process or self.mtp_process`), a copy of the
+    first rank's kept in sync like tied embeddings; with tied embeddings it is the output layer's copy
+    (local_stage_params adds it)."""
     one = local_layer_params(m, m.is_moe_layer(m.num_layers - 1), tp, ep, etp) + ParamCount(dense=_mtp_extras(m, tp))
     return _scaled(one, m.mtp_num_layers)

@@ -43,7 +43,7 @@ def test_mtp_params_hand_worked():
     one = layer_params(MOE, MOE.num_layers - 1).total + 3 * norm_params(MOE, 256) + 2 * 256 * 256
     assert total_params(m) - total_params(MOE) == 2 * one
     last = local_stage_params(m, [2, 2], 1, 1, 1, 1, 512).total - local_stage_params(MOE, [2, 2], 1, 1, 1, 1, 512).total
-    assert last == 2 * one
+    assert last == 2 * one + 1000 * 256  # and the MTP stage's embedding copy (next test)
     assert local_stage_params(m, [2, 2], 0, 1, 1, 1, 512) == local_stage_params(MOE, [2, 2], 0, 1, 1, 1, 512)
 
 
@@ -136,3 +136,18 @@ def test_zero3_edges_gather_only_the_mtp_norms_and_projection():
     _, base = _stages(MOE, lay, "torchtitan")
     _, ctx = _stages(with_mtp(MOE), lay, "torchtitan")
     assert _extras(ctx) - _extras(base) == 3 * norm_params(MOE, 256) + 2 * 256 * 256
+
+
+def test_the_mtp_stage_builds_its_own_embedding_copy():
+    """Megatron-Core builds an embedding wherever MTP runs (gpt_model.py: pre_process or mtp_process): with
+    pp > 1 and untied embeddings the last rank holds V*h more; tied, its output layer's copy serves; pp = 1
+    shares the first rank's."""
+    m = with_mtp(MOE)
+    one = local_stage_params(m, [2, 2], 1, 1, 1, 1, 512).total - local_stage_params(MOE, [2, 2], 1, 1, 1, 1, 512).total
+    assert one == total_params(m) - total_params(MOE) + 1000 * 256
+    tied = ModelSpec.model_validate({**m.model_dump(), "tied_embeddings": True})
+    tied_base = ModelSpec.model_validate({**MOE.model_dump(), "tied_embeddings": True})
+    assert local_stage_params(tied, [2, 2], 1, 1, 1, 1, 512).total - \
+        local_stage_params(tied_base, [2, 2], 1, 1, 1, 1, 512).total == total_params(m) - total_params(MOE)
+    assert local_stage_params(m, [4], 0, 1, 1, 1, 512).total - local_stage_params(MOE, [4], 0, 1, 1, 1, 512).total \
+        == total_params(m) - total_params(MOE)
