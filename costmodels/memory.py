@@ -106,19 +106,18 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     per_mb = n_dense * act.layer_bytes(model, x, False) + n_moe * act.layer_bytes(model, x, True)
     if stage == 0:
         per_mb += act.embedding_bytes(model, x)
-    if stage == lay.pp - 1:
-        per_mb += act.head_bytes(model, x)
     inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
     working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
-    return per_mb * inflight + working + mtp_activation_bytes(model, x, lay, stage)
+    return per_mb * inflight + working + last_chunk_bytes(model, x, lay, stage)
 
 
-def mtp_activation_bytes(model: ModelSpec, x: act.ActShape, lay: Layout, stage: int) -> float:
-    """Multi-token prediction modules' activations on the last rank: once per micro-batch its last
-    chunk holds (activations.last_chunk_inflight), not once per chunk in flight."""
+def last_chunk_bytes(model: ModelSpec, x: act.ActShape, lay: Layout, stage: int) -> float:
+    """The head's and any multi-token prediction modules' activations on the last rank: once per
+    micro-batch its last chunk holds (activations.last_chunk_inflight), not once per chunk in flight."""
     if stage != lay.pp - 1:
         return 0.0
-    return act.mtp_bytes(model, x) * act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
+    held = act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
+    return (act.head_bytes(model, x) + act.mtp_bytes(model, x)) * held
 
 
 def zero3_buffer_bytes(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> float:

@@ -82,7 +82,7 @@ class LayerCosts:
     act_bytes: tuple[float, float]  # (dense, MoE) stored activations, one micro-batch
     head_time_s: float
     head_act_bytes: float
-    mtp_act_bytes: float  # multi-token prediction modules, once per micro-batch the last chunk holds
+    mtp_act_bytes: float  # multi-token prediction modules (with the head: once per micro-batch the last chunk holds)
     embedding_act_bytes: float
     working_bytes: float
 
@@ -165,8 +165,9 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
             memo[key] = _param_class(c, i, params)
         states, reduce, gather, opt = memo[key]
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
-        act_fixed = (costs.embedding_act_bytes if first else 0.0) + (costs.head_act_bytes if last else 0.0)
-        mtp = costs.mtp_act_bytes * act.last_chunk_inflight(lay.schedule, lay.num_microbatches) if last else 0.0
+        act_fixed = costs.embedding_act_bytes if first else 0.0
+        held = act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
+        mtp = (costs.head_act_bytes + costs.mtp_act_bytes) * held if last else 0.0
         extras = local_stage_params(model, [0] * lay.pp, i, lay.tp, lay.ep, lay.etp, c.x.seq)
         peak = _transient(c, i, extras, params)
         memory = Affine(states[0] + act_fixed * inflight + mtp + fixed_extra + peak.fixed,

@@ -151,3 +151,15 @@ def test_the_mtp_stage_builds_its_own_embedding_copy():
         local_stage_params(tied_base, [2, 2], 1, 1, 1, 1, 512).total == total_params(m) - total_params(MOE)
     assert local_stage_params(m, [4], 0, 1, 1, 1, 512).total - local_stage_params(MOE, [4], 0, 1, 1, 1, 512).total \
         == total_params(m) - total_params(MOE)
+
+
+def test_the_head_is_held_once_per_micro_batch_of_the_last_chunk():
+    """Interleaved 1F1B: the last rank holds (v - 1) p + 1 chunks at its peak, but only one micro-batch of its
+    last chunk, the one with the final norm and output layer: the head counts once, not chunks / v times."""
+    lay = Layout(pp=2, vpp=2, mbs=1, schedule="interleaved")
+    stages, ctx = _stages(MOE, lay)
+    x = ctx.x
+    inflight = act.inflight_microbatches("interleaved", 1, 2, 2, 4)
+    assert inflight == 1.5  # 3 chunks of 2
+    expected = 2 * act.layer_bytes(MOE, x, True) * inflight + act.head_bytes(MOE, x)
+    assert stages[1].activations_bytes == pytest.approx(expected, abs=2)
