@@ -213,14 +213,15 @@ def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: in
     if n_moe:
         count = count + _scaled(local_layer_params(m, True, tp, ep, etp), n_moe)
     vocab_local = -(-m.vocab_size // tp) * m.hidden_size  # Megatron pads the vocabulary to a multiple of tp
+    embedding = ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
     last = len(stage_layers) - 1
     if stage == 0:
-        count = count + ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
+        count = count + embedding
     if stage == last:
         output = vocab_local if (not m.tied_embeddings or last > 0) else 0
         count = count + ParamCount(dense=norm_params(m, m.hidden_size) + output) + local_mtp_params(m, tp, ep, etp)
         if m.mtp_num_layers and last > 0 and not m.tied_embeddings:  # the MTP stage's own embedding copy
-            count = count + ParamCount(dense=vocab_local + embedding_params(m, seq_length) - m.vocab_size * m.hidden_size)
+            count = count + embedding
     return count
 
 

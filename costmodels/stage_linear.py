@@ -167,10 +167,10 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
         act_fixed = costs.embedding_act_bytes if first else 0.0
         held = act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
-        mtp = (costs.head_act_bytes + costs.mtp_act_bytes) * held if last else 0.0
+        last_chunk = (costs.head_act_bytes + costs.mtp_act_bytes) * held if last else 0.0
         extras = local_stage_params(model, [0] * lay.pp, i, lay.tp, lay.ep, lay.etp, c.x.seq)
         peak = _transient(c, i, extras, params)
-        memory = Affine(states[0] + act_fixed * inflight + mtp + fixed_extra + peak.fixed,
+        memory = Affine(states[0] + act_fixed * inflight + last_chunk + fixed_extra + peak.fixed,
                         states[1] + costs.act_bytes[0] * inflight + peak.per_dense,
                         states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
