@@ -9,6 +9,7 @@ from helpers import cluster, llama_like
 
 import hardware_profiles as hp
 from costmodels import activations as act
+from costmodels import compute as cmp
 from costmodels.layout import Layout, resolve_layout
 from costmodels.memory import memory_by_stage
 from costmodels.model_spec import ModelSpec
@@ -88,7 +89,6 @@ def test_mtp_time_and_flops_on_the_last_stage():
     tokens = 8 * 512
     expected_fwd = tokens * (2 * 2 * 256 * 256 + 2 * 256 * 1000)  # eh_proj and the extra logits
     layer_fwd = (model_mtp - model_base) / 3 - expected_fwd
-    from costmodels import compute as cmp
     assert layer_fwd == pytest.approx(8 * cmp.layer_flops(MOE, act.ActShape(seq=512, mbs=1), True))
 
 

@@ -27,19 +27,14 @@ def compact_layout(lay: Optional[dict]) -> str:
 
 def money(usd: Optional[float]) -> str:
     """'$1.23M', '$456k', '$789'."""
-    if usd is None:
-        return ""
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if usd >= scale:
-            return f"${usd / scale:.3g}{suffix}"
-    return f"${usd:.0f}"
+    return "" if usd is None else "$" + big(usd, 3, "BMk")
 
 
-def big(x: Optional[float], digits: int = 3) -> str:
-    """A large count with `digits` significant digits: '1.23M', '45.6k'."""
+def big(x: Optional[float], digits: int = 3, suffixes: str = "GMk") -> str:
+    """A large count with `digits` significant digits: '1.23M', '45.6k' (suffixes for 1e9, 1e6, 1e3)."""
     if x is None:
         return ""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for scale, suffix in zip((1e9, 1e6, 1e3), suffixes):
         if x >= scale:
             return f"{x / scale:.{digits}g}{suffix}"
     return f"{x:.0f}"
