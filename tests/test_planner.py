@@ -286,6 +286,27 @@ def test_memory_forces_uneven_split_on_ten_layers():
     assert result.objectives_s[0] == objective_seconds(brute_force(model, tables)[0])
 
 
+def test_group_settled_one_by_one_is_reported_optimal(monkeypatch):
+    # Regression (hypothesis, gpt-256 on 2 GPUs): when a group's joint model stopped unproven and
+    # _one_by_one proved it without finding better, solve() returned the group's unproven flag.
+    model = gpt(256, 4, 12, vocab=51200, seq=1024)
+    clus = cluster(2, per_node=2, gpu=H100, memory_reserve_gib=0.0)
+    train = TrainSpec(global_batch_size=16)
+    opts = SpaceOptions(zero_stages=(0, 1), recompute=("none",), max_mbs=4, max_vpp=2, max_cp=2)
+    tables = [Coster(model, clus, train).table(lay) for lay in enumerate_layouts(model, clus, train, opts)]
+    real = cpsat._solve_group
+
+    def unproven_joint(model, tables, ids, *args):
+        sol, proven = real(model, tables, ids, *args)
+        if len(ids) > 1 and sol is not None:  # as if the joint model ran out of its budget
+            return cpsat.Solution(sol.index, sol.table, sol.stage_layers, sol.objective, False, 0), False
+        return sol, proven
+
+    monkeypatch.setattr(cpsat, "_solve_group", unproven_joint)
+    sol = cpsat.solve(model, tables, time_limit_s=30)
+    assert sol.optimal and sol.bound == sol.objective == brute_force(model, tables)[0]
+
+
 def test_nothing_fits_is_infeasible():
     # Regression: search() once raised "max() arg is an empty sequence" (cpsat._bounds on an empty
     # candidate list) when every layout was pruned by the memory bound.

@@ -201,8 +201,10 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
-    if best is not None and not optimal:
-        best = Solution(best.index, best.table, best.stage_layers, best.objective, False, best.bound)
+    if best is not None and best.optimal != optimal:  # the group's own flag is not the answer's: a group
+        # whose joint model stopped unproven may be settled by _one_by_one without a better solution
+        best = Solution(best.index, best.table, best.stage_layers, best.objective, optimal,
+                        best.objective if optimal else best.bound)
     return best
 
 
