@@ -239,7 +239,7 @@ def mtp_bytes(m: ModelSpec, x: ActShape) -> float:
     if not m.mtp_num_layers:
         return 0.0
     inputs = (x.norm_bytes + 2 * ACT_BYTES) * x.tokens * m.hidden_size * x.u
-    layer = layer_bytes(m, x, m.is_moe_layer(m.num_layers - 1))
+    layer = layer_bytes(m, x, m.mtp_is_moe)
     return m.mtp_num_layers * (inputs + layer + head_bytes(m, x))
 
 

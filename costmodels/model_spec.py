@@ -172,6 +172,11 @@ class ModelSpec(BaseModel):
         return self.num_layers - self.first_k_dense_layers if self.is_moe else 0
 
     @property
+    def mtp_is_moe(self) -> bool:
+        """Whether the multi-token prediction layers have MoE MLPs: they are of the last layer's kind."""
+        return self.is_moe_layer(self.num_layers - 1)
+
+    @property
     def q_width(self) -> int:
         """Width of all query heads together: heads * head_dim."""
         return self.num_attention_heads * self.head_dim

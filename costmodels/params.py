@@ -147,7 +147,7 @@ def active_params(m: ModelSpec) -> int:
     if not m.is_moe:
         return total_params(m)
     routed_one = mlp_params(m, m.moe_ffn_hidden_size)
-    moe_layers = m.num_moe_layers + (m.mtp_num_layers if m.is_moe_layer(m.num_layers - 1) else 0)
+    moe_layers = m.num_moe_layers + (m.mtp_num_layers if m.mtp_is_moe else 0)
     idle = (m.num_experts - m.top_k) * routed_one * moe_layers
     return total_params(m) - idle
 
@@ -231,5 +231,5 @@ def local_mtp_params(m: ModelSpec, tp: int, ep: int, etp: int) -> ParamCount:
     an embedding (models/gpt/gpt_model.py: `if self.pre_process or self.mtp_process`), a copy of the
     first rank's kept in sync like tied embeddings; with tied embeddings it is the output layer's copy
     (local_stage_params adds it)."""
-    one = local_layer_params(m, m.is_moe_layer(m.num_layers - 1), tp, ep, etp) + ParamCount(dense=_mtp_extras(m, tp))
+    one = local_layer_params(m, m.mtp_is_moe, tp, ep, etp) + ParamCount(dense=_mtp_extras(m, tp))
     return _scaled(one, m.mtp_num_layers)

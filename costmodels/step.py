@@ -108,7 +108,7 @@ def _extras(c: Context) -> int:
     m, lay = c.model, c.lay
     if lay.pp != 1:
         return 0
-    mtp_layer = local_layer_params(m, m.is_moe_layer(m.num_layers - 1), lay.tp, lay.ep, lay.etp).dense
+    mtp_layer = local_layer_params(m, m.mtp_is_moe, lay.tp, lay.ep, lay.etp).dense
     return local_stage_params(m, [0], 0, lay.tp, lay.ep, lay.etp, c.x.seq).dense - m.mtp_num_layers * mtp_layer
 
 
@@ -187,6 +187,6 @@ def _layer_counts(model) -> list[tuple[bool, int]]:
     """[(is MoE, number of such layers)] for the whole model, multi-token prediction layers (of the last
     layer's kind) included, as Megatron's num_floating_point_operations counts them (megatron/training/
     training.py: MTP layers, eh_proj, and one more output layer each)."""
-    mtp_moe = model.mtp_num_layers if model.is_moe_layer(model.num_layers - 1) else 0
+    mtp_moe = model.mtp_num_layers if model.mtp_is_moe else 0
     moe = model.num_moe_layers + mtp_moe
     return [(False, model.num_layers + model.mtp_num_layers - moe), (True, moe)]

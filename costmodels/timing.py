@@ -276,7 +276,7 @@ def mtp_time(c: Context) -> MicroTime:
     if not m.mtp_num_layers:
         return MicroTime()
     proj = 3 * cmp.gemm_s(c.dev16, x.tokens, 2 * m.hidden_size, m.hidden_size / x.tp)
-    one = layer_time(c, m.is_moe_layer(m.num_layers - 1)) + MicroTime(compute_s=proj + _output_s(c))
+    one = layer_time(c, m.mtp_is_moe) + MicroTime(compute_s=proj + _output_s(c))
     return one.scaled(m.mtp_num_layers)
 
 
