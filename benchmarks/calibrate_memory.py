@@ -2,10 +2,12 @@
 
 Usage: python benchmarks/calibrate_memory.py
 Three stages, each written into hardware_profiles/stacks/*.yaml (`memory:`) before the next:
-1. Megatron fragmentation: the mean measured reserved/allocated ratio of the Megatron logs that
-   print both, minus 1 (no prediction enters).
+Fragmentation f applies to the dynamic part of the allocated peak only, R = P + (A - P)(1 + f), with P
+the states allocated once (costmodels.device_memory), so each fit is of (R - A) / (A - P):
+1. Megatron fragmentation: the mean of (max reserved - max allocated) / (max allocated - allocated at
+   rest) over the Megatron logs that print all three (no prediction enters: the rest is measured).
 2. torch fragmentation (torchtitan, FSDP, AutoModel, DeepSpeed: PyTorch's caching allocator): the
-   median of measured reserved / predicted allocated on the torch fitting rows, minus 1.
+   median of (measured reserved - predicted A) / (predicted A - predicted P) on the torch fitting rows.
 3. Device terms: measured device - predicted reserved = C + g N on the device fitting rows (g
    communicators per rank; all Megatron), least squares with C, N >= 0. Megatron stacks take C (which
    also holds whatever those runs allocate outside PyTorch's allocator: Transformer Engine and cuBLAS
@@ -25,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+import hardware_profiles as hp  # noqa: E402
 import yaml  # noqa: E402
 from memory_accuracy import predict  # noqa: E402
-from memory_data import load_memory_cases  # noqa: E402
+from memory_data import load_memory_cases, logged_rest_bytes  # noqa: E402
 from memory_splits import DEVICE, MEGATRON_FRAGMENTATION, TORCH_FRAGMENTATION  # noqa: E402
 
 from costmodels.device_memory import communicators  # noqa: E402
@@ -53,21 +56,28 @@ def update_stacks(names, values: dict, note: str) -> None:
         notes = [n for n in mem.get("fitted_on", "").split(" | ") if n and not n.startswith(note.split(":")[0])]
         mem["fitted_on"] = " | ".join(notes + [note])
         path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+    hp.forget_loaded()  # the next stage predicts with what was just written
 
 
 def megatron_fragmentation() -> float:
+    """Mean measured (R - A) / (A - rest) of the Megatron fitting logs."""
     cases = {c.case_id: c for c in load_memory_cases()}
-    ratios = [cases[i + ":reserved"].measured_bytes / cases[i].measured_bytes for i in sorted(MEGATRON_FRAGMENTATION)]
-    return statistics.mean(ratios) - 1
+    fractions = []
+    for i in sorted(MEGATRON_FRAGMENTATION):
+        allocated, rest = cases[i].measured_bytes, logged_rest_bytes(i)
+        fractions.append((cases[i + ":reserved"].measured_bytes - allocated) / (allocated - rest))
+    return statistics.mean(fractions)
 
 
 def torch_fragmentation() -> float:
-    ratios = []
+    """Median of (measured R - predicted A) / (predicted A - predicted P) on the torch fitting rows."""
+    fractions = []
     for c in load_memory_cases():
         if c.case_id in TORCH_FRAGMENTATION:
-            est = estimate(c.model, c.cluster, c.train, c.layout)
-            ratios.append(c.measured_bytes / est.memory.peak_allocated_bytes)
-    return max(0.0, statistics.median(ratios) - 1)
+            mem = estimate(c.model, c.cluster, c.train, c.layout).memory
+            stage = mem.stages[mem.peak_stage]
+            fractions.append((c.measured_bytes - stage.total_bytes) / (stage.total_bytes - stage.persistent_bytes))
+    return max(0.0, statistics.median(fractions))
 
 
 def fit_device_terms() -> tuple[float, float]:
@@ -100,10 +110,12 @@ def main() -> None:
     update_stacks(MEGATRON + TORCH, {"fitted_on": ""}, "")  # each run writes its stages' notes afresh
     f_meg = round(megatron_fragmentation(), 4)
     update_stacks(MEGATRON, {"fragmentation": f_meg},
-                  f"fragmentation: measured max reserved / max allocated of {', '.join(sorted(MEGATRON_FRAGMENTATION))}")
+                  f"fragmentation: measured (max reserved - max allocated) / (max allocated - allocated at rest) of "
+                  f"{', '.join(sorted(MEGATRON_FRAGMENTATION))}")
     f_torch = round(torch_fragmentation(), 4)
     update_stacks(TORCH, {"fragmentation": f_torch},
-                  f"fragmentation: median measured reserved / predicted allocated of {', '.join(sorted(TORCH_FRAGMENTATION))}")
+                  f"fragmentation: median (measured reserved - predicted allocated) / predicted dynamic part of "
+                  f"{', '.join(sorted(TORCH_FRAGMENTATION))}")
     ctx, nccl = fit_device_terms()
     note = f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))}"
     update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)

@@ -30,6 +30,7 @@ Assumptions where a source is silent (each case's `assumptions` in the JSON list
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -246,6 +247,13 @@ def _cases_of(case: dict, models: dict, fused_sources: set[str]) -> list[MemoryC
         out.append(MemoryCase(case_id=case["id"] + ":reserved", kind="reserved",
                               measured_bytes=meas["max_reserved_bytes"], **base))
     return out
+
+
+def logged_rest_bytes(case_id: str) -> float:
+    """The allocation at rest that a Megatron report_memory line prints ('| allocated: <MiB>'): what
+    stays allocated between iterations (weights, main grads, optimizer states), bytes."""
+    case = next(c for c in _raw()["cases"] if c["id"] == case_id.split(":")[0])
+    return float(re.search(r"\| allocated: ([0-9.]+)", case["measured"]["as_written"]).group(1)) * 2**20
 
 
 def load_memory_cases() -> list[MemoryCase]:

@@ -21,16 +21,18 @@ __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "est
 def estimate_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> MemoryOut:
     """MemoryOut for a resolved layout: allocated, reserved and device bytes per stage."""
     dev = device_terms(cluster, train, lay)
-    stages = [StageOut(total_bytes=s.total_bytes, reserved_bytes=round(dev.reserved(s.total_bytes)),
-                       device_bytes=round(dev.device(s.total_bytes)), **vars(s))
+    stages = [StageOut(total_bytes=s.total_bytes,
+                       reserved_bytes=round(dev.reserved(s.total_bytes, s.persistent_bytes)),
+                       device_bytes=round(dev.device(s.total_bytes, s.persistent_bytes)), **vars(s))
               for s in memory_by_stage(model, cluster, train, lay)]
     peak = max(stages, key=lambda s: s.total_bytes)
+    device = max(s.device_bytes for s in stages)
     return MemoryOut(
-        hbm_bytes=dev.hbm_bytes, usable_bytes=dev.allocated_budget,
+        hbm_bytes=dev.hbm_bytes, usable_bytes=dev.allocated_budget(peak.persistent_bytes),
         peak_bytes=peak.total_bytes, peak_stage=peak.stage, stages=stages,
-        peak_allocated_bytes=peak.total_bytes, peak_reserved_bytes=peak.reserved_bytes,
-        device_bytes=peak.device_bytes, margin_bytes=round(dev.margin_bytes),
-        headroom_bytes=round(dev.hbm_bytes - dev.margin_bytes - peak.device_bytes),
+        peak_allocated_bytes=peak.total_bytes, peak_reserved_bytes=max(s.reserved_bytes for s in stages),
+        device_bytes=device, margin_bytes=round(dev.margin_bytes),
+        headroom_bytes=dev.device_budget - device,
         uncertainty=memory_uncertainty(train.stack_spec),
     )
 
@@ -42,7 +44,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
     time, throughput = estimate_time(model, cluster, train, lay)
     return Estimate(
         layout=lay,
-        fits=memory.peak_bytes <= memory.usable_bytes,
+        fits=memory.headroom_bytes >= 0,
         memory=memory,
         time=time,
         throughput=throughput,

@@ -12,8 +12,9 @@ Activations: costmodels.activations (Korthikanti et al. MLSys'23). `other_bytes`
 gathered-layer buffers; `transient_bytes` what lives only at the peak: the loss's logits and their
 gradient on the last stage, or the optimizer step's temporaries, whichever is higher
 (costmodels.memory_semantics gives each stack's numbers and their sources). The sum is what
-torch.cuda.max_memory_allocated reports; costmodels.device_memory adds the allocator's reserve,
-the CUDA context and NCCL buffers.
+torch.cuda.max_memory_allocated reports; `persistent_bytes` the part of it allocated once and kept
+(the states, persistent_state_bytes); costmodels.device_memory adds the allocator's reserve on the
+rest, the CUDA context and NCCL buffers.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class StageMemory:
     activations_bytes: int
     other_bytes: int
     transient_bytes: int = 0
+    persistent_bytes: int = 0  # the part of the total allocated once and kept (persistent_state_bytes)
 
     @property
     def total_bytes(self) -> int:
@@ -69,6 +71,19 @@ def memory_zero(lay) -> int:
     no resharding and no gradient sync until the last micro-batch; costmodels.sharding), so only the
     optimizer states stay sharded: ZeRO-1 memory."""
     return 1 if lay.zero >= 3 and lay.pp > 1 else lay.zero
+
+
+def persistent_state_bytes(weights: float, grads: float, optimizer: float, lay) -> float:
+    """The model states allocated once and held from step to step: weights, gradient buffer and
+    optimizer states, except under ZeRO-3 with pipelining, whose counted weights and gradients are the
+    gathered and unsharded copies (memory_zero) that FSDP2 frees after each step's last backward:
+    there only the optimizer states persist (the weight shards, 1/N of the weights, are left out).
+    Why it matters: the allocator's fragmentation grows with what is freed and re-allocated, not
+    with what stays put (costmodels.device_memory; torchtitan DeepSeek-V3 16B log: the first step's
+    reserve grows by exactly the Adam moments' 14.9 GiB when they appear)."""
+    if lay.zero >= 3 and lay.pp > 1:
+        return optimizer
+    return weights + grads + optimizer
 
 
 def memory_train(train: TrainSpec, lay) -> TrainSpec:
@@ -175,15 +190,17 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     other = round(zero3_buffer_bytes(model, cluster, train, lay))
     step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other
     transient = max(loss_transient_bytes(model, train, lay, stage), step_temp, 0.0)
+    states = [dense[j] + expert[j] for j in range(3)]
     return StageMemory(
         stage=stage,
         layers=lay.stage_layers[stage],
-        weights_bytes=round(dense[0] + expert[0]),
-        grads_bytes=round(dense[1] + expert[1]),
-        optimizer_bytes=round(dense[2] + expert[2]),
+        weights_bytes=round(states[0]),
+        grads_bytes=round(states[1]),
+        optimizer_bytes=round(states[2]),
         activations_bytes=acts,
         other_bytes=other,
         transient_bytes=round(transient),
+        persistent_bytes=persistent_state_bytes(*(round(v) for v in states), lay),
     )
 
 

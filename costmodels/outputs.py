@@ -27,6 +27,8 @@ class StageOut(_Out):
                                  "(last stage), or the optimizer step's temporaries.")
     total_bytes: int = Field(..., description="Sum of the above: the allocated peak "
                              "(torch.cuda.max_memory_allocated).")
+    persistent_bytes: int = Field(0, description="The part of total_bytes allocated once and kept from step "
+                                  "to step (model states); the allocator's fragmentation applies to the rest.")
     reserved_bytes: int = Field(0, description="Peak reserved by the caching allocator "
                                 "(torch.cuda.max_memory_reserved).")
     device_bytes: int = Field(0, description="Whole-device use (nvidia-smi): reserved + CUDA context + NCCL buffers.")
@@ -43,18 +45,18 @@ class MemoryUncertaintyOut(_Out):
 
 
 class MemoryOut(_Out):
-    """Per-GPU memory against capacity. `fits` is decided on device_bytes <= hbm_bytes - margin_bytes,
-    which is the same as peak_bytes <= usable_bytes."""
+    """Per-GPU memory against capacity. `fits` is decided on device_bytes <= hbm_bytes - margin_bytes
+    (every stage), which for the peak stage is the same as peak_bytes <= usable_bytes."""
 
     hbm_bytes: int = Field(..., description="Device memory.")
-    usable_bytes: int = Field(..., description="The largest allocated peak that fits this layout: "
-                              "(HBM - margin - CUDA context - NCCL buffers) / (1 + fragmentation).")
+    usable_bytes: int = Field(..., description="The largest allocated peak that fits on the peak stage: persistent + "
+                              "(HBM - margin - CUDA context - NCCL buffers - persistent) / (1 + fragmentation).")
     peak_bytes: int = Field(..., description="Largest stage total (allocated peak).")
     peak_stage: int = Field(..., description="Stage with the largest total.")
     stages: list[StageOut]
     peak_allocated_bytes: int = Field(0, description="torch.cuda.max_memory_allocated at the peak stage (= peak_bytes).")
-    peak_reserved_bytes: int = Field(0, description="torch.cuda.max_memory_reserved at the peak stage.")
-    device_bytes: int = Field(0, description="Whole-device use at the peak stage (nvidia-smi).")
+    peak_reserved_bytes: int = Field(0, description="torch.cuda.max_memory_reserved, largest over stages.")
+    device_bytes: int = Field(0, description="Whole-device use (nvidia-smi), largest over stages.")
     margin_bytes: int = Field(0, description="Kept free beyond the modelled use (cluster memory_reserve_gib).")
     headroom_bytes: int = Field(0, description="hbm - margin - device: negative when it does not fit.")
     uncertainty: Optional[MemoryUncertaintyOut] = None

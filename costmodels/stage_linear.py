@@ -29,7 +29,7 @@ from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.memory import (expert_dp, loss_transient_bytes, memory_train, memory_zero, optimizer_temp_bytes,
-                               zero3_buffer_bytes, zero_state_bytes)
+                               persistent_state_bytes, zero3_buffer_bytes, zero_state_bytes)
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.step import DpOverlap, dp_comm_s, dp_overlap, optimizer_s, pp_comm_s
@@ -56,6 +56,7 @@ class StageCoefficients:
 
     time_s: Affine  # one micro-batch, forward + backward
     memory_bytes: Affine  # peak total
+    persistent_bytes: Affine  # the part of it allocated once (memory.persistent_state_bytes)
     dp_reduce_s: Affine  # data-parallel gradient reduction per step, before overlap
     dp_gather_s: Affine  # data-parallel weight gathering per step, before overlap
     optimizer_s: Affine
@@ -103,9 +104,20 @@ def layer_costs(c: Context) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
+    return sum(_states(params, lay, edp, train))
+
+
+def persistent_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
+    """The part of state_bytes allocated once and kept (memory.persistent_state_bytes)."""
+    return persistent_state_bytes(*_states(params, lay, edp, train), lay)
+
+
+def _states(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes of `params`, dense and expert parts added."""
     zero, train = memory_zero(lay), memory_train(train, lay)
-    dense = sum(zero_state_bytes(params.dense, lay.dense_shards, zero, train))
-    return dense + sum(zero_state_bytes(params.expert, edp, zero, train))
+    dense = zero_state_bytes(params.dense, lay.dense_shards, zero, train)
+    expert = zero_state_bytes(params.expert, edp, zero, train)
+    return tuple(d + e for d, e in zip(dense, expert))
 
 
 def _transient(c: Context, stage: int, extras: ParamCount, layer_params: tuple) -> Affine:
@@ -129,14 +141,15 @@ def _param_affine(f, extras: ParamCount, dense: ParamCount, moe: ParamCount) -> 
 
 
 def _param_class(c: Context, stage: int, layer_params: tuple[ParamCount, ParamCount]) -> tuple:
-    """(states bytes (fixed, dense, MoE), dp reduce, dp gather, optimizer) of a stage: what depends on
-    its parameters, not on the activation shape."""
+    """(states bytes (fixed, dense, MoE), their persistent part (same), dp reduce, dp gather, optimizer)
+    of a stage: what depends on its parameters, not on the activation shape."""
     lay, model, train = c.lay, c.model, c.train
     edp = expert_dp(c.cluster, lay)
     extras = local_stage_params(model, [0] * lay.pp, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
     dense, moe = layer_params
     states = tuple(state_bytes(p, lay, edp, train) for p in (extras, dense, moe))
-    return (states,
+    kept = tuple(persistent_bytes(p, lay, edp, train) for p in (extras, dense, moe))
+    return (states, kept,
             _param_affine(lambda p: dp_comm_s(c, p)[0], extras, dense, moe),
             _param_affine(lambda p: dp_comm_s(c, p)[1], extras, dense, moe),
             _param_affine(lambda p: optimizer_s(c, p), extras, dense, moe))
@@ -163,7 +176,7 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
         key = param_key(lay, 0 if first else (2 if last else 1)) + ((first, last),)
         if key not in memo:
             memo[key] = _param_class(c, i, params)
-        states, reduce, gather, opt = memo[key]
+        states, kept, reduce, gather, opt = memo[key]
         inflight = act.inflight_microbatches(lay.schedule, i, lay.pp, lay.vpp, lay.num_microbatches)
         act_fixed = costs.embedding_act_bytes if first else 0.0
         held = act.last_chunk_inflight(lay.schedule, lay.num_microbatches)
@@ -174,6 +187,6 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
                         states[1] + costs.act_bytes[0] * inflight + peak.per_dense,
                         states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
-        stages.append(StageCoefficients(time, memory, reduce, gather, opt))
+        stages.append(StageCoefficients(time, memory, Affine(*kept), reduce, gather, opt))
     return LayoutCoefficients(stages, pp_comm_s(c), step_overhead_s(c), lay.num_microbatches, lay.vpp,
                               lay.zero, dp_overlap(c))

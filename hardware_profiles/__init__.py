@@ -44,6 +44,12 @@ def _read(kind: str, name: str) -> dict:
     return yaml.safe_load(text)
 
 
+def forget_loaded() -> None:
+    """Drop the profiles read so far, so the next load reads the files again (calibration scripts
+    that rewrite a profile and then predict with it)."""
+    _read.cache_clear()
+
+
 def list_gpus() -> list[str]:
     """Names of the GPU profiles."""
     return _names("gpus")

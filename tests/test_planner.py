@@ -286,6 +286,49 @@ def test_memory_forces_uneven_split_on_ten_layers():
     assert result.objectives_s[0] == objective_seconds(brute_force(model, tables)[0])
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stack=st.sampled_from(["megatron-core", "deepspeed", "torchtitan"]), pick=st.integers(0, 10**6),
+       cut=st.integers(0, 10**6))
+def test_tables_count_the_estimates_device_bytes(stack, pick, cut):
+    """The planner's memory rows are each stage's device bytes (persistent states once, the rest with the
+    stack's fragmentation, CUDA context and NCCL buffers) against HBM less the margin, so `plan`
+    accepts a split exactly when `estimate`/`check` says it fits. Fails if the tables count the
+    allocated peak against an allocated budget with the fragmentation spread over the states too.
+    Exact (to the KiB rounding) where the stack's optimizer allocates no temporaries; with them the
+    tables' transient is an upper bound (costmodels.stage_linear._transient), never below."""
+    model = llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512)
+    clus = cluster(8, gpu=H100)
+    train = hardware_profiles.resolve_train(TrainSpec(global_batch_size=16), stack)
+    lays = list(enumerate_layouts(model, clus, train, SpaceOptions(max_mbs=2)))
+    lay = lays[pick % len(lays)]
+    table = Coster(model, clus, train).table(lay)
+    ways = list(splits(model.num_layers, lay.pp, lay.vpp))
+    stages = ways[cut % len(ways)]
+    est = estimate(model, clus, train, lay.to_layout(stages))
+    assert train.stack_spec.memory.fragmentation > 0
+    for mem, s, n in zip(table.memory, est.memory.stages, stage_counts(model, stages)):
+        assert mem.at(*n) * 1024 >= s.device_bytes - 1024
+        if train.stack_spec.memory.optimizer_temp_bytes == 0:
+            assert mem.at(*n) * 1024 == pytest.approx(s.device_bytes, abs=(2 + sum(n)) * 1024)  # 1 KiB ceil each
+    assert table.cap == (est.memory.hbm_bytes - est.memory.margin_bytes) // 1024
+
+
+def test_plan_and_check_agree_at_the_edge():
+    """HBM set between the winner's device peak with and without fragmenting its states: the search
+    must still take it (the states add no fragmentation), and `estimate` agree."""
+    model = llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512)
+    train = hardware_profiles.resolve_train(TrainSpec(global_batch_size=16), "megatron-core")
+    opts = SpaceOptions(zero_stages=(0,), recompute=("none",), max_cp=1, max_mbs=1, max_vpp=1)
+    first = search(model, cluster(8, gpu=H100, memory_reserve_gib=0.0), train, top=1, opts=opts).plans[0]
+    mem, f = first.memory, train.stack_spec.memory.fragmentation
+    peak = max(mem.stages, key=lambda s: s.device_bytes)
+    flat = peak.device_bytes + f * peak.persistent_bytes  # the same peak with the states fragmented too
+    hbm_gib = (peak.device_bytes + flat) / 2 / 2**30
+    clus = cluster(8, gpu=H100.model_copy(update={"hbm_gib": hbm_gib}), memory_reserve_gib=0.0)
+    again = search(model, clus, train, top=1, opts=opts)
+    assert again.plans and again.plans[0].layout == first.layout and again.plans[0].fits
+
+
 def test_group_settled_one_by_one_is_reported_optimal(monkeypatch):
     # Regression (hypothesis, gpt-256 on 2 GPUs): when a group's joint model stopped unproven and
     # _one_by_one proved it without finding better, solve() returned the group's unproven flag.

@@ -68,6 +68,7 @@ def test_coefficients_reproduce_memory_and_time(model, tp, pp, dp, zero, recompu
     counts = [stage_layer_mix(model, stages, i)[::-1] for i in range(pp)]
     for s, mem, n in zip(k.stages, memory_by_stage(model, clus, train, lay), counts):
         assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
+        assert s.persistent_bytes.at(*n) == pytest.approx(mem.persistent_bytes, abs=8)
     expected = step_time(make_context(model, clus, train, lay)).step_s
     # exact but for the expert group's collective latency (microseconds), see stage_linear._param_affine
     # Collectives below the half-bandwidth size are concave in their bytes (costmodels.comm), so the

@@ -115,7 +115,7 @@ def memory_table(e: Estimate) -> Table:
         if isinstance(s, int):
             table.add_row("…", *[""] * 11)
             continue
-        fits = s.total_bytes <= mem.usable_bytes
+        fits = s.device_bytes <= mem.hbm_bytes - mem.margin_bytes
         mark = Text("ok", style="green") if fits else Text("OVER", style="bold red")
         if s.stage == mem.peak_stage:
             mark.append(" peak")

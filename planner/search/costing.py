@@ -4,7 +4,9 @@ Everything numeric comes from costmodels (stage_linear, memory, params); this mo
 shape-dependent primitives (a layer's time and activations depend only on tp, sp, cp, ep, etp,
 mbs and recompute) so that tens of thousands of candidates cost milliseconds each, and derives
 bounds that never exceed the true optimum (used to prune without losing it):
-- memory: the largest stage holds at least the average of all stages' states + activations;
+- memory (device bytes, costmodels.device_memory): the largest stage holds at least the average of
+  all stages' persistent states + (1 + fragmentation) x their other states and activations, plus the
+  CUDA context and NCCL buffers;
 - time: the slowest stage takes at least the average stage time.
 """
 
@@ -19,7 +21,7 @@ from planner.search.space import Candidate
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
-from costmodels.stage_linear import LayerCosts, state_bytes, layer_costs, layout_coefficients
+from costmodels.stage_linear import LayerCosts, layer_costs, layout_coefficients, persistent_bytes, state_bytes
 from costmodels.step import pp_comm_s
 from costmodels.timing import make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
@@ -63,12 +65,13 @@ class Coster:
             self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
         return self._params[key]
 
-    def states(self, lay: Candidate) -> tuple[float, float]:
-        """Model-state bytes of one (dense, MoE) layer on one GPU (cached)."""
+    def states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part (cached)."""
         key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp, lay.shard_group)
         if key not in self._states:
             edp = expert_dp(self.cluster, lay)
-            self._states[key] = tuple(state_bytes(p, lay, edp, self.train) for p in self.params(lay))
+            self._states[key] = tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
+                                      for f in (state_bytes, persistent_bytes))
         return self._states[key]
 
     def bounds(self, lay: Candidate) -> Bounds:
@@ -76,11 +79,13 @@ class Coster:
         m, L = self.model, self.model.num_layers
         n_moe = m.num_moe_layers
         costs = self.layer(lay)
-        states = self.states(lay)
+        states, kept = self.states(lay)
+        dev = device_terms(self.cluster, self.train, lay)
+        grow = 1 + dev.fragmentation
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
-        per = [states[j] + costs.act_bytes[j] * inflight for j in (0, 1)]
-        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + costs.working_bytes
+        per = [kept[j] + grow * (states[j] - kept[j] + costs.act_bytes[j] * inflight) for j in (0, 1)]
+        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + grow * costs.working_bytes + dev.fixed_bytes
         total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
         step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
         return Bounds(memory, step + self.fixed_s(lay))
@@ -96,11 +101,12 @@ class Coster:
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
         k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
-        return make_table(lay, k, self.budget(lay))
+        return make_table(lay, k, device_terms(self.cluster, self.train, lay))
 
     def budget(self, lay: Candidate) -> int:
-        """The largest allocated peak that fits this candidate (costmodels.device_memory)."""
-        return device_terms(self.cluster, self.train, lay).allocated_budget
+        """The most device bytes a GPU of this candidate may hold: HBM less the margin
+        (costmodels.device_memory; bounds and tables count device bytes)."""
+        return device_terms(self.cluster, self.train, lay).device_budget
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

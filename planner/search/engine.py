@@ -2,8 +2,9 @@
 
 1. Enumerate every candidate layout (planner.search.space), keeping those a `keep` predicate accepts
    (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
-2. Drop candidates whose memory lower bound exceeds their allocated budget (HBM less margin, CUDA
-   context, NCCL buffers and fragmentation: costmodels.device_memory; no split can fit them).
+2. Drop candidates whose device-memory lower bound (states, activations, the allocator's
+   fragmentation, CUDA context and NCCL buffers: costmodels.device_memory) exceeds HBM less the
+   margin: no split can fit them.
 3. In order of their step-time lower bound, build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.

@@ -50,8 +50,8 @@ def why_winner(result: SearchResult) -> list[str]:
     fastest = result.stats.fastest_pruned
     if fastest is not None and fastest[0] < win.time.step_s:
         out.append(f"binding constraint: memory — {layout_text(fastest[2])} could take as little as "
-                   f"{fastest[0] * 1e3:.1f} ms but needs at least {fastest[1] / GIB:.1f} GiB per GPU "
-                   f"(usable {win.memory.usable_bytes / GIB:.1f})")
+                   f"{fastest[0] * 1e3:.1f} ms but needs at least {fastest[1] / GIB:.1f} GiB per GPU on the device "
+                   f"(usable {(win.memory.hbm_bytes - win.memory.margin_bytes) / GIB:.1f})")
     else:
         out.append("binding constraint: time — no faster layout was rejected for memory")
     return out
@@ -137,7 +137,7 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
         return [f"no layout of the {result.stats.layouts_considered} considered has a stage split that fits "
                 f"{usable / GIB:.1f} GiB usable per GPU"]
     need, lay = smallest
-    out = [f"nothing fits: the smallest per-GPU memory any of {result.stats.layouts_considered} layouts can reach "
+    out = [f"nothing fits: the smallest per-GPU device memory any of {result.stats.layouts_considered} layouts can reach "
            f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
            f"(already including full recompute and ZeRO-3 in the search)"]
     out.append(_peak_of(model, cluster, train, lay))

@@ -2,7 +2,9 @@
 
 Scale (one, documented): time in units of TIME_UNIT_S = 0.1 microsecond, rounded to nearest;
 memory in units of MEM_UNIT_BYTES = 1 KiB, coefficients rounded up and capacity down (so a
-split the tables accept fits the float model too); the objective in units of
+split the tables accept fits the float model too), as whole-device bytes (costmodels.device_memory:
+persistent states + the rest times (1 + fragmentation) + CUDA context and NCCL buffers, against
+HBM less the margin); the objective in units of
 TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 840 = lcm(1..8) so that (m - 1/v), n_i / v and the
 1/3, 2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula).
 """
@@ -12,8 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from costmodels.device_memory import DeviceTerms
 from costmodels.model_spec import ModelSpec
-from costmodels.stage_linear import Affine, LayoutCoefficients
+from costmodels.stage_linear import Affine, LayoutCoefficients, StageCoefficients
 from planner.search.space import Candidate
 
 TIME_UNIT_S = 1e-7
@@ -38,8 +41,12 @@ def _time(a: Affine) -> IntAffine:
     return IntAffine(*(round(v / TIME_UNIT_S) for v in (a.fixed, a.per_dense, a.per_moe)))
 
 
-def _memory(a: Affine) -> IntAffine:
-    return IntAffine(*(math.ceil(v / MEM_UNIT_BYTES) for v in (a.fixed, a.per_dense, a.per_moe)))
+def _memory(s: StageCoefficients, dev: DeviceTerms) -> IntAffine:
+    """A stage's device bytes, memory units: fixed + P + (A - P)(1 + f) = (1 + f) A - f P + fixed."""
+    f, a, p = dev.fragmentation, s.memory_bytes, s.persistent_bytes
+    device = ((1 + f) * a.fixed - f * p.fixed + dev.fixed_bytes, (1 + f) * a.per_dense - f * p.per_dense,
+              (1 + f) * a.per_moe - f * p.per_moe)
+    return IntAffine(*(math.ceil(v / MEM_UNIT_BYTES) for v in device))
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class Table:
     gather: tuple[IntAffine, ...]
     optimizer: tuple[IntAffine, ...]
     const: int  # p2p + fixed overhead, time units
-    cap: int  # usable memory, memory units
+    cap: int  # HBM less the margin, memory units (memory holds device bytes)
     overlap_reduce: bool  # gradient reduction hidden behind the last backward (2/3 of a micro-batch)
     overlap_gather: bool  # weight gathering hidden behind the first forward (1/3 of a micro-batch)
     reduce_windows: int = 1  # backwards the reduction hides behind (ZeRO-2: every micro-batch's)
@@ -121,18 +128,18 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
 
 
-def make_table(layout: Candidate, k: LayoutCoefficients, usable_bytes: int) -> Table:
-    """Integerize a layout's coefficients."""
+def make_table(layout: Candidate, k: LayoutCoefficients, dev: DeviceTerms) -> Table:
+    """Integerize a layout's coefficients; memory as device bytes under `dev`."""
     st = k.stages
     return Table(
         layout=layout,
         time=tuple(_time(s.time_s) for s in st),
-        memory=tuple(_memory(s.memory_bytes) for s in st),
+        memory=tuple(_memory(s, dev) for s in st),
         reduce=tuple(_time(s.dp_reduce_s) for s in st),
         gather=tuple(_time(s.dp_gather_s) for s in st),
         optimizer=tuple(_time(s.optimizer_s) for s in st),
         const=round((k.pp_comm_s + k.overhead_s) / TIME_UNIT_S),
-        cap=usable_bytes // MEM_UNIT_BYTES,
+        cap=dev.device_budget // MEM_UNIT_BYTES,
         overlap_reduce=k.overlap.reduce,
         overlap_gather=k.overlap.gather,
         reduce_windows=k.overlap.windows,
