@@ -80,8 +80,9 @@ def torch_fragmentation() -> float:
     return max(0.0, statistics.median(fractions))
 
 
-def fit_device_terms() -> tuple[float, float]:
-    """(C, N) in MiB from the device rows, least squares with both >= 0."""
+def fit_device_terms() -> tuple[float, float, tuple[float, float]]:
+    """(C, N) in MiB from the device rows, least squares with both >= 0, and their standard errors
+    (how weakly the rows determine them: every row but one uses two communicators)."""
     rows, rhs = [], []
     for c in load_memory_cases():
         if c.case_id in DEVICE:
@@ -93,7 +94,18 @@ def fit_device_terms() -> tuple[float, float]:
     if sol.min() < 0:  # clamp one term at zero and refit the other
         fits = [(float(np.mean(b)), 0.0), (0.0, float(np.sum(a[:, 1] * b) / np.sum(a[:, 1] ** 2)))]
         sol = min(fits, key=lambda s: float(np.sum((a @ np.array(s) - b) ** 2)))
-    return max(0.0, float(sol[0])), max(0.0, float(sol[1]))
+    return max(0.0, float(sol[0])), max(0.0, float(sol[1])), standard_errors(a, b, np.array(sol))
+
+
+def standard_errors(a: np.ndarray, b: np.ndarray, sol: np.ndarray) -> tuple[float, float]:
+    """Standard errors of a least-squares solution (residual variance x (A^T A)^-1); inf without spare rows
+    or with a singular design."""
+    spare = len(b) - a.shape[1]
+    if spare <= 0 or np.linalg.matrix_rank(a) < a.shape[1]:
+        return float("inf"), float("inf")
+    r = b - a @ sol
+    cov = float(r @ r) / spare * np.linalg.inv(a.T @ a)
+    return tuple(float(x) for x in np.sqrt(np.diag(cov)))
 
 
 def torch_context_mib() -> float:
@@ -116,13 +128,16 @@ def main() -> None:
     update_stacks(TORCH, {"fragmentation": f_torch},
                   f"fragmentation: median (measured reserved - predicted allocated) / predicted dynamic part of "
                   f"{', '.join(sorted(TORCH_FRAGMENTATION))}")
-    ctx, nccl = fit_device_terms()
-    note = f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))}"
+    ctx, nccl, (se_ctx, se_nccl) = fit_device_terms()
+    note = (f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))} "
+            f"(standard errors: context {se_ctx:.0f} MiB, NCCL {se_nccl:.0f} MiB per communicator: weakly "
+            "determined, three of the four rows use two communicators)")
     update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
                   note + " (NCCL only), context " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
                                                       if GPU_CSV.exists() else "1 GiB allowance, not measured"))
-    print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} MiB, NCCL {nccl:.0f} MiB per communicator")
+    print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} ± {se_ctx:.0f} MiB, "
+          f"NCCL {nccl:.0f} ± {se_nccl:.0f} MiB per communicator")
 
 
 if __name__ == "__main__":
