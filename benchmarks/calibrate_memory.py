@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-import hardware_profiles as hp  # noqa: E402
 import yaml  # noqa: E402
 from memory_accuracy import predict  # noqa: E402
 from memory_data import load_memory_cases, logged_rest_bytes  # noqa: E402
 from memory_splits import DEVICE, MEGATRON_FRAGMENTATION, TORCH_FRAGMENTATION  # noqa: E402
 
+import hardware_profiles as hp  # noqa: E402
 from costmodels.device_memory import communicators  # noqa: E402
 from costmodels.estimate import estimate  # noqa: E402
 
@@ -82,7 +82,7 @@ def torch_fragmentation() -> float:
 
 def fit_device_terms() -> tuple[float, float, tuple[float, float]]:
     """(C, N) in MiB from the device rows, least squares with both >= 0, and their standard errors
-    (how weakly the rows determine them: every row but one uses two communicators)."""
+    (how well the rows determine them: rows with the same number of communicators cannot split C from N)."""
     rows, rhs = [], []
     for c in load_memory_cases():
         if c.case_id in DEVICE:
@@ -130,8 +130,7 @@ def main() -> None:
                   f"{', '.join(sorted(TORCH_FRAGMENTATION))}")
     ctx, nccl, (se_ctx, se_nccl) = fit_device_terms()
     note = (f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))} "
-            f"(standard errors: context {se_ctx:.0f} MiB, NCCL {se_nccl:.0f} MiB per communicator: weakly "
-            "determined, three of the four rows use two communicators)")
+            f"(standard errors: context {se_ctx:.0f} MiB, NCCL {se_nccl:.0f} MiB per communicator)")
     update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
                   note + " (NCCL only), context " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
