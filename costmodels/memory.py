@@ -81,7 +81,7 @@ def persistent_state_bytes(weights: float, grads: float, optimizer: float, lay) 
     Why it matters: the allocator's fragmentation grows with what is freed and re-allocated, not
     with what stays put (costmodels.device_memory; torchtitan DeepSeek-V3 16B log: the first step's
     reserve grows by exactly the Adam moments' 14.9 GiB when they appear)."""
-    if lay.zero >= 3 and lay.pp > 1:
+    if memory_zero(lay) < lay.zero:
         return optimizer
     return weights + grads + optimizer
 

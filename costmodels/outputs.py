@@ -61,6 +61,11 @@ class MemoryOut(_Out):
     headroom_bytes: int = Field(0, description="hbm - margin - device: negative when it does not fit.")
     uncertainty: Optional[MemoryUncertaintyOut] = None
 
+    @property
+    def device_budget_bytes(self) -> int:
+        """What a GPU may hold: hbm_bytes - margin_bytes (device_bytes is compared with it)."""
+        return self.hbm_bytes - self.margin_bytes
+
 
 class TimeOut(_Out):
     """Step time and its parts, seconds, on the critical (slowest) stage; they add up to step_s.

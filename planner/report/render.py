@@ -115,7 +115,7 @@ def memory_table(e: Estimate) -> Table:
         if isinstance(s, int):
             table.add_row("…", *[""] * 11)
             continue
-        fits = s.device_bytes <= mem.hbm_bytes - mem.margin_bytes
+        fits = s.device_bytes <= mem.device_budget_bytes
         mark = Text("ok", style="green") if fits else Text("OVER", style="bold red")
         if s.stage == mem.peak_stage:
             mark.append(" peak")
@@ -129,7 +129,7 @@ def memory_verdict(e: Estimate) -> str:
     """How close to the edge, and how far to trust it: 'memory: 71.2 of 78.6 GiB on the device
     (allocated 57.1, reserved 65.0): 7.4 GiB headroom; held-out device peaks: mean error 10% (p90 35%, 8 runs)'."""
     mem = e.memory
-    room = mem.hbm_bytes - mem.margin_bytes
+    room = mem.device_budget_bytes
     edge = "headroom" if mem.headroom_bytes >= 0 else "short"
     text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device (allocated {gib(mem.peak_allocated_bytes)}, "
             f"reserved {gib(mem.peak_reserved_bytes)}): {gib(abs(mem.headroom_bytes))} GiB {edge} "

@@ -81,11 +81,10 @@ class Coster:
         costs = self.layer(lay)
         states, kept = self.states(lay)
         dev = device_terms(self.cluster, self.train, lay)
-        grow = 1 + dev.fragmentation
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
-        per = [kept[j] + grow * (states[j] - kept[j] + costs.act_bytes[j] * inflight) for j in (0, 1)]
-        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + grow * costs.working_bytes + dev.fixed_bytes
+        per = [dev.reserved(states[j] + costs.act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
+        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(costs.working_bytes)
         total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
         step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
         return Bounds(memory, step + self.fixed_s(lay))

@@ -51,7 +51,7 @@ def why_winner(result: SearchResult) -> list[str]:
     if fastest is not None and fastest[0] < win.time.step_s:
         out.append(f"binding constraint: memory — {layout_text(fastest[2])} could take as little as "
                    f"{fastest[0] * 1e3:.1f} ms but needs at least {fastest[1] / GIB:.1f} GiB per GPU on the device "
-                   f"(usable {(win.memory.hbm_bytes - win.memory.margin_bytes) / GIB:.1f})")
+                   f"(usable {win.memory.device_budget_bytes / GIB:.1f})")
     else:
         out.append("binding constraint: time — no faster layout was rejected for memory")
     return out

@@ -42,10 +42,10 @@ def _time(a: Affine) -> IntAffine:
 
 
 def _memory(s: StageCoefficients, dev: DeviceTerms) -> IntAffine:
-    """A stage's device bytes, memory units: fixed + P + (A - P)(1 + f) = (1 + f) A - f P + fixed."""
-    f, a, p = dev.fragmentation, s.memory_bytes, s.persistent_bytes
-    device = ((1 + f) * a.fixed - f * p.fixed + dev.fixed_bytes, (1 + f) * a.per_dense - f * p.per_dense,
-              (1 + f) * a.per_moe - f * p.per_moe)
+    """A stage's device bytes, memory units: DeviceTerms.device of its fixed part, and its reserve
+    (linear in the allocated and persistent bytes) per layer."""
+    a, p = s.memory_bytes, s.persistent_bytes
+    device = (dev.device(a.fixed, p.fixed), dev.reserved(a.per_dense, p.per_dense), dev.reserved(a.per_moe, p.per_moe))
     return IntAffine(*(math.ceil(v / MEM_UNIT_BYTES) for v in device))
 
 
