@@ -88,13 +88,19 @@ def fit_device_terms() -> tuple[float, float, tuple[float, float]]:
         if c.case_id in DEVICE:
             est = estimate(c.model, c.cluster, c.train, c.layout)
             rows.append([1.0, communicators(c.cluster, est.layout)])
-            rhs.append((c.measured_bytes - est.memory.peak_reserved_bytes) / MIB)
+            rhs.append((c.measured_bytes - unhindered_reserved_bytes(est.memory)) / MIB)
     a, b = np.array(rows), np.array(rhs)
     sol = np.linalg.lstsq(a, b, rcond=None)[0]
     if sol.min() < 0:  # clamp one term at zero and refit the other
         fits = [(float(np.mean(b)), 0.0), (0.0, float(np.sum(a[:, 1] * b) / np.sum(a[:, 1] ** 2)))]
         sol = min(fits, key=lambda s: float(np.sum((a @ np.array(s) - b) ** 2)))
     return max(0.0, float(sol[0])), max(0.0, float(sol[1])), standard_errors(a, b, np.array(sol))
+
+
+def unhindered_reserved_bytes(mem) -> float:
+    """The largest reserve over stages as the allocator grows it with memory to spare: a fitting row under
+    allocator pressure (its reserve held at the GPU's size) would otherwise feed the fit its own cap."""
+    return max(s.unhindered_device_bytes - (s.device_bytes - s.reserved_bytes) for s in mem.stages)
 
 
 def standard_errors(a: np.ndarray, b: np.ndarray, sol: np.ndarray) -> tuple[float, float]:

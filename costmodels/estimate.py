@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, resolve_layout
-from costmodels.device_memory import device_terms
-from costmodels.memory import memory_by_stage
+from costmodels.device_memory import DeviceTerms, device_terms
+from costmodels.memory import StageMemory, memory_by_stage
 from costmodels.model_spec import ModelSpec
 from costmodels.outputs import Estimate, MemoryOut, ParamsOut, StageOut, ThroughputOut, TimeOut
 from costmodels.params import active_params, total_params
@@ -21,20 +21,29 @@ __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "est
 def estimate_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> MemoryOut:
     """MemoryOut for a resolved layout: allocated, reserved and device bytes per stage."""
     dev = device_terms(cluster, train, lay)
-    stages = [StageOut(total_bytes=s.total_bytes,
-                       reserved_bytes=round(dev.reserved(s.total_bytes, s.persistent_bytes)),
-                       device_bytes=round(dev.device(s.total_bytes, s.persistent_bytes)), **vars(s))
-              for s in memory_by_stage(model, cluster, train, lay)]
+    stages = [_stage_out(dev, s) for s in memory_by_stage(model, cluster, train, lay)]
     peak = max(stages, key=lambda s: s.total_bytes)
     device = max(s.device_bytes for s in stages)
+    unhindered = max(s.unhindered_device_bytes for s in stages)
+    floor = max(s.floor_bytes for s in stages)
     return MemoryOut(
-        hbm_bytes=dev.hbm_bytes, usable_bytes=dev.allocated_budget(peak.persistent_bytes),
+        hbm_bytes=dev.hbm_bytes, usable_bytes=dev.floor_budget,
         peak_bytes=peak.total_bytes, peak_stage=peak.stage, stages=stages,
         peak_allocated_bytes=peak.total_bytes, peak_reserved_bytes=max(s.reserved_bytes for s in stages),
-        device_bytes=device, margin_bytes=round(dev.margin_bytes),
-        headroom_bytes=dev.device_budget - device,
+        device_bytes=device, margin_bytes=dev.hbm_bytes - dev.device_budget,
+        headroom_bytes=dev.device_budget - device, floor_bytes=floor, unhindered_device_bytes=unhindered,
+        unhindered_usable_bytes=dev.allocated_budget(peak.persistent_bytes),
+        allocator_pressure=floor <= dev.device_budget < unhindered,
         uncertainty=memory_uncertainty(train.stack_spec),
     )
+
+
+def _stage_out(dev: DeviceTerms, s: StageMemory) -> StageOut:
+    """One stage's StageOut: its allocated parts and the reserved/device bytes they lead to."""
+    reserved, device = dev.seen(s.total_bytes, s.persistent_bytes)
+    return StageOut(total_bytes=s.total_bytes, reserved_bytes=round(reserved), device_bytes=round(device),
+                    floor_bytes=round(dev.floor(s.total_bytes)),
+                    unhindered_device_bytes=round(dev.device(s.total_bytes, s.persistent_bytes)), **vars(s))
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: Layout) -> Estimate:
@@ -44,7 +53,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
     time, throughput = estimate_time(model, cluster, train, lay)
     return Estimate(
         layout=lay,
-        fits=memory.headroom_bytes >= 0,
+        fits=memory.floor_bytes <= memory.device_budget_bytes,
         memory=memory,
         time=time,
         throughput=throughput,

@@ -31,7 +31,12 @@ class StageOut(_Out):
                                   "to step (model states); the allocator's fragmentation applies to the rest.")
     reserved_bytes: int = Field(0, description="Peak reserved by the caching allocator "
                                 "(torch.cuda.max_memory_reserved).")
-    device_bytes: int = Field(0, description="Whole-device use (nvidia-smi): reserved + CUDA context + NCCL buffers.")
+    device_bytes: int = Field(0, description="Whole-device use (nvidia-smi): reserved + CUDA context + NCCL buffers; "
+                              "held at hbm - margin when the allocator must release its cache to stay there.")
+    floor_bytes: int = Field(0, description="The least the device can hold: allocated peak + CUDA context + NCCL "
+                             "buffers (the allocator's cached blocks all released).")
+    unhindered_device_bytes: int = Field(0, description="Whole-device use with memory to spare: what device_bytes "
+                                         "would be if the reserve could grow unhindered.")
 
 
 class MemoryUncertaintyOut(_Out):
@@ -45,12 +50,13 @@ class MemoryUncertaintyOut(_Out):
 
 
 class MemoryOut(_Out):
-    """Per-GPU memory against capacity. `fits` is decided on device_bytes <= hbm_bytes - margin_bytes
-    (every stage), which for the peak stage is the same as peak_bytes <= usable_bytes."""
+    """Per-GPU memory against capacity. `fits` is decided on floor_bytes <= hbm_bytes - margin_bytes
+    (every stage), the same as peak_bytes <= usable_bytes; `allocator_pressure` when some stage fits only
+    because the caching allocator releases its cache (costmodels.device_memory)."""
 
     hbm_bytes: int = Field(..., description="Device memory.")
-    usable_bytes: int = Field(..., description="The largest allocated peak that fits on the peak stage: persistent + "
-                              "(HBM - margin - CUDA context - NCCL buffers - persistent) / (1 + fragmentation).")
+    usable_bytes: int = Field(..., description="The largest allocated peak that fits: HBM - margin - CUDA context - "
+                              "NCCL buffers.")
     peak_bytes: int = Field(..., description="Largest stage total (allocated peak).")
     peak_stage: int = Field(..., description="Stage with the largest total.")
     stages: list[StageOut]
@@ -58,7 +64,16 @@ class MemoryOut(_Out):
     peak_reserved_bytes: int = Field(0, description="torch.cuda.max_memory_reserved, largest over stages.")
     device_bytes: int = Field(0, description="Whole-device use (nvidia-smi), largest over stages.")
     margin_bytes: int = Field(0, description="Kept free beyond the modelled use (cluster memory_reserve_gib).")
-    headroom_bytes: int = Field(0, description="hbm - margin - device: negative when it does not fit.")
+    headroom_bytes: int = Field(0, description="hbm - margin - device: negative when it does not fit, 0 under "
+                                "allocator pressure.")
+    floor_bytes: int = Field(0, description="The least the device can hold, largest over stages.")
+    unhindered_device_bytes: int = Field(0, description="Whole-device use with memory to spare, largest over stages.")
+    unhindered_usable_bytes: int = Field(0, description="The largest allocated peak on the peak stage that needs no "
+                                         "allocator pressure: persistent + (usable - persistent) / (1 + fragmentation); "
+                                         "the planner keeps its layouts within it.")
+    allocator_pressure: bool = Field(False, description="Fits, but only because the caching allocator releases its "
+                                     "cache: some stage's unhindered device use passes hbm - margin. Expect synchronising "
+                                     "cudaFree calls and a risk of fragmentation out-of-memory.")
     uncertainty: Optional[MemoryUncertaintyOut] = None
 
     @property

@@ -113,6 +113,8 @@ def check_cmd(
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
     as_json: bool = JSON_OPT,
+    strict: bool = typer.Option(False, "--strict", help="Also exit 1 when it fits only under allocator pressure "
+                                "(the caching allocator must release its cache to stay within the GPU)."),
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
@@ -137,4 +139,4 @@ def check_cmd(
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
-    raise typer.Exit(0 if result.fits else 1)
+    raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

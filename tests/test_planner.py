@@ -329,6 +329,24 @@ def test_plan_and_check_agree_at_the_edge():
     assert again.plans and again.plans[0].layout == first.layout and again.plans[0].fits
 
 
+def test_plan_leaves_allocator_pressure_to_check():
+    """HBM set between the winner's floor (A + C + gN) and its unhindered device use: `estimate` says it
+    fits under allocator pressure (the caching allocator must release its cache), the search does not
+    take it, and nothing it does take is under pressure."""
+    model = llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512)
+    train = hardware_profiles.resolve_train(TrainSpec(global_batch_size=16), "megatron-core")
+    opts = SpaceOptions(zero_stages=(0,), recompute=("none",), max_cp=1, max_mbs=1, max_vpp=1)
+    first = search(model, cluster(8, gpu=H100, memory_reserve_gib=0.0), train, top=1, opts=opts).plans[0]
+    mem = first.memory
+    hbm_gib = (mem.floor_bytes + mem.unhindered_device_bytes) / 2 / 2**30
+    clus = cluster(8, gpu=H100.model_copy(update={"hbm_gib": hbm_gib}), memory_reserve_gib=0.0)
+    pressed = estimate(model, clus, train, first.layout)
+    assert pressed.fits and pressed.memory.allocator_pressure
+    again = search(model, clus, train, top=3, opts=opts)
+    assert all(p.layout != first.layout for p in again.plans)
+    assert all(p.fits and not p.memory.allocator_pressure for p in again.plans)
+
+
 def test_group_settled_one_by_one_is_reported_optimal(monkeypatch):
     # Regression (hypothesis, gpt-256 on 2 GPUs): when a group's joint model stopped unproven and
     # _one_by_one proved it without finding better, solve() returned the group's unproven flag.
@@ -408,3 +426,18 @@ def test_ample_memory_matches_brute_force_over_full_space():
     same = [t for t in tables if _key(t.layout) == _key(chosen)]
     assert len(same) == 1 and best_split(model, same[0])[0] == best
     assert result.plans[0].fits and result.plans[0].memory.peak_bytes < clus.usable_bytes / 10
+
+
+def test_nothing_fits_names_a_layout_that_fits_only_under_pressure():
+    """HBM just below the smallest layout's unhindered device use but above its floor: the search finds
+    nothing, and the reasons say that layout fits only under allocator pressure."""
+    from planner.search.explain import why_nothing_fits
+    model = llama_like(512, 8, 2, 8, 1024, vocab=1024, seq=512)
+    train = hardware_profiles.resolve_train(TrainSpec(global_batch_size=16), "megatron-core")
+    opts = SpaceOptions(zero_stages=(0,), recompute=("none",), max_cp=1, max_mbs=1, max_vpp=1)
+    (only,) = search(model, cluster(1, per_node=1, gpu=H100, memory_reserve_gib=0.0), train, top=3, opts=opts).plans
+    gib = (only.memory.unhindered_device_bytes - 2**20) / 2**30
+    clus = cluster(1, per_node=1, gpu=H100.model_copy(update={"hbm_gib": gib}), memory_reserve_gib=0.0)
+    result = search(model, clus, train, top=1, opts=opts)
+    assert not result.plans and estimate(model, clus, train, only.layout).memory.allocator_pressure
+    assert any("only under allocator pressure" in r for r in why_nothing_fits(model, clus, train, result, opts))

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from costmodels.estimate import Estimate
 from costmodels.framework import FRAMEWORKS
-from costmodels.outputs import UncertaintyOut
+from costmodels.outputs import MemoryOut, UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
 from planner.search.explain import layout_text
 from planner.safetext import plain, visible
@@ -130,15 +130,32 @@ def memory_verdict(e: Estimate) -> str:
     (allocated 57.1, reserved 65.0): 7.4 GiB headroom; held-out device peaks: mean error 10% (p90 35%, 8 runs)'."""
     mem = e.memory
     room = mem.device_budget_bytes
-    edge = "headroom" if mem.headroom_bytes >= 0 else "short"
-    text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device (allocated {gib(mem.peak_allocated_bytes)}, "
-            f"reserved {gib(mem.peak_reserved_bytes)}): {gib(abs(mem.headroom_bytes))} GiB {edge} "
-            f"({pct(abs(mem.headroom_bytes) / room)} of the device)")
+    text = _pressure_text(mem, room) if mem.allocator_pressure else _headroom_text(mem, room)
     u = mem.uncertainty
     if u is None or not u.rows:
         return text + "; no held-out measured peaks behind this stack's device numbers"
     return text + (f"; held-out {u.kind} peaks: mean error {pct(u.mean)} (p90 {pct(u.p90)}, bias {pct(u.bias, True)}, "
                    f"{u.rows} runs)")
+
+
+def _headroom_text(mem: MemoryOut, room: int) -> str:
+    """The device use against the budget: headroom, or how much is short even with the cache released."""
+    edge = "headroom" if mem.headroom_bytes >= 0 else "short"
+    text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device (allocated {gib(mem.peak_allocated_bytes)}, "
+            f"reserved {gib(mem.peak_reserved_bytes)}): {gib(abs(mem.headroom_bytes))} GiB {edge} "
+            f"({pct(abs(mem.headroom_bytes) / room)} of the device)")
+    if mem.headroom_bytes < 0:
+        text += f"; even with the allocator's cache released it needs {gib(mem.floor_bytes - room)} GiB less"
+    return text
+
+
+def _pressure_text(mem: MemoryOut, room: int) -> str:
+    """A fit that lasts only because the caching allocator releases its cache: how much fragmentation it can bear."""
+    spare = room - mem.floor_bytes
+    return (f"memory: fits only under allocator pressure: unhindered the device would hold {gib(mem.unhindered_device_bytes)} "
+            f"of {gib(room)} GiB, so the caching allocator must release its cache (synchronising cudaFree, slower steps; "
+            f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps); allocated {gib(mem.peak_allocated_bytes)} + context "
+            f"and NCCL {gib(mem.floor_bytes - mem.peak_allocated_bytes)} leave {gib(spare)} GiB for fragmentation")
 
 
 def time_table(e: Estimate) -> Table | None:
@@ -166,11 +183,20 @@ def throughput_line(e: Estimate) -> str:
             f"MFU {tp.mfu:.1%} (model FLOPs, no recompute)")
 
 
+def verdict_text(e: Estimate) -> Text:
+    """'fits', 'fits under allocator pressure' or 'does not fit', coloured."""
+    if not e.fits:
+        return Text("does not fit", style="bold red")
+    if e.memory.allocator_pressure:
+        return Text("fits under allocator pressure", style="bold yellow")
+    return Text("fits", style="bold green")
+
+
 def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool = False) -> None:
     """Render one Estimate: header, memory table, time table, throughput; the stage split when it is
     uneven or parplan chose it (`chosen_split`: the layout gave none and pp does not divide the layers)."""
-    verdict = Text("fits", style="bold green") if e.fits else Text("does not fit", style="bold red")
-    console.print(Text(f"{visible(title)}: ").append(verdict))
+    verdict = verdict_text(e)
+    console.print(Text(f"{visible(title)}: ").append(verdict), soft_wrap=True)
     console.print(layout_summary(e))
     if chosen_split or len(set(e.layout.stage_layers)) > 1:
         console.print(f"stage layers{' (chosen by parplan)' if chosen_split else ''}: "

@@ -140,15 +140,19 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
     out = [f"nothing fits: the smallest per-GPU device memory any of {result.stats.layouts_considered} layouts can reach "
            f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
            f"(already including full recompute and ZeRO-3 in the search)"]
-    out.append(_peak_of(model, cluster, train, lay))
+    table = Coster(model, cluster, train).table(lay)
+    est = estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
+    out.append(_peak_of(est))
+    if est.memory.allocator_pressure:
+        out.append(f"that layout fits only under allocator pressure (allocated + context + NCCL "
+                   f"{est.memory.floor_bytes / GIB:.1f} GiB): plan does not pick such layouts, which run only while "
+                   "the caching allocator releases its cache; `parplan estimate` or `check` reports them")
     out += _suggestions(model, cluster, train, need, opts, deadline)
     return out
 
 
-def _peak_of(model, cluster, train, lay) -> str:
+def _peak_of(est) -> str:
     """The real per-stage peak of a candidate with a time-balanced stage split."""
-    table = Coster(model, cluster, train).table(lay)
-    est = estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
     stage = est.memory.stages[est.memory.peak_stage]
     return (f"with balanced stages it peaks at {est.memory.peak_bytes / GIB:.1f} GiB on stage {stage.stage} "
             f"(weights {stage.weights_bytes / GIB:.1f}, grads {stage.grads_bytes / GIB:.1f}, optimizer "
