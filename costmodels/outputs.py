@@ -68,12 +68,12 @@ class MemoryOut(_Out):
                                 "allocator pressure.")
     floor_bytes: int = Field(0, description="The least the device can hold, largest over stages.")
     unhindered_device_bytes: int = Field(0, description="Whole-device use with memory to spare, largest over stages.")
-    unhindered_usable_bytes: int = Field(0, description="The largest allocated peak on the peak stage that needs no "
-                                         "allocator pressure: persistent + (usable - persistent) / (1 + fragmentation); "
-                                         "the planner keeps its layouts within it.")
+    unhindered_usable_bytes: int = Field(0, description="The largest allocated peak on the peak stage that needs "
+                                         "no allocator pressure: persistent + (usable - persistent) / "
+                                         "(1 + fragmentation); the planner keeps its layouts within it.")
     allocator_pressure: bool = Field(False, description="Fits, but only because the caching allocator releases its "
-                                     "cache: some stage's unhindered device use passes hbm - margin. Expect synchronising "
-                                     "cudaFree calls and a risk of fragmentation out-of-memory.")
+                                     "cache: some stage's unhindered device use passes hbm - margin. Expect "
+                                     "synchronising cudaFree calls and a risk of fragmentation out-of-memory.")
     uncertainty: Optional[MemoryUncertaintyOut] = None
 
     @property

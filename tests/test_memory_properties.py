@@ -158,7 +158,9 @@ def test_estimate_memory_agrees_with_stages(case: Case):
         assert out.total_bytes == sum(getattr(out, f) for f in FIELDS)
     assert mem.peak_bytes == max(s.total_bytes for s in stages)
     assert mem.stages[mem.peak_stage].total_bytes == mem.peak_bytes
-    assert result.fits == (mem.peak_bytes <= mem.usable_bytes)
+    assert result.fits == (mem.peak_bytes <= mem.usable_bytes) == (mem.headroom_bytes >= 0)
+    assert mem.floor_bytes <= mem.device_bytes <= mem.unhindered_device_bytes
+    assert mem.allocator_pressure == (mem.device_bytes < mem.unhindered_device_bytes)
 
 
 # ---- monotonicity in the degrees -----------------------------------------------------------------

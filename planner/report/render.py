@@ -151,11 +151,12 @@ def _headroom_text(mem: MemoryOut, room: int) -> str:
 
 def _pressure_text(mem: MemoryOut, room: int) -> str:
     """A fit that lasts only because the caching allocator releases its cache: how much fragmentation it can bear."""
-    spare = room - mem.floor_bytes
-    return (f"memory: fits only under allocator pressure: unhindered the device would hold {gib(mem.unhindered_device_bytes)} "
-            f"of {gib(room)} GiB, so the caching allocator must release its cache (synchronising cudaFree, slower steps; "
-            f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps); allocated {gib(mem.peak_allocated_bytes)} + context "
-            f"and NCCL {gib(mem.floor_bytes - mem.peak_allocated_bytes)} leave {gib(spare)} GiB for fragmentation")
+    spare, fixed = room - mem.floor_bytes, mem.floor_bytes - mem.peak_allocated_bytes
+    return (f"memory: fits only under allocator pressure: unhindered the device would hold "
+            f"{gib(mem.unhindered_device_bytes)} of {gib(room)} GiB, so the caching allocator must release its cache "
+            f"(synchronising cudaFree, slower steps; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps); "
+            f"allocated {gib(mem.peak_allocated_bytes)} + context and NCCL {gib(fixed)} leave {gib(spare)} GiB "
+            "for fragmentation")
 
 
 def time_table(e: Estimate) -> Table | None:
