@@ -38,7 +38,7 @@ MAX_BARS = 64  # stages drawn in the memory chart (evenly picked, with the peak,
 
 def _memory_svg(d: ReportData) -> str:
     mem = d.plan.memory
-    stages, usable = [mem.stages[i] for i in picked(len(mem.stages), MAX_BARS, mem.peak_stage)], mem.usable_bytes
+    stages, usable = [mem.stages[i] for i in picked(len(mem.stages), MAX_BARS, mem.peak_stage)], mem.unhindered_usable_bytes
     top = max(max(s.total_bytes for s in stages), d.plan.memory.hbm_bytes) * 1.05
     w, h, left = max(640, min(1200, 60 + 40 * len(stages))), 260, 50
     bw = min((w - left - 10) / len(stages), 90)
@@ -191,7 +191,7 @@ def _whole_run_html(d: ReportData) -> str:
 def render_html(d: ReportData) -> str:
     """The whole page."""
     p = d.plan
-    kpis = [("peak memory", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.usable_bytes / GIB:.1f} GiB"),
+    kpis = [("peak memory", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.unhindered_usable_bytes / GIB:.1f} GiB"),
             ("step time", _step_kpi(d)), ("tokens/s", f"{p.throughput.tokens_per_s:,.0f}"),
             ("MFU", f"{p.throughput.mfu:.1%}")] + ([("days for the token budget", f"{d.days:.1f}")] if d.days else [])
     kpis += _whole_run_kpis(d)

@@ -228,7 +228,7 @@ def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None) -
         lay = e.layout
         runs = ("".join(n[0].upper() for n in runs_on[i - 1]) or "-",) if runs_on else ()
         table.add_row(str(i), *(_degree_cell(lay, k) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
-                      _stages_text(lay.stage_layers), f"{gib(e.memory.peak_bytes)}/{gib(e.memory.usable_bytes)}",
+                      _stages_text(lay.stage_layers), f"{gib(e.memory.peak_bytes)}/{gib(e.memory.unhindered_usable_bytes)}",
                       f"{e.time.step_s:.3f}", _band_cell(e.uncertainty), f"{e.throughput.tokens_per_s:,.0f}",
                       f"{e.throughput.mfu:.1%}", *runs)
     return table

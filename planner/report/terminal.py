@@ -28,7 +28,7 @@ def memory_bars(d: ReportData) -> list[Text]:
         line = Text(f"stage {s.stage:>3} ")
         for key, ch, color in MEMORY_PARTS:
             line.append(ch * round(getattr(s, key) * scale), style=color)
-        cut = round(mem.usable_bytes * scale)
+        cut = round(mem.unhindered_usable_bytes * scale)
         pad = max(0, cut - (len(line) - 10))
         line.append(" " * pad + "|" + f" {s.total_bytes / GIB:.1f} GiB")
         out.append(line)

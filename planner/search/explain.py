@@ -43,7 +43,7 @@ def why_winner(result: SearchResult) -> list[str]:
         return []
     win = result.plans[0]
     out = [f"winner {short_layout(win)}: step {win.time.step_s * 1e3:.1f} ms, MFU {win.throughput.mfu:.1%}, "
-           f"peak {win.memory.peak_bytes / GIB:.1f} of {win.memory.usable_bytes / GIB:.1f} GiB usable "
+           f"peak {win.memory.peak_bytes / GIB:.1f} of {win.memory.unhindered_usable_bytes / GIB:.1f} GiB usable "
            f"(stage {win.memory.peak_stage})"]
     if len(result.plans) > 1:
         out.append(_versus(win, result.plans[1]))
