@@ -33,7 +33,7 @@ from memory_data import load_memory_cases, logged_rest_bytes  # noqa: E402
 from memory_splits import DEVICE, MEGATRON_FRAGMENTATION, TORCH_FRAGMENTATION  # noqa: E402
 
 import hardware_profiles as hp  # noqa: E402
-from costmodels.device_memory import communicators  # noqa: E402
+from costmodels.device_memory import communicators, device_terms  # noqa: E402
 from costmodels.estimate import estimate  # noqa: E402
 
 STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
@@ -87,20 +87,17 @@ def fit_device_terms() -> tuple[float, float, tuple[float, float]]:
     for c in load_memory_cases():
         if c.case_id in DEVICE:
             est = estimate(c.model, c.cluster, c.train, c.layout)
+            dev = device_terms(c.cluster, c.train, est.layout)
+            reserved = max(dev.reserved(s.total_bytes, s.persistent_bytes) for s in est.memory.stages)
             rows.append([1.0, communicators(c.cluster, est.layout)])
-            rhs.append((c.measured_bytes - unhindered_reserved_bytes(est.memory)) / MIB)
+            rhs.append((c.measured_bytes - reserved) / MIB)  # the reserve unhindered: a row under allocator
+            # pressure (reserve held at the GPU's size) would otherwise feed the fit its own cap
     a, b = np.array(rows), np.array(rhs)
     sol = np.linalg.lstsq(a, b, rcond=None)[0]
     if sol.min() < 0:  # clamp one term at zero and refit the other
         fits = [(float(np.mean(b)), 0.0), (0.0, float(np.sum(a[:, 1] * b) / np.sum(a[:, 1] ** 2)))]
         sol = min(fits, key=lambda s: float(np.sum((a @ np.array(s) - b) ** 2)))
     return max(0.0, float(sol[0])), max(0.0, float(sol[1])), standard_errors(a, b, np.array(sol))
-
-
-def unhindered_reserved_bytes(mem) -> float:
-    """The largest reserve over stages as the allocator grows it with memory to spare: a fitting row under
-    allocator pressure (its reserve held at the GPU's size) would otherwise feed the fit its own cap."""
-    return max(s.unhindered_device_bytes - (s.device_bytes - s.reserved_bytes) for s in mem.stages)
 
 
 def standard_errors(a: np.ndarray, b: np.ndarray, sol: np.ndarray) -> tuple[float, float]:

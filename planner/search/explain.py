@@ -151,7 +151,7 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
     return out
 
 
-def _peak_of(est) -> str:
+def _peak_of(est: Estimate) -> str:
     """The real per-stage peak of a candidate with a time-balanced stage split."""
     stage = est.memory.stages[est.memory.peak_stage]
     return (f"with balanced stages it peaks at {est.memory.peak_bytes / GIB:.1f} GiB on stage {stage.stage} "
