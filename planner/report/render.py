@@ -143,7 +143,7 @@ def _headroom_text(mem: MemoryOut, room: int) -> str:
     edge = "headroom" if mem.headroom_bytes >= 0 else "short"
     text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device (allocated {gib(mem.peak_allocated_bytes)}, "
             f"reserved {gib(mem.peak_reserved_bytes)}): {gib(abs(mem.headroom_bytes))} GiB {edge} "
-            f"({pct(abs(mem.headroom_bytes) / room)} of the device)")
+            f"({pct(abs(mem.headroom_bytes) / mem.hbm_bytes)} of the device)")
     if mem.headroom_bytes < 0:
         text += f"; even with the allocator's cache released it needs {gib(mem.floor_bytes - room)} GiB less"
     return text
