@@ -99,6 +99,9 @@ class Stack(BaseModel):
                                       "gradient reduction runs during the last micro-batch's backward.")
     overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "
                                        "during the next forward (Megatron --overlap-param-gather); else exposed.")
+    overlap_p2p: bool = Field(False, description="Interleaved pipelines: stage-to-stage sends run beside the "
+                              "next virtual chunk's compute (Megatron --overlap-p2p-communication, on by "
+                              "default with virtual stages); false = every send on the critical path.")
     grad_bucket_mparams: float = Field(
         40.0, ge=MIN_SCALE, le=1e6,
         description="Gradient-reduction bucket, millions of "

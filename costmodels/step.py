@@ -14,8 +14,8 @@ Data-parallel traffic per step of one stage, before overlap (R reduce, G gather)
   reduce-scatter per step plus the first unit's gather (with the embedding/head) per micro-batch.
 ZeRO-2 reduce-scatters after every micro-batch (its gradients stay sharded), so R is m reductions,
 each behind its own micro-batch's backward.
-Exposure: R overlaps the last micro-batch's backward (2/3 of its time) when gradient reduction is
-overlapped (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
+Exposure: R overlaps the last micro-batch's backward (2/3 of its time), per model chunk under
+interleaving (chunked_exposed_s), when gradient reduction is overlapped (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
 G overlaps the first forward (1/3) when the stack overlaps the parameter gather
 (--overlap-param-gather, ZeRO-3 prefetch), else it is exposed. Both flags are `DpOverlap`.
 """
@@ -113,13 +113,34 @@ def _extras(c: Context) -> int:
 
 
 def dp_exposed_s(c: Context, params: ParamCount, micro: MicroTime) -> float:
-    """Data-parallel time left on the critical path: max(0, R - w*2t/3) or R (w backwards hide the w
-    reductions), plus max(0, G - t/3) or G."""
+    """Data-parallel time left on the critical path: the reduction R behind the backwards, the gather G
+    behind the forwards (`chunked_exposed_s`), or R and G whole when the stack does not overlap them."""
     reduce, gather = dp_comm_s(c, params)
-    flags = dp_overlap(c)
+    flags, lay = dp_overlap(c), c.lay
     t = micro.total_s
-    r = max(0.0, reduce - flags.windows * t * 2 / 3) if flags.reduce else reduce
-    return r + (max(0.0, gather - t / 3) if flags.gather else gather)
+    if flags.windows > 1:  # ZeRO-2: w reductions, each behind its own micro-batch's backward
+        r = max(0.0, reduce - flags.windows * t * 2 / 3) if flags.reduce else reduce
+    else:
+        r = chunked_exposed_s(reduce, lay.vpp, lay.pp, t * 2 / 3) if flags.reduce else reduce
+    return r + (chunked_exposed_s(gather, lay.vpp, lay.pp, t / 3) if flags.gather else gather)
+
+
+def chunked_exposed_s(comm_s: float, vpp: int, pp: int, window_s: float) -> float:
+    """Seconds of a per-step collective left exposed when each of the v model chunks of a stage issues
+    its share comm/v as soon as that chunk is done (reduction) or before it is first needed (gather).
+
+    window_s is one micro-batch's backward (2t/3) or forward (t/3) on the stage, all chunks together.
+    In the interleaved 1F1B schedule the chunks' last backwards come p chunk-steps apart (Megatron-Core
+    core/pipeline_parallel/schedules.py: backward_step_helper_preprocess enables chunk k's grad sync on
+    its last micro-batch; virtual micro-batch i runs chunk (i // p) % v), so chunk j (j = 0 the first
+    layers, last to finish) has j*p + 1 chunk-steps of w = window/v after its reduction can start. The
+    chunks' collectives share one stream, so the last ends at max over j of the work of chunks 0..j less
+    their window: max(0, max_j ((j+1) comm/v - (j p + 1) w)). The gather mirrors it in the forwards
+    (param_sync_func: chunks 0 and 1 at the start, chunk k+1 when chunk k starts). v = 1 gives the
+    non-interleaved max(0, comm - window).
+    """
+    w = window_s / vpp
+    return max(0.0, *((j + 1) * comm_s / vpp - (j * pp + 1) * w for j in range(vpp)))
 
 
 def optimizer_s(c: Context, params: ParamCount) -> float:
@@ -132,13 +153,29 @@ def optimizer_s(c: Context, params: ParamCount) -> float:
 
 
 def pp_comm_s(c: Context) -> float:
-    """Activation and gradient sends between stages on the critical path (1/t each with SP)."""
+    """Activation and gradient sends between stages on the critical path (1/t each with SP): all
+    2(v m + p - 1) of them, or with `Stack.overlap_p2p` under interleaving (Megatron's default
+    --overlap-p2p-communication: a chunk's send and the next receive run beside the next chunk's
+    compute, core/pipeline_parallel/schedules.py) the 2(p - 1) of the fill and drain, which have no
+    compute beside them, plus what of each other send outlasts one layer's forward, the shortest chunk
+    step (a lower bound on the compute it hides behind, so that the term does not depend on the split)."""
     lay = c.lay
     if lay.pp <= 1:
         return 0.0
     nbytes = c.x.tokens * c.model.hidden_size * cmp.ACT_BYTES / lay.tp
     crosses = comm.ranks_per_node(lay.pp, lay.tp * lay.cp * lay.dp, c.links.gpus_per_node) < lay.pp
-    return p2p_transfers(lay.pp, lay.num_microbatches, lay.vpp) * comm.p2p_s(c.links, crosses, nbytes)
+    send = comm.p2p_s(c.links, crosses, nbytes)
+    total = p2p_transfers(lay.pp, lay.num_microbatches, lay.vpp)
+    if lay.vpp == 1 or not c.stack.overlap_p2p:
+        return total * send
+    edges = 2 * (lay.pp - 1)
+    return edges * send + (total - edges) * max(0.0, send - _shortest_forward_s(c))
+
+
+def _shortest_forward_s(c: Context) -> float:
+    """Forward compute of the cheaper layer kind, one micro-batch (a third of its forward + backward)."""
+    kinds = (False, True) if c.model.is_moe else (False,)
+    return min(layer_time(c, moe).compute_s for moe in kinds) / 3
 
 
 def step_time(c: Context) -> TimeOut:

@@ -37,7 +37,8 @@ def _bounds(tables: list[Table], L: int) -> dict[str, int]:
     ob = max(_upper(a, L) for t in tables for a in t.optimizer) + 1
     db = q * 3 * rb * 2
     zb = max((q * t.m + q) * tb * (t.layout.pp + 1) + q * (t.const + ob) + db for t in tables)
-    return {"T": tb, "E": 3 * rb, "D": db, "O": ob, "Z": zb}
+    vb = max(t.v for t in tables)
+    return {"T": tb, "E": 3 * vb * rb, "D": db, "O": ob, "Z": zb}
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,24 @@ def _affine(a, d, e):
     return a.fixed + a.dense * d + a.moe * e
 
 
+def _add_dp(m, g: _Group, t: Table, i: int, r, gg, ti, x) -> None:
+    """Stage i's exposed data-parallel time as the epigraph of Table.dp_term: 3v D >= q (E + F)."""
+    v, k = t.v, t.chunk_steps
+    reduce, gather = 3 * v * r, 3 * v * gg
+    if t.overlap_reduce:
+        if t.reduce_windows > 1:
+            m.Add(g.E[i] >= v * (3 * r - 2 * t.reduce_windows * ti)).OnlyEnforceIf(x)
+        else:
+            m.Add(g.E[i] >= 3 * r - 2 * ti).OnlyEnforceIf(x)
+            m.Add(g.E[i] >= 3 * v * r - 2 * k * ti).OnlyEnforceIf(x)
+        reduce = g.E[i]
+    if t.overlap_gather:
+        m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
+        m.Add(g.F[i] >= 3 * v * gg - k * ti).OnlyEnforceIf(x)
+        gather = g.F[i]
+    m.Add(3 * v * g.D >= OBJ_PER_TIME * (reduce + gather)).OnlyEnforceIf(x)
+
+
 def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
     q = OBJ_PER_TIME
     times = []
@@ -123,15 +142,7 @@ def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
         m.Add(_affine(t.memory[i], d, e) <= t.cap).OnlyEnforceIf(x)
         m.Add(g.T >= ti).OnlyEnforceIf(x)
         m.Add(g.O >= _affine(t.optimizer[i], d, e)).OnlyEnforceIf(x)
-        r, gg = _affine(t.reduce[i], d, e), _affine(t.gather[i], d, e)
-        reduce, gather = 3 * r, 3 * gg
-        if t.overlap_reduce:
-            m.Add(g.E[i] >= 3 * r - 2 * t.reduce_windows * ti).OnlyEnforceIf(x)
-            reduce = g.E[i]
-        if t.overlap_gather:
-            m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
-            gather = g.F[i]
-        m.Add(g.D >= q // 3 * (reduce + gather)).OnlyEnforceIf(x)
+        _add_dp(m, g, t, i, _affine(t.reduce[i], d, e), _affine(t.gather[i], d, e), ti, x)
     if t.layout.fixed_stages is not None:  # the framework's partitioner decides the split
         for n, size in zip(g.n, t.layout.fixed_stages):
             m.Add(n == size).OnlyEnforceIf(x)

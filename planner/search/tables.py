@@ -6,7 +6,8 @@ split the tables accept fits the float model too), as whole-device bytes (costmo
 persistent states + the rest times (1 + fragmentation) + CUDA context and NCCL buffers, against
 HBM less the margin); the objective in units of
 TIME_UNIT_S / OBJ_PER_TIME, with OBJ_PER_TIME = 840 = lcm(1..8) so that (m - 1/v), n_i / v and the
-1/3, 2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula).
+1/3, 2/3 overlap shares are exact integers for v in 1..8 (costmodels.stage_linear gives the step formula);
+the exposed data-parallel term, q/(3v) times an integer, is rounded up (Table.dp_term).
 """
 
 from __future__ import annotations
@@ -76,11 +77,31 @@ class Table:
         return self.layout.vpp
 
     def dp_term(self, r: int, g: int, t: int) -> int:
-        """Exposed data-parallel time of one stage, objective units (costmodels.step.dp_exposed_s)."""
-        third = OBJ_PER_TIME // 3
-        reduce = max(0, 3 * r - 2 * self.reduce_windows * t) if self.overlap_reduce else 3 * r
-        gather = max(0, 3 * g - t) if self.overlap_gather else 3 * g
-        return third * (reduce + gather)
+        """Exposed data-parallel time of one stage, objective units (costmodels.step.dp_exposed_s):
+        ceil(q * (E + F) / 3v) with E, F the reduction's and the gather's exposure times 3v."""
+        return -(-OBJ_PER_TIME * (self.reduce_scaled(r, t) + self.gather_scaled(g, t)) // (3 * self.v))
+
+    def reduce_scaled(self, r: int, t: int) -> int:
+        """3v x the exposed reduction: max(0, 3r - 2t, 3vr - 2((v-1)p + 1)t) per virtual chunk
+        (costmodels.step.chunked_exposed_s), or v x max(0, 3r - 2wt) behind w backwards (ZeRO-2)."""
+        v, k = self.v, self.chunk_steps
+        if not self.overlap_reduce:
+            return 3 * v * r
+        if self.reduce_windows > 1:
+            return v * max(0, 3 * r - 2 * self.reduce_windows * t)
+        return max(0, 3 * r - 2 * t, 3 * v * r - 2 * k * t)
+
+    def gather_scaled(self, g: int, t: int) -> int:
+        """3v x the exposed gather: max(0, 3g - t, 3vg - ((v-1)p + 1)t)."""
+        v = self.v
+        if not self.overlap_gather:
+            return 3 * v * g
+        return max(0, 3 * g - t, 3 * v * g - self.chunk_steps * t)
+
+    @property
+    def chunk_steps(self) -> int:
+        """(v - 1) p + 1: chunk-steps behind the first virtual chunk's share of a collective."""
+        return (self.v - 1) * self.layout.pp + 1
 
     def objective(self, counts: list[tuple[int, int]]) -> int | None:
         """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows."""
