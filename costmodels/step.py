@@ -15,7 +15,8 @@ Data-parallel traffic per step of one stage, before overlap (R reduce, G gather)
 ZeRO-2 reduce-scatters after every micro-batch (its gradients stay sharded), so R is m reductions,
 each behind its own micro-batch's backward.
 Exposure: R overlaps the last micro-batch's backward (2/3 of its time), per model chunk under
-interleaving (chunked_exposed_s), when gradient reduction is overlapped (Megatron --overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
+interleaving (chunked_exposed_s), when gradient reduction is overlapped (Megatron
+--overlap-grad-reduce, DeepSpeed overlap_comm, FSDP), else it is exposed;
 G overlaps the first forward (1/3) when the stack overlaps the parameter gather
 (--overlap-param-gather, ZeRO-3 prefetch), else it is exposed. Both flags are `DpOverlap`.
 """
