@@ -136,12 +136,13 @@ def chunked_exposed_s(comm_s: float, vpp: int, pp: int, window_s: float) -> floa
     its last micro-batch; virtual micro-batch i runs chunk (i // p) % v), so chunk j (j = 0 the first
     layers, last to finish) has j*p + 1 chunk-steps of w = window/v after its reduction can start. The
     chunks' collectives share one stream, so the last ends at max over j of the work of chunks 0..j less
-    their window: max(0, max_j ((j+1) comm/v - (j p + 1) w)). The gather mirrors it in the forwards
-    (param_sync_func: chunks 0 and 1 at the start, chunk k+1 when chunk k starts). v = 1 gives the
-    non-interleaved max(0, comm - window).
+    their window: max(0, max_j ((j+1) comm/v - (j p + 1) w)). The term is affine in j, so the maximum
+    sits at j = 0 or j = v - 1. The gather mirrors it in the forwards (param_sync_func: chunks 0 and 1
+    at the start, chunk k+1 when chunk k starts). v = 1 gives the non-interleaved max(0, comm - window).
     """
-    w = window_s / vpp
-    return max(0.0, *((j + 1) * comm_s / vpp - (j * pp + 1) * w for j in range(vpp)))
+    first = (comm_s - window_s) / vpp
+    last = comm_s - ((vpp - 1) * pp + 1) * window_s / vpp
+    return max(0.0, first, last)
 
 
 def optimizer_s(c: Context, params: ParamCount) -> float:

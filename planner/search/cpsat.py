@@ -115,21 +115,12 @@ def _affine(a, d, e):
 
 
 def _add_dp(m, g: _Group, t: Table, i: int, r, gg, ti, x) -> None:
-    """Stage i's exposed data-parallel time as the epigraph of Table.dp_term: 3v D >= q (E + F)."""
-    v, k = t.v, t.chunk_steps
-    reduce, gather = 3 * v * r, 3 * v * gg
-    if t.overlap_reduce:
-        if t.reduce_windows > 1:
-            m.Add(g.E[i] >= v * (3 * r - 2 * t.reduce_windows * ti)).OnlyEnforceIf(x)
-        else:
-            m.Add(g.E[i] >= 3 * r - 2 * ti).OnlyEnforceIf(x)
-            m.Add(g.E[i] >= 3 * v * r - 2 * k * ti).OnlyEnforceIf(x)
-        reduce = g.E[i]
-    if t.overlap_gather:
-        m.Add(g.F[i] >= 3 * gg - ti).OnlyEnforceIf(x)
-        m.Add(g.F[i] >= 3 * v * gg - k * ti).OnlyEnforceIf(x)
-        gather = g.F[i]
-    m.Add(3 * v * g.D >= OBJ_PER_TIME * (reduce + gather)).OnlyEnforceIf(x)
+    """Stage i's exposed data-parallel time as the epigraph of Table.dp_term: E, F >= each of the
+    table's pieces (and >= 0 by domain), 3v D >= q (E + F)."""
+    for var, pieces in ((g.E[i], t.reduce_pieces(r, ti)), (g.F[i], t.gather_pieces(gg, ti))):
+        for piece in pieces:
+            m.Add(var >= piece).OnlyEnforceIf(x)
+    m.Add(3 * t.v * g.D >= OBJ_PER_TIME * (g.E[i] + g.F[i])).OnlyEnforceIf(x)
 
 
 def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:

@@ -79,24 +79,27 @@ class Table:
     def dp_term(self, r: int, g: int, t: int) -> int:
         """Exposed data-parallel time of one stage, objective units (costmodels.step.dp_exposed_s):
         ceil(q * (E + F) / 3v) with E, F the reduction's and the gather's exposure times 3v."""
-        return -(-OBJ_PER_TIME * (self.reduce_scaled(r, t) + self.gather_scaled(g, t)) // (3 * self.v))
+        scaled = max(0, *self.reduce_pieces(r, t)) + max(0, *self.gather_pieces(g, t))
+        return -(-OBJ_PER_TIME * scaled // (3 * self.v))
 
-    def reduce_scaled(self, r: int, t: int) -> int:
-        """3v x the exposed reduction: max(0, 3r - 2t, 3vr - 2((v-1)p + 1)t) per virtual chunk
-        (costmodels.step.chunked_exposed_s), or v x max(0, 3r - 2wt) behind w backwards (ZeRO-2)."""
+    def reduce_pieces(self, r, t) -> list:
+        """3v x the exposed reduction is max(0, *pieces): 3r - 2t and 3vr - 2((v-1)p + 1)t, the first
+        and the last virtual chunk (costmodels.step.chunked_exposed_s), v(3r - 2wt) behind w backwards
+        (ZeRO-2), or 3vr when nothing overlaps. Linear in r and t: the CP-SAT model adds each piece as
+        a constraint on the same integer expressions."""
         v, k = self.v, self.chunk_steps
         if not self.overlap_reduce:
-            return 3 * v * r
+            return [3 * v * r]
         if self.reduce_windows > 1:
-            return v * max(0, 3 * r - 2 * self.reduce_windows * t)
-        return max(0, 3 * r - 2 * t, 3 * v * r - 2 * k * t)
+            return [v * (3 * r - 2 * self.reduce_windows * t)]
+        return [3 * r - 2 * t, 3 * v * r - 2 * k * t]
 
-    def gather_scaled(self, g: int, t: int) -> int:
-        """3v x the exposed gather: max(0, 3g - t, 3vg - ((v-1)p + 1)t)."""
+    def gather_pieces(self, g, t) -> list:
+        """3v x the exposed gather is max(0, *pieces): 3g - t and 3vg - ((v-1)p + 1)t, or 3vg."""
         v = self.v
         if not self.overlap_gather:
-            return 3 * v * g
-        return max(0, 3 * g - t, 3 * v * g - self.chunk_steps * t)
+            return [3 * v * g]
+        return [3 * g - t, 3 * v * g - self.chunk_steps * t]
 
     @property
     def chunk_steps(self) -> int:
