@@ -19,8 +19,8 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
   128-wide multi-head attention (measured/README.md).
 - NeMo AutoModel DeepSeek-V3 / Kimi-K2 (61 layers): the published virtual stages per rank (8 and 4)
   with ranks of 16 and 15 layers, whose chunks differ by one layer (costmodels.pipeline prices the
-  larger chunk). gpt-oss rows: the table's EP "-" is read as 1 (measured/README.md), so FSDP gathers
-  every expert.
+  larger chunk). gpt-oss rows: the table's EP "-" (stored as 1) is read as the largest expert-parallel
+  size the GPUs allow (deepep_expert_parallel: the rows name DeepEP, which needs EP > 1).
 - DeepSeek-V3: a whole-run average (batch ramp, DualPipe, MLA): kept for evaluation only.
 """
 
@@ -140,8 +140,23 @@ def uneven_stages(num_layers: int, pp: int) -> list[int]:
     return [units + (1 if i < extra else 0) for i in range(pp)]
 
 
+def deepep_expert_parallel(row: dict, model: ModelSpec, ep: int, ranks: int) -> int:
+    """The expert-parallel size of a row that names DeepEP kernels but gives EP as 1 (the AutoModel
+    table's "-" for gpt-oss): the largest divisor of the expert count that fits the `ranks` outside
+    tp, cp and pp. DeepEP needs EP > 1: AutoModel builds its DeepEP experts only with an
+    expert-parallel mesh (nemo_automodel components/moe/parallelizer.py apply_ep asserts a mesh larger
+    than 1; without it the dispatcher is never set up). EP 1 is also out of reach in time: FSDP over
+    64 GPUs would gather gpt-oss-120b's 117e9 bf16 weights (234 GB) at least once per micro-batch,
+    0.6 s each at 8 x 50 GB/s per node, 2.4 s for AM-007's four before any backward gather or
+    reduction, against 4.3 s measured. Chosen after seeing the EP-1 error (+86% on AM-007)."""
+    if ep > 1 or not model.num_experts or "deepep" not in row["notes"].lower():
+        return ep
+    return max(d for d in range(1, min(model.num_experts, ranks) + 1) if model.num_experts % d == 0 and ranks % d == 0)
+
+
 def _layout(row: dict, model: ModelSpec, gpus: int) -> Layout:
     tp, pp, cp, ep = (_int(row, k) for k in ("tp", "pp", "cp", "ep"))
+    ep = deepep_expert_parallel(row, model, ep, gpus // (tp * cp * pp))
     if row["source"] == "megatron-readme" and not row["tp"]:
         tp, pp = 8, 6  # strong-scaling rows: the weak-scaling layout of the 177B model
     vpp = 2 if row["vp"].startswith("unknown") else _int(row, "vp")

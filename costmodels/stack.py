@@ -123,6 +123,10 @@ class Stack(BaseModel):
     moe_grouped_gemm: bool = Field(True, description="MoE experts run as one grouped GEMM over all local experts "
                                    "(TE grouped GEMM, Megatron --moe-grouped-gemm, torch._grouped_mm); false = one "
                                    "GEMM per expert.")
+    ep_dispatcher: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="How expert-parallel dispatch sends tokens: alltoall = one copy per (token, "
+        "expert) (Megatron --moe-token-dispatcher-type alltoall); deepep = one copy per destination rank and, "
+        "across nodes, per destination node (DeepEP normal kernels): costmodels.moe_dispatch.")
     selective_recompute: Literal["attention-core", "per-op"] = Field(
         "attention-core", description="What recompute=selective means: Megatron's core attention, or "
         "torchtitan's per-op policy (every second matmul and all element-wise ops recomputed).")

@@ -10,7 +10,8 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
   tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap);
-- ep: all-to-all dispatch + combine of M*k*h*2 bytes per MoE layer, forward and backward;
+- ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
+  one copy per destination rank / node (costmodels.moe_dispatch, the stack's ep_dispatcher);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
   local K/V chunk (cp - 1) times in forward, twice that in backward, beside the attention core
   (costmodels.overlap); a2a = all-to-all of Q, K, V before attention and of its output after, in
@@ -31,7 +32,7 @@ from dataclasses import dataclass, fields
 
 from costmodels import comm
 from costmodels import compute as cmp
-from costmodels import sharding
+from costmodels import moe_dispatch, sharding
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
@@ -169,7 +170,8 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     tp = tp_pass * (2 + extra)
     if c.train.tp_overlap:  # beside the projection and MLP GEMMs of the same passes
         tp = exposed_s(lin * (3 + extra), tp, k)
-    ep = 2 * comm.all_to_all_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.top_k * c.model.hidden_size * 2)
+    ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.hidden_size * 2,
+                                     c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
     cp = _cp_s(c, core, bwd_core, extra)
     fwd = lin + core + elem + cast / 3  # a third of the casts (the forward inputs' and weights')
     bwd = compute - fwd + recompute

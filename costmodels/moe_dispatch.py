@@ -1,0 +1,82 @@
+"""Expert-parallel token dispatch: how many copies of each token cross NVLink and the network.
+
+Notation (SI units throughout):
+    n       ranks in the expert-parallel group, r of them per node, N = n / r nodes
+    E       routed experts, spread evenly: E / n per rank, E / N per node
+    k       experts per token (top_k), distinct, chosen uniformly (a balanced router)
+    T       tokens one rank dispatches per micro-batch; X1 = T * h * 2 bytes, one copy of each
+    q(m)    probability that a token routes to none of m given experts:
+            C(E - m, k) / C(E, k) = prod_{i<k} (E - m - i) / (E - i)
+
+Two dispatchers:
+- alltoall (Megatron's --moe-token-dispatcher-type alltoall, torch all_to_all_single): one copy per
+  (token, expert) pair, so a rank sends k * X1 bytes, (n - 1) / n of it to other ranks and
+  (n - r) / n of it across nodes.
+- deepep (DeepEP normal kernels, used by NeMo AutoModel and Megatron --moe-enable-deepep): one copy
+  per (token, destination rank) inside a node and one per (token, destination node) across nodes,
+  forwarded inside the receiving node over NVLink. DeepEP README ("normal kernels ... asymmetric-
+  domain bandwidth forwarding, from NVLink domain to RDMA domain") and its get_dispatch_layout,
+  which returns is_token_in_rank [tokens, ranks] and num_tokens_per_rdma_rank: a token counts once
+  per rank and once per RDMA rank (node), however many of its experts live there.
+  Copies that leave the node: (N - 1) * (1 - q(E / N)) per token. Copies that cross NVLink: to each
+  of the r - 1 other ranks of the sending node, and inside each receiving node from the GPU the
+  network delivered to (the sender's same-index GPU) to the other r - 1: N (r - 1) (1 - q(E / n)).
+The combine sends the same copies back (DeepEP reduces inside a node before the network).
+Known deviations: a real router is not balanced (hot experts raise the slowest rank's share);
+DeepSeek-style node-limited routing (at most M nodes per token) lowers the network copies further and
+is not modelled; DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from costmodels import comm
+
+Dispatcher = Literal["alltoall", "deepep"]
+
+
+def miss_probability(experts: int, held: float, top_k: int) -> float:
+    """q(m): a token's k distinct experts all avoid `held` given experts (hypergeometric), unitless."""
+    q = 1.0
+    for i in range(top_k):
+        left = experts - i
+        if left <= 0:
+            return 0.0
+        q *= max(0.0, (experts - held - i) / left)
+    return q
+
+
+def copies_per_token(dispatcher: Dispatcher, n: int, r: int, experts: int, top_k: int) -> tuple[float, float]:
+    """(copies over the network, copies over NVLink) one rank sends per dispatched token, unitless.
+
+    alltoall: (k (n - r) / n, k (r - 1) / n). deepep: ((N - 1)(1 - q(E/N)), N (r - 1)(1 - q(E/n)))."""
+    if n <= 1:
+        return 0.0, 0.0
+    r = min(r, n)
+    if dispatcher == "alltoall":
+        return top_k * (n - r) / n, top_k * (r - 1) / n
+    nodes = n / r
+    out = (nodes - 1) * (1 - miss_probability(experts, experts / nodes, top_k))
+    inside = nodes * (r - 1) * (1 - miss_probability(experts, experts / n, top_k))
+    return out, inside
+
+
+def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispatcher: Dispatcher,
+               experts: int, top_k: int) -> float:
+    """One dispatch (or combine) of a micro-batch's tokens, seconds.
+
+    alltoall: comm.all_to_all_s of k * X1 bytes. deepep: L + (n - 1) alpha + max(NVLink copies * X1 /
+    B_eff,up, network copies * X1 / B_eff,out), each rank's network copies through its own NIC (the
+    same-index GPU of every other node receives them), as comm.all_to_all_s prices its outside part."""
+    if n <= 1 or copy_bytes <= 0:
+        return 0.0
+    if dispatcher == "alltoall":
+        return comm.all_to_all_s(links, n, stride, copy_bytes * top_k)
+    r = comm.ranks_per_node(n, stride, links.gpus_per_node)
+    out, inside = copies_per_token("deepep", n, r, experts, top_k)
+    t_in = comm.transfer_s(inside, copy_bytes, links.up_bytes_per_s, links.up_half_bytes)
+    if r >= n:
+        return links.launch_s + (n - 1) * links.up_latency_s + t_in
+    t_out = comm.transfer_s(out, copy_bytes, links.out_bytes_per_s, links.out_half_bytes)
+    return links.launch_s + (n - 1) * links.out_latency_s + max(t_in, t_out)
