@@ -71,7 +71,7 @@ def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispat
     same-index GPU of every other node receives them), as comm.all_to_all_s prices its outside part."""
     if n <= 1 or copy_bytes <= 0:
         return 0.0
-    if dispatcher == "alltoall":
+    if dispatcher == "alltoall" or experts < top_k or top_k < 1:  # no routing to deduplicate
         return comm.all_to_all_s(links, n, stride, copy_bytes * top_k)
     r = comm.ranks_per_node(n, stride, links.gpus_per_node)
     out, inside = copies_per_token("deepep", n, r, experts, top_k)

@@ -70,6 +70,7 @@ def test_unknown_stack_on_other_commands(command: str, tmp_path: Path):
     ("gemm_scale", 7, ("gemm_scale", "7")),
     ("framework", "jax", ("framework", "'jax'")),
     ("bogus_key", 1, ("bogus_key",)),
+    ("ep_dispatcher", "nccl", ("ep_dispatcher", "'nccl'")),
 ])
 def test_stack_file_bad_field_names_it(tmp_path: Path, field: str, value, needles):
     path = stack_file(tmp_path, {}, **{field: value})
