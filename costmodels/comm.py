@@ -240,15 +240,18 @@ def all_to_all_s(links: Links, size: int, stride: int, nbytes: float, calls: int
     if size <= 1:
         return 0.0
     r = ranks_per_node(size, stride, links.gpus_per_node)
+    return _split(calls, nbytes, lambda x: exchange_s(links, size, r, (r - 1) / size, (size - r) / size, x))
 
-    def one(x: float) -> float:
-        inside = transfer_s((r - 1) / size, x, links.up_bytes_per_s, links.up_half_bytes)
-        if r >= size:
-            return links.launch_s + (size - 1) * links.up_latency_s + inside
-        outside = transfer_s((size - r) / size, x, links.out_bytes_per_s, links.out_half_bytes)
-        return links.launch_s + (size - 1) * links.out_latency_s + max(inside, outside)
 
-    return _split(calls, nbytes, one)
+def exchange_s(links: Links, size: int, r: int, inside: float, outside: float, nbytes: float) -> float:
+    """One all-to-all-like exchange among `size` ranks, r per node, in which each rank sends
+    inside * X bytes over scale-up and outside * X through its own NIC: L + (n-1) alpha +
+    max(inside X / B_eff,up(X), outside X / B_eff,out(X)), alpha_out when the group crosses nodes."""
+    t_in = transfer_s(inside, nbytes, links.up_bytes_per_s, links.up_half_bytes)
+    if r >= size:
+        return links.launch_s + (size - 1) * links.up_latency_s + t_in
+    t_out = transfer_s(outside, nbytes, links.out_bytes_per_s, links.out_half_bytes)
+    return links.launch_s + (size - 1) * links.out_latency_s + max(t_in, t_out)
 
 
 def p2p_s(links: Links, crosses_nodes: bool, nbytes: float, calls: int = 1) -> float:

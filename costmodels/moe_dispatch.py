@@ -66,17 +66,13 @@ def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispat
                experts: int, top_k: int) -> float:
     """One dispatch (or combine) of a micro-batch's tokens, seconds.
 
-    alltoall: comm.all_to_all_s of k * X1 bytes. deepep: L + (n - 1) alpha + max(NVLink copies * X1 /
-    B_eff,up, network copies * X1 / B_eff,out), each rank's network copies through its own NIC (the
-    same-index GPU of every other node receives them), as comm.all_to_all_s prices its outside part."""
+    alltoall: comm.all_to_all_s of k * X1 bytes. deepep: comm.exchange_s with the NVLink and network
+    copies as factors on X1, each rank's network copies through its own NIC (the same-index GPU of
+    every other node receives them)."""
     if n <= 1 or copy_bytes <= 0:
         return 0.0
     if dispatcher == "alltoall" or experts < top_k or top_k < 1:  # no routing to deduplicate
         return comm.all_to_all_s(links, n, stride, copy_bytes * top_k)
     r = comm.ranks_per_node(n, stride, links.gpus_per_node)
     out, inside = copies_per_token("deepep", n, r, experts, top_k)
-    t_in = comm.transfer_s(inside, copy_bytes, links.up_bytes_per_s, links.up_half_bytes)
-    if r >= n:
-        return links.launch_s + (n - 1) * links.up_latency_s + t_in
-    t_out = comm.transfer_s(out, copy_bytes, links.out_bytes_per_s, links.out_half_bytes)
-    return links.launch_s + (n - 1) * links.out_latency_s + max(t_in, t_out)
+    return comm.exchange_s(links, n, r, inside, out, copy_bytes)
