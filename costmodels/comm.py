@@ -174,16 +174,21 @@ def tree_all_reduce_s(links: Links, size: int, stride: int, nbytes: float, calls
     """Hierarchical (tree) all-reduce: L + tree_steps * alpha + the slower of its two pipelined
     halves, seconds: inside each node a reduce and a broadcast along a chain of r ranks (every hop
     carries the whole buffer: 2 * X over NVLink, NCCL 2.4 tree design), across the N nodes an
-    all-reduce of the node's data spread over its r NICs (2(N-1)/N * X / (r * B_out)). For N = 2 a byte crosses the network once instead of the ring's
-    2(n-1)/n times: the "2-node Tree busbw above the NIC limit" of nccl_busbw.md section 1 is this
-    real saving (470 vs 366 GB/s at 2 vs 4 H100 nodes: (2*31/32) / (2*3/4) = 1.29, section 6.2).
-    Inside one node it is the ring's bandwidth with the chain's latency.
+    all-reduce of the node's data spread over its r NICs (2(N-1)/N * X / (r * B_out)). For N = 2 a
+    byte crosses the network once instead of the ring's 2(n-1)/n times, the "2-node Tree busbw above
+    the NIC limit" of nccl_busbw.md sections 1 and 6.2 (470 vs 366 GB/s at 2 vs 4 H100 nodes).
+    That saving needs NVLS inside the node (NVLSTree, H100 and later; nccl#1649): on GPUs without
+    it (nvls_speedup <= 1, A100) the tree runs at the ring's bandwidth with its own latency, as
+    2 x 8 A100 measure (184 / 188 GB/s at 1 / 4 GiB, the ring's NIC limit of 8 x 24; the chain
+    above gives 211 / 214: section 3.3). Inside one node: the ring's bandwidth, the chain's latency.
+    Known deviation: with NVLS the inside term stays the chain's (NVLS's reduce inside the node is
+    not modelled), so 2 x 8 H100 reach 341 GB/s at 4 GiB here against 470 measured.
     """
     if size <= 1:
         return 0.0
     r, nodes = ranks_per_node(size, stride, links.gpus_per_node), nodes_spanned(size, stride, links.gpus_per_node)
     steps = tree_steps(size, stride, links.gpus_per_node)
-    if r >= size or nodes <= 1:
+    if r >= size or nodes <= 1 or links.nvls_speedup <= 1:
         return _split(calls, nbytes, lambda x: _ring_s(links, size, stride, x, steps, 2 * (size - 1) / size))
 
     def one(x: float) -> float:
