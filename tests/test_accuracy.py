@@ -2,13 +2,13 @@
 
 benchmarks/accuracy.py prints the full tables (docs/accuracy.md). Bounds, with margin over what
 the model reaches today (in brackets), on rows the fit never saw unless said otherwise:
-- Narayanan et al. SC'21 Table 1 (validation only): mean <= 8%, max <= 12%   [6.0%, 9.7%]
-- A100 Megatron runs on >= 256 GPUs (Narayanan + vTrain multi-node): mean <= 8%   [6.1%]
-- vTrain multi-node: mean <= 9.5% [7.9%]; single-node: mean <= 9.5% [8.0%]
+- Narayanan et al. SC'21 Table 1 (validation only): mean <= 8%, max <= 12%   [6.0%, 9.8%]
+- A100 Megatron runs on >= 256 GPUs (Narayanan + vTrain multi-node): mean <= 8%   [6.2%]
+- vTrain multi-node: mean <= 9.5% [7.8%]; single-node: mean <= 9.5% [8.3%]
 - ZeRO-3 / FSDP / HSDP held out: mean <= 15% (issue 12's target) [8.6%]; dense (torchtitan) rows
-  mean <= 10% [5.6%];
-  none predicted faster than measured by more than 25% [-24.9%]
-- Megatron-Core H100 held out: mean <= 16% [13.6%]; fitted rows <= 6% [3%]
+  mean <= 10% [6.1%];
+  none predicted faster than measured by more than 25% [-17.8%]
+- Megatron-Core H100 held out: mean <= 16% [12.9%]; fitted rows <= 6% [4.3%]
 - Korthikanti Table 4 per layer (fitted): mean <= 4%   [1.0%]
 """
 
