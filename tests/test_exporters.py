@@ -56,6 +56,9 @@ def moe_model(**kw) -> ModelSpec:
 CASES = {
     "llama3-70b-example": lambda: example("llama3-70b"),
     "mixtral-8x7b-example": lambda: example("mixtral-8x7b"),
+    # the 70B example's layout follows the planner; this one keeps tensor and context parallelism
+    "70b-tp4-cp2-interleaved": lambda: make_doc("llama3-70b", nodes=8, gbs=128, train={"seq_length": 8192}, tp=4,
+                                                sp=True, cp=2, pp=2, vpp=8, zero=2, mbs=1),
     "8b-pp2-zero1-full": lambda: make_doc(pp=2, zero=1, mbs=1, recompute="full"),
     "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=2, gbs=128),
     "8b-tp2-interleaved": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, mbs=1, recompute="selective"),
@@ -114,7 +117,7 @@ def test_header_has_predicted_numbers(exported):
 
 def test_refusals_are_reported_for_all(exported):
     name, _, result = exported
-    if name in ("llama3-70b-example", "mixtral-8x7b-example"):
+    if name in ("70b-tp4-cp2-interleaved", "mixtral-8x7b-example"):
         assert "deepspeed" in result.refused
         assert any(k in result.refused["deepspeed"] for k in ("tensor", "context", "expert"))
     # torchtitan states uneven ends through first/last_stage_less_layers (planner.exporters.torchtitan.stage_keys);
@@ -212,7 +215,7 @@ def test_single_format_refusals(tmp_path):
     with pytest.raises(ExportRefused, match="zero=2 with pp=2"):
         export(make_doc(pp=2, zero=2, mbs=1), "deepspeed", tmp_path, force=False)
     with pytest.raises(ExportRefused, match="tensor parallelism"):
-        export(example("llama3-70b"), "deepspeed", tmp_path, force=False)
+        export(CASES["70b-tp4-cp2-interleaved"](), "deepspeed", tmp_path, force=False)
     with pytest.raises(ExportRefused, match="stage_layers"):  # was 8b-uneven-ends, which torchtitan now writes
         export(CASES["8b-layout-string"](), "torchtitan", tmp_path, force=False)
     assert not list(tmp_path.iterdir())
