@@ -173,7 +173,7 @@ def test_bare_all_reduce_is_twice_all_gather(n, stride, x):
 
 
 def test_two_node_tree_moves_each_byte_across_once():
-    """Hierarchical all-reduce over 2 nodes x 8 GPUs whose NICs are the bottleneck (4 x 400 Gb/s per
+    """Hierarchical all-reduce over 2 nodes x 8 GPUs whose NICs are the bottleneck (4 x 200 Gb/s per
     node: 12.5 GB/s per GPU) on GPUs with NVLS (NVLSTree): the network carries X once per direction,
     X / (8 * 12.5 GB/s), where the ring needs 2 * 15/16 * X / (8 * 12.5 GB/s): 1.875x faster."""
     links = dataclasses.replace(bare(8, 300e9, 12.5e9), nvls_speedup=1.3)
