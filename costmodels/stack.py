@@ -25,6 +25,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodels.memory_semantics import MemorySemantics
+from costmodels.moe_dispatch import Dispatcher
 
 # Sane ranges (floats are finite: allow_inf_nan=False): a scale or bucket of 1e-300 would turn times
 # into inf and NaN; a relative error beyond 100 (10,000%) is no measurement.
@@ -123,7 +124,7 @@ class Stack(BaseModel):
     moe_grouped_gemm: bool = Field(True, description="MoE experts run as one grouped GEMM over all local experts "
                                    "(TE grouped GEMM, Megatron --moe-grouped-gemm, torch._grouped_mm); false = one "
                                    "GEMM per expert.")
-    ep_dispatcher: Literal["alltoall", "deepep"] = Field(
+    ep_dispatcher: Dispatcher = Field(
         "alltoall", description="How expert-parallel dispatch sends tokens: alltoall = one copy per (token, "
         "expert) (Megatron --moe-token-dispatcher-type alltoall); deepep = one copy per destination rank and, "
         "across nodes, per destination node (DeepEP normal kernels): costmodels.moe_dispatch.")

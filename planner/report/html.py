@@ -38,7 +38,8 @@ MAX_BARS = 64  # stages drawn in the memory chart (evenly picked, with the peak,
 
 def _memory_svg(d: ReportData) -> str:
     mem = d.plan.memory
-    stages, usable = [mem.stages[i] for i in picked(len(mem.stages), MAX_BARS, mem.peak_stage)], mem.unhindered_usable_bytes
+    stages = [mem.stages[i] for i in picked(len(mem.stages), MAX_BARS, mem.peak_stage)]
+    usable = mem.unhindered_usable_bytes
     top = max(max(s.total_bytes for s in stages), d.plan.memory.hbm_bytes) * 1.05
     w, h, left = max(640, min(1200, 60 + 40 * len(stages))), 260, 50
     bw = min((w - left - 10) / len(stages), 90)

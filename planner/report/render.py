@@ -141,8 +141,9 @@ def memory_verdict(e: Estimate) -> str:
 def _headroom_text(mem: MemoryOut, room: int) -> str:
     """The device use against the budget: headroom, or how much is short even with the cache released."""
     edge = "headroom" if mem.headroom_bytes >= 0 else "short"
-    text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device (allocated {gib(mem.peak_allocated_bytes)}, "
-            f"reserved {gib(mem.peak_reserved_bytes)}): {gib(abs(mem.headroom_bytes))} GiB {edge} "
+    text = (f"memory: {gib(mem.device_bytes)} of {gib(room)} GiB on the device "
+            f"(allocated {gib(mem.peak_allocated_bytes)}, reserved {gib(mem.peak_reserved_bytes)}): "
+            f"{gib(abs(mem.headroom_bytes))} GiB {edge} "
             f"({pct(abs(mem.headroom_bytes) / mem.hbm_bytes)} of the device)")
     if mem.headroom_bytes < 0:
         text += f"; even with the allocator's cache released it needs {gib(mem.floor_bytes - room)} GiB less"
@@ -228,7 +229,8 @@ def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None) -
         lay = e.layout
         runs = ("".join(n[0].upper() for n in runs_on[i - 1]) or "-",) if runs_on else ()
         table.add_row(str(i), *(_degree_cell(lay, k) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
-                      _stages_text(lay.stage_layers), f"{gib(e.memory.peak_bytes)}/{gib(e.memory.unhindered_usable_bytes)}",
+                      _stages_text(lay.stage_layers),
+                      f"{gib(e.memory.peak_bytes)}/{gib(e.memory.unhindered_usable_bytes)}",
                       f"{e.time.step_s:.3f}", _band_cell(e.uncertainty), f"{e.throughput.tokens_per_s:,.0f}",
                       f"{e.throughput.mfu:.1%}", *runs)
     return table
