@@ -97,6 +97,7 @@ STAGES = [
         Param("gpu", "a100-80gb", "gemm_half_dim", 600.0, 1.0, 1e5),
         Param("stack", "megatron-2021", "elementwise_scale", 1.0, 0.05, 4.0),
         Param("stack", "megatron-2021", "layer_overhead_s", 2.5e-3, 1e-6, 0.05),
+        # floor 1 ms: chosen (BOUND_REASONS); at 10 us `parplan calibrate` starting from it stalled
         Param("stack", "megatron-2021", "step_overhead_s", 0.01, 1e-3, 5.0)], "a100"),
     ("H100 + megatron-core", [
         Param("gpu", "h100-sxm", "gemm_max", 0.8, 0.3, 1.0),
@@ -127,9 +128,10 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
     "a100-80gb.attn_max": "at its upper bound 0.73, FlashAttention-2's published A100 peak",
     "h100-sxm.gemm_max": "at its ceiling 1.0, the curve's asymptote, which no GEMM reaches: with the fitted half "
                          "size a GEMM of harmonic size 8192 runs at 0.69 of peak and one of 16384 at 0.82",
-    "megatron-2021.step_overhead_s": "at its floor 1 ms (the host work of a Megatron step outside its layers: "
-                                     "zeroing the gradient buffer, the fp16 found-inf all-reduce, timers): the vTrain "
-                                     "and Korthikanti rows cannot tell it from the per-layer cost and want less",
+    "megatron-2021.step_overhead_s": "at its floor 1 ms, a chosen lower limit, not a measurement, for the host work "
+                                     "of a Megatron step outside its layers (zeroing the gradient buffer, the fp16 "
+                                     "found-inf all-reduce, timers): the vTrain and Korthikanti rows cannot tell it "
+                                     "from the per-layer cost and want less",
     "megatron-core.layer_overhead_s": "at its floor 1 us: the H100 Megatron-Core rows (1.7B-462B, 4,096 tokens per "
                                       "micro-batch) leave no host time per layer; their kernels outlast the launches",
     "torchtitan-eager.fp8.tensorwise": "at its ceiling 1.0 (FP8 GEMMs exactly twice as fast as bf16, the datasheet "
@@ -251,8 +253,11 @@ def write_all(prof: Profiles, results: dict) -> None:
         if kind == "gpu":
             write_gpu(name, prof, note)
     stack_notes = {
-        "megatron-2021": (f"layer/step overhead {a100_note}", splits.row_ids("a100"), a100_obj),
-        "megatron-core": (f"overlap_slowdown {h100_note}; host and step overheads from megatron-2021",
+        "megatron-2021": (f"layer/step overhead {a100_note}" + notes_for("megatron-2021", results),
+                          splits.row_ids("a100"), a100_obj),
+        "megatron-core": (f"layer_overhead_s {h100_note}; step overhead and element-wise fusion carried from "
+                          f"megatron-2021; overlap_slowdown {MEGATRON_CORE_OVERLAP_SLOWDOWN} set, not fitted (TE "
+                          "userbuffers' reserved SMs, see calibrate.py)" + notes_for("megatron-core", results),
                           splits.row_ids("megatron-core"), h100_obj),
         "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "
                              f"fp8.rowwise (stage 4) on {splits.describe('fp8-rowwise')} (objective "
