@@ -40,6 +40,16 @@ class Device:
     eff: Efficiency
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """`count` GEMMs of shape (m x k) @ (k x n)."""
+
+    m: float
+    k: float
+    n: float
+    count: float = 1.0
+
+
 def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
     """Achieved fraction of peak for an (m x k) @ (k x n) GEMM.
 
@@ -109,17 +119,33 @@ def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
 # ---- time (forward, one micro-batch, one GPU) ----------------------------------------------------
 
 
-def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
-    """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
+def linear_gemms(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> list[Gemm]:
+    """The forward GEMMs of a layer's projections and MLP on one GPU, as (m, k, n, count)."""
     M, h, t = x.tokens, model.hidden_size, x.tp
-    s = sum(gemm_s(dev, M, k, n) for k, n in attention_matrices(model, t, down_share=x.u))
+    gemms = [Gemm(M, k, n) for k, n in attention_matrices(model, t, down_share=x.u)]
     if not moe:
         f = model.ffn_hidden_size / t
-        return s + gemm_s(dev, M, h, _mlp_in(model, f)) + gemm_s(dev, M, f, h)
-    return s + _moe_gemm_s(model, x, dev, grouped)
+        return gemms + [Gemm(M, h, _mlp_in(model, f)), Gemm(M, f, h)]
+    return gemms + _moe_gemms(model, x, grouped)
 
 
-def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device, grouped: bool) -> float:
+def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
+    """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
+    return sum(gemm_s(dev, g.m, g.k, g.n, g.count) for g in linear_gemms(model, x, moe, grouped))
+
+
+def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> tuple[float, float]:
+    """(forward, backward) elements one layer quantizes to FP8 per micro-batch: each GEMM's input
+    (m x k) and weight (k x n) in forward, its output gradient (m x n) in backward (the input of both
+    backward GEMMs; torchao float8_linear.py and Transformer Engine cast all three operands, Micikevicius
+    et al. 2022 section 4). The row-parallel projections' output gradients are m x h whatever tp is, so
+    the casts shrink more slowly with tp than the GEMMs do."""
+    gemms = linear_gemms(model, x, moe, grouped)
+    fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms)
+    return fwd, sum(g.count * g.m * g.n for g in gemms)
+
+
+def _moe_gemms(model: ModelSpec, x: ActShape, grouped: bool) -> list[Gemm]:
     """Router, routed experts (balanced: M*k*ep/E tokens per local expert) and shared experts.
 
     One GEMM per local expert, each at its own (small) size's efficiency; or, `grouped`, one
@@ -131,12 +157,11 @@ def _moe_gemm_s(model: ModelSpec, x: ActShape, dev: Device, grouped: bool) -> fl
     per_expert = max(tokens * x.ep / model.num_experts, 1.0)
     local_experts = model.num_experts / x.ep
     rows, count = (per_expert * local_experts, 1.0) if grouped else (per_expert, local_experts)
-    routed = gemm_s(dev, rows, h, _mlp_in(model, fe), count) + gemm_s(dev, rows, fe, h, count)
-    s = gemm_s(dev, M, h, model.num_experts) + routed
+    gemms = [Gemm(M, h, model.num_experts), Gemm(rows, h, _mlp_in(model, fe), count), Gemm(rows, fe, h, count)]
     if model.num_shared_experts:
         fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
-        s += gemm_s(dev, M, h, _mlp_in(model, fs)) + gemm_s(dev, M, fs, h)
-    return s
+        gemms += [Gemm(M, h, _mlp_in(model, fs)), Gemm(M, fs, h)]
+    return gemms
 
 
 def flash_efficiency(eff: Efficiency, seq: float) -> float:

@@ -142,8 +142,14 @@ class Stack(BaseModel):
                               "curve (1 = the same cuBLAS kernels).")
     fp8: Fp8Efficiency = Field(default_factory=Fp8Efficiency, description="FP8 GEMM efficiency per recipe.")
     fp8_cast_bytes_per_element: float = Field(6.0, ge=0, le=64, description="HBM bytes moved to quantize one "
-                                              "GEMM input element to FP8, forward and backward together "
-                                              "(read 2 + write 1, twice; torch.compile fuses part of it).")
+                                              "GEMM operand element to FP8 (compute.fp8_cast_elements): "
+                                              "dynamic scaling reads it for its amax (2) and again to cast "
+                                              "(2), writes the FP8 copy (1) and the transposed copy the "
+                                              "other GEMM needs (1); element-wise fusion then scales it.")
+    fp8_tp_gather: list[Fp8Recipe] = Field(
+        default_factory=list, description="FP8 recipes under which the sequence-parallel all-gathers (inputs in "
+        "forward, output gradients in backward) move FP8 instead of bf16; the reduce-scatters stay bf16 "
+        "(torchtitan's Float8ColwiseParallel / Float8RowwiseParallel, tensorwise only).")
     overlap_slowdown: float = Field(0.0, ge=0, le=1, description="Compute slows by this fraction of the time "
                                     "communication overlaps it (SMs and HBM shared with NCCL kernels).")
     layer_overhead_s: Optional[float] = Field(None, ge=0, le=1, description="Host launch time of one layer's "

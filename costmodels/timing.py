@@ -5,7 +5,8 @@ kappa the stack's overlap_slowdown (costmodels.overlap), P_l one layer's local p
 Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x flash attention):
 - compute: costmodels.compute (GEMMs at the fitted efficiency, attention core, memory-bound work);
   the stack scales GEMM efficiency and element-wise bytes (fusion); FP8 GEMMs run at the FP8 peak
-  times the recipe's fitted fraction, pay their casts in HBM bytes, and leave attention and the
+  times the recipe's fitted fraction, pay their casts in HBM bytes (inputs and weights in forward
+  and in recompute, output gradients in backward), and leave attention and the
   output layer in bf16 (Transformer Engine and torchao keep both in 16 bits);
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
@@ -129,20 +130,20 @@ def step_overhead_s(c: Context) -> float:
     return c.dev16.eff.step_overhead_s if s is None else s
 
 
-def _fp8_cast_s(c: Context, moe: bool) -> float:
-    """HBM time of quantizing the layer's GEMM inputs (activations and weights) to FP8."""
+def _fp8_cast_s(c: Context, moe: bool) -> tuple[float, float]:
+    """HBM seconds of one layer's FP8 casts, (forward, backward): compute.fp8_cast_elements times the
+    stack's bytes per element. Not scaled by the stack's element-wise fusion: dynamic scaling needs the
+    whole tensor's amax before the cast, so no compiler fuses the cast into the op that made it."""
     if c.train.precision != "fp8":
-        return 0.0
-    m, x = c.model, c.x
-    acts = x.tokens * (2 * m.hidden_size + (m.ctx_width + m.ffn_hidden_size) / x.tp)
-    weights = local_layer_params(m, moe, x.tp, x.ep, x.etp).total
-    nbytes = c.stack.fp8_cast_bytes_per_element * (acts + weights) * c.stack.elementwise_scale  # fused like the rest
-    return cmp.memory_s(c.dev16, nbytes)
+        return 0.0, 0.0
+    per_element = c.stack.fp8_cast_bytes_per_element
+    elements = cmp.fp8_cast_elements(c.model, c.x, moe, c.stack.moe_grouped_gemm)
+    return tuple(cmp.memory_s(c.dev16, n * per_element) for n in elements)
 
 
-def _passes(c: Context, moe: bool) -> tuple[float, float, float, float]:
+def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, float]]:
     """Forward seconds of one layer's linear GEMMs, attention core and element-wise work, and the
-    seconds of its FP8 casts over forward and backward together."""
+    (forward, backward) seconds of its FP8 casts."""
     m, x, flash = c.model, c.x, c.train.flash_attention
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
@@ -159,21 +160,28 @@ def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float,
     return 0.0, 0
 
 
+def _tp_bytes(c: Context) -> float:
+    """Bytes per activation element of a tensor-parallel all-reduce: 2 (bf16), or 1.5 when its all-gather
+    half moves FP8 (Stack.fp8_tp_gather with sequence parallelism: 1 byte gathered + 2 reduce-scattered)."""
+    fp8 = c.train.precision == "fp8" and c.lay.sp and c.train.fp8_recipe in c.stack.fp8_tp_gather
+    return (1 + cmp.ACT_BYTES) / 2 if fp8 else cmp.ACT_BYTES
+
+
 def layer_time(c: Context, moe: bool) -> MicroTime:
     """One layer, one micro-batch, forward + backward (+ recompute), exposed communication included."""
     flash, k = c.train.flash_attention, c.kappa
-    lin, core, elem, cast = _passes(c, moe)
+    lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    compute = 3 * (lin + elem) + cast + core + bwd_core
-    recompute, extra = _recompute(c, lin, core, elem)
-    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * cmp.ACT_BYTES)
+    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core
+    recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
+    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * _tp_bytes(c))
     tp = tp_pass * (2 + extra)
     if c.train.tp_overlap:  # beside the projection and MLP GEMMs of the same passes
         tp = exposed_s(lin * (3 + extra), tp, k)
     ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.hidden_size * 2,
                                      c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
     cp = _cp_s(c, core, bwd_core, extra)
-    fwd = lin + core + elem + cast / 3  # a third of the casts (the forward inputs' and weights')
+    fwd = lin + core + elem + cast_fwd
     bwd = compute - fwd + recompute
     dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
