@@ -137,8 +137,9 @@ def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: boo
 def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) elements one layer quantizes to FP8 per micro-batch: each GEMM's input
     (m x k) and weight (k x n) in forward, its output gradient (m x n) in backward (the input of both
-    backward GEMMs; torchao float8_linear.py and Transformer Engine cast all three operands, Micikevicius
-    et al. 2022 section 4). The row-parallel projections' output gradients are m x h whatever tp is, so
+    backward GEMMs: torchao float8_linear.py and Transformer Engine cast all three operands, as in
+    Micikevicius et al. 2022, "FP8 Formats for Deep Learning", where activations, weights and gradients
+    enter the GEMMs in FP8). The row-parallel projections' output gradients are m x h whatever tp is, so
     the casts shrink more slowly with tp than the GEMMs do."""
     gemms = linear_gemms(model, x, moe, grouped)
     fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms)

@@ -145,7 +145,7 @@ class Stack(BaseModel):
                                               "GEMM operand element to FP8 (compute.fp8_cast_elements): "
                                               "dynamic scaling reads it for its amax (2) and again to cast "
                                               "(2), writes the FP8 copy (1) and the transposed copy the "
-                                              "other GEMM needs (1); element-wise fusion then scales it.")
+                                              "other GEMM needs (1); not reduced by element-wise fusion.")
     fp8_tp_gather: list[Fp8Recipe] = Field(
         default_factory=list, description="FP8 recipes under which the sequence-parallel all-gathers (inputs in "
         "forward, output gradients in backward) move FP8 instead of bf16; the reduce-scatters stay bf16 "
