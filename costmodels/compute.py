@@ -140,7 +140,8 @@ def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = 
     backward GEMMs: torchao float8_linear.py and Transformer Engine cast all three operands, as in
     Micikevicius et al. 2022, "FP8 Formats for Deep Learning", where activations, weights and gradients
     enter the GEMMs in FP8). The row-parallel projections' output gradients are m x h whatever tp is, so
-    the casts shrink more slowly with tp than the GEMMs do."""
+    the casts shrink more slowly with tp than the GEMMs do. Known deviation: an MoE router's GEMM is
+    counted like the others (linear_s also runs it at the FP8 rate), though frameworks keep it in bf16."""
     gemms = linear_gemms(model, x, moe, grouped)
     fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms)
     return fwd, sum(g.count * g.m * g.n for g in gemms)

@@ -174,10 +174,14 @@ def pp_comm_s(c: Context) -> float:
     return edges * send + (total - edges) * max(0.0, send - _shortest_forward_s(c))
 
 
+def _layer_times(c: Context) -> list[MicroTime]:
+    """One micro-batch of each layer kind the model has: dense, and MoE when it has MoE layers."""
+    return [layer_time(c, moe) for moe in ((False, True) if c.model.is_moe else (False,))]
+
+
 def _shortest_forward_s(c: Context) -> float:
     """Forward compute of the cheaper layer kind, one micro-batch (a third of its forward + backward)."""
-    kinds = (False, True) if c.model.is_moe else (False,)
-    return min(layer_time(c, moe).compute_s for moe in kinds) / 3
+    return min(t.compute_s for t in _layer_times(c)) / 3
 
 
 def step_time(c: Context) -> TimeOut:
@@ -205,7 +209,7 @@ def chunk_excess_s(c: Context) -> list[float]:
     lay = c.lay
     if lay.vpp <= 1:
         return [0.0] * lay.pp
-    slowest = max(layer_time(c, moe).total_s for moe in ((False, True) if c.model.is_moe else (False,)))
+    slowest = max(t.total_s for t in _layer_times(c))
     return [slowest * e for e in chunk_excess_layers(lay.stage_layers, lay.vpp)]
 
 
