@@ -15,7 +15,8 @@ Mechanism sources (read from each framework's argument parser / config classes):
   `overlap_comm`: deepspeed/runtime/zero/config.py.
 - torchtitan: FSDP2 `fully_shard` per transformer block, `reshard_after_forward` (True without PP),
   per-op selective checkpointing (saves matmul outputs but every second one, attention, reductions:
-  torchtitan/models/llama3/infra/parallelize.py `_save_list`), `torch.compile` per block, async TP.
+  torchtitan/models/llama3/infra/parallelize.py `_save_list`), `torch.compile` per block, async TP
+  (torch/_inductor/fx_passes/micro_pipeline_tp.py: which collectives fuse with a matmul).
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ class Stack(BaseModel):
     description: str = Field("", description="What this stack is, in one sentence.")
     tp_comm_overlap: bool = Field(False, description="Default for TrainSpec.tp_comm_overlap: TP collectives "
                                   "hidden behind the layer's GEMMs (Megatron --tp-comm-overlap, torchtitan async TP).")
+    tp_overlap_impl: Literal["userbuffers", "micro-pipeline"] = Field(
+        "userbuffers", description="How TP overlap runs: userbuffers = Transformer Engine (every TP collective "
+        "beside a GEMM, FP8 included); micro-pipeline = PyTorch async TP, which fuses a collective only with "
+        "a matmul that consumes or produces it directly, so some stay exposed (costmodels.timing._tp_unfused_s).")
     overlap_grad_reduce: bool = Field(True, description="Default for TrainSpec.overlap_grad_reduce: bucketed "
                                       "gradient reduction runs during the last micro-batch's backward.")
     overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "

@@ -10,7 +10,8 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   output layer in bf16 (Transformer Engine and torchao keep both in 16 bits);
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
-  tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap);
+  tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap), except those the
+  stack's overlap cannot fuse with a matmul (_tp_unfused_s: PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
   one copy per destination rank / node (costmodels.moe_dispatch, the stack's ep_dispatcher);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
@@ -169,15 +170,12 @@ def _tp_bytes(c: Context) -> float:
 
 def layer_time(c: Context, moe: bool) -> MicroTime:
     """One layer, one micro-batch, forward + backward (+ recompute), exposed communication included."""
-    flash, k = c.train.flash_attention, c.kappa
+    flash = c.train.flash_attention
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
     compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core
     recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
-    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * _tp_bytes(c))
-    tp = tp_pass * (2 + extra)
-    if c.train.tp_overlap:  # beside the projection and MLP GEMMs of the same passes
-        tp = exposed_s(lin * (3 + extra), tp, k)
+    tp = _tp_s(c, lin, extra)
     ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.hidden_size * 2,
                                      c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
     cp = _cp_s(c, core, bwd_core, extra)
@@ -187,6 +185,39 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
+
+
+def _tp_s(c: Context, lin_s: float, extra: int) -> float:
+    """Exposed tensor-parallel seconds of one layer and micro-batch: 2 all-reduces (SP: 2 all-gathers and
+    2 reduce-scatters) in each of forward, backward and a recomputed forward. Under TP overlap the
+    collectives the stack can overlap run beside the same passes' linear GEMMs; the rest stay exposed
+    (_tp_unfused_s)."""
+    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * _tp_bytes(c))
+    total = tp_pass * (2 + extra)
+    if not c.train.tp_overlap:
+        return total
+    unfused = _tp_unfused_s(c, tp_pass, extra)
+    return exposed_s(lin_s * (3 + extra), total - unfused, c.kappa) + unfused
+
+
+def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:
+    """Seconds of the TP collectives that the stack's overlap leaves exposed (Stack.tp_overlap_impl).
+
+    userbuffers (Transformer Engine): none. micro-pipeline (PyTorch async TP,
+    torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses an all-gather only with the matmuls that
+    consume it and a reduce-scatter only with the one matmul that produces it, so
+    - the backward reduce-scatters of the attention and MLP input gradients stay exposed: each gradient
+      is a sum of several matmuls (wq, wk, wv; w1, w3), which _find_producer_matmul does not match;
+    - all-gathers stay exposed in every pass when an FP8 cast sits between gather and matmul, i.e. when
+      the gather moves 16-bit data (rowwise recipe; tensorwise casts before the gather: Stack.fp8_tp_gather).
+    A pass's time splits into its gather and reduce-scatter halves by their bytes (1 or 2 per element)."""
+    if c.stack.tp_overlap_impl == "userbuffers":
+        return 0.0
+    gather_bytes = 2 * _tp_bytes(c) - cmp.ACT_BYTES  # _tp_bytes averages the gather and the 2-byte reduce
+    gather_pass_s = tp_pass_s * gather_bytes / (gather_bytes + cmp.ACT_BYTES)
+    reduce_pass_s = tp_pass_s - gather_pass_s
+    gathers_fuse = c.train.precision != "fp8" or gather_bytes < cmp.ACT_BYTES
+    return reduce_pass_s + (0.0 if gathers_fuse else gather_pass_s * (2 + extra))
 
 
 def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
