@@ -6,8 +6,9 @@ The split is declared by source (benchmarks/splits.py; the held-out rows are rep
 benchmarks/accuracy.py and never enter an objective). Three stages, each on its own rows:
 1. a100-80gb GEMM curve and HBM fraction + stack megatron-2021 host/step overheads: vTrain
    single-node (every 6th row) and multi-node (even rows), Korthikanti Table 4 (per layer).
-2. h100-sxm GEMM curve + stack megatron-core overlap slowdown: Megatron-Core H100 weak-scaling rows
-   MG-001, 003, 005, 007, 009 (the host overhead is carried from stage 1: the same Megatron code).
+2. h100-sxm GEMM curve and attention efficiency: Megatron-Core H100 weak-scaling rows MG-001, 003,
+   005, 007, 009 (host overheads and element-wise fusion carried from stage 1: the same Megatron
+   code; overlap slowdown set, MEGATRON_CORE_OVERLAP_SLOWDOWN).
 3. stacks torchtitan(-eager): host overhead, overlap slowdown, element-wise fusion of
    torch.compile, FP8 tensorwise GEMM fraction: the torchtitan rows of the Dec 2024 H100 benchmark
    and of docs/performance.md (A100, 405B), as measured/README.md suggests.
@@ -103,7 +104,7 @@ STAGES = [
         Param("gpu", "h100-sxm", "gemm_max", 0.8, 0.3, 1.0),
         Param("gpu", "h100-sxm", "gemm_half_dim", 1300.0, 1.0, 1e5),
         Param("gpu", "h100-sxm", "attn_max", 0.6, 0.35, 0.75),  # FlashAttention-2 (35%) .. -3 (75%) on H100
-        Param("stack", "megatron-core", "layer_overhead_s", 1e-3, 1e-6, 0.05)], "megatron-core"),
+    ], "megatron-core"),
     ("torchtitan", [
         Param("stack", "torchtitan-eager", "gemm_scale", 0.9, 0.3, 1.2),
         Param("stack", "torchtitan-eager", "overlap_slowdown", 0.3, 1e-3, 1.0),
@@ -132,8 +133,6 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
                                      "of a Megatron step outside its layers (zeroing the gradient buffer, the fp16 "
                                      "found-inf all-reduce, timers): the vTrain and Korthikanti rows cannot tell it "
                                      "from the per-layer cost and want less",
-    "megatron-core.layer_overhead_s": "at its floor 1 us: the H100 Megatron-Core rows (1.7B-462B, 4,096 tokens per "
-                                      "micro-batch) leave no host time per layer; their kernels outlast the launches",
     "torchtitan-eager.fp8.tensorwise": "at its ceiling 1.0 (FP8 GEMMs exactly twice as fast as bf16, the datasheet "
                                        "ratio): the rows want FP8 runs faster still, so the non-GEMM work of FP8 runs is "
                                        "over-priced",
@@ -246,7 +245,7 @@ def write_all(prof: Profiles, results: dict) -> None:
                  f"{h100_obj:.3f}" + notes_for("h100-sxm", results))
     write_gpu("a100-80gb", prof, a100_note)
     write_gpu("a100-40gb", prof, "copied from a100-80gb (same die): " + a100_note)
-    write_gpu("h100-sxm", prof, "gemm_max, gemm_half_dim " + h100_note + "; hbm carried from a100-80gb")
+    write_gpu("h100-sxm", prof, "gemm_max, gemm_half_dim, attn_max " + h100_note + "; hbm carried from a100-80gb")
     for name in TIED_GPUS["h100-sxm"]:
         write_gpu(name, prof, "copied from h100-sxm (same compute die): " + h100_note)
     for (kind, name), (_, note) in COPIES.items():
@@ -255,8 +254,8 @@ def write_all(prof: Profiles, results: dict) -> None:
     stack_notes = {
         "megatron-2021": (f"layer/step overhead {a100_note}" + notes_for("megatron-2021", results),
                           splits.row_ids("a100"), a100_obj),
-        "megatron-core": (f"layer_overhead_s {h100_note}; step overhead and element-wise fusion carried from "
-                          f"megatron-2021; overlap_slowdown {MEGATRON_CORE_OVERLAP_SLOWDOWN} set, not fitted (TE "
+        "megatron-core": (f"layer and step overhead and element-wise fusion carried from megatron-2021 (the same "
+                          f"Megatron host code; its rows, {h100_note}, fit only the h100-sxm curve); overlap_slowdown {MEGATRON_CORE_OVERLAP_SLOWDOWN} set, not fitted (TE "
                           "userbuffers' reserved SMs, see calibrate.py)" + notes_for("megatron-core", results),
                           splits.row_ids("megatron-core"), h100_obj),
         "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "

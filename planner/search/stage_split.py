@@ -5,8 +5,9 @@ The split is the search's own (planner.search): the candidate's integer table (p
 and CP-SAT over its stage sizes alone (planner.search.cpsat), so the embedding's states on the first stage,
 the output head and loss on the last, memory and the uneven virtual chunks' bubble all count. When
 no split fits in memory, the fastest split regardless of memory is taken (the estimate then says
-it does not fit). Among splits of equal step time, one the frameworks state most simply is
-preferred: lighter first and last stages around equal middle stages (Megatron's
+it does not fit). Among splits of equal step time (within TIE_REL: differences far below the time
+model's own error, whose best held-out band is about 3%, are not differences), one the frameworks
+state most simply is preferred: lighter first and last stages around equal middle stages (Megatron's
 --decoder-first/last-pipeline-num-layers, torchtitan's first/last_stage_less_layers; the Llama 3
 paper, section 3.3.2: "we reduce one Transformer layer each from the first and the last stages").
 costmodels stays free of the solver: this fills Layout.stage_layers before costmodels resolves it.
@@ -27,6 +28,7 @@ from planner.search.space import Candidate
 from planner.search.tables import Table, stage_counts
 
 TIME_LIMIT_S = 20.0
+TIE_REL = 1e-3  # step times within 0.1% of the optimum count as equal (module docstring)
 
 
 def needs_split(model: ModelSpec, layout: Layout) -> bool:
@@ -102,12 +104,12 @@ def ends_splits(num_layers: int, pp: int, vpp: int):
 
 def simplest_equal(model: ModelSpec, table: Table, value: int, stages: list[int]) -> list[int]:
     """The first of `ends_splits` (whole virtual chunks first) whose step time equals the optimum
-    `value`, else `stages` itself."""
+    `value` (within TIE_REL), else `stages` itself."""
     v = table.layout.vpp
     shaped = ends_splits(model.num_layers, table.layout.pp, v)
     shaped.sort(key=lambda s: any(n % v for n in s))  # stable: evenness order kept within each class
     for split in shaped:
         got = table.objective(stage_counts(model, split))
-        if got is not None and got <= value:
+        if got is not None and got <= value * (1 + TIE_REL):
             return split
     return stages
