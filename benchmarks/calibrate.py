@@ -41,9 +41,14 @@ COPIES = {  # profile without its own data -> (source profile, note)
     ("gpu", "mi300x"): ("h100-sxm", "NOT FITTED: no public measurement; h100-sxm's fractions"),
     ("gpu", "v100-sxm3-32gb"): ("a100-80gb", "NOT FITTED: a100-80gb's fractions (V100 rows are relative only)"),
     ("stack", "fsdp"): ("torchtitan-eager", "NOT FITTED: torchtitan-eager's numbers (same FSDP units, eager)"),
-    ("stack", "automodel"): ("torchtitan", "NOT FITTED: torchtitan's numbers (FSDP2 units, fused kernels); its "
-                             "held-out MoE rows (automodel-moe) measure it"),
+    ("stack", "automodel"): ("torchtitan-eager", "NOT FITTED: torchtitan-eager's numbers (FSDP2 units, no "
+                             "torch.compile: nemo_automodel BackendConfig) but megatron-core's GEMM and attention "
+                             "scales (TE Linear and TE DotProductAttention, BackendConfig's defaults on GPU: the "
+                             "kernels the h100-sxm curve is fitted with); its held-out MoE rows (automodel-moe) "
+                             "measure it"),
 }
+KERNELS_FROM = {"automodel": "megatron-core"}  # stack -> stack whose GEMM and attention kernels it runs
+KERNEL_FIELDS = ("gemm_scale", "attn_scale")
 STACK_FIELDS = ["layer_overhead_s", "step_overhead_s", "overlap_slowdown", "elementwise_scale", "attn_scale",
                 "gemm_scale", "fp8", "zero3_call_overhead_s"]
 
@@ -233,7 +238,10 @@ def apply_copies(prof: Profiles) -> None:
             prof.gpus[name] = prof.gpus[name].model_copy(update={"efficiency": keep.model_copy(update=fields)})
         else:
             src = prof.stacks[source]
-            prof.stacks[name] = prof.stacks[name].model_copy(update={k: getattr(src, k) for k in STACK_FIELDS})
+            update = {k: getattr(src, k) for k in STACK_FIELDS}
+            if name in KERNELS_FROM:
+                update.update({k: getattr(prof.stacks[KERNELS_FROM[name]], k) for k in KERNEL_FIELDS})
+            prof.stacks[name] = prof.stacks[name].model_copy(update=update)
 
 
 def write_all(prof: Profiles, results: dict) -> None:
@@ -255,8 +263,9 @@ def write_all(prof: Profiles, results: dict) -> None:
         "megatron-2021": (f"layer/step overhead {a100_note}" + notes_for("megatron-2021", results),
                           splits.row_ids("a100"), a100_obj),
         "megatron-core": (f"layer and step overhead and element-wise fusion carried from megatron-2021 (the same "
-                          f"Megatron host code; its rows, {h100_note}, fit only the h100-sxm curve); overlap_slowdown {MEGATRON_CORE_OVERLAP_SLOWDOWN} set, not fitted (TE "
-                          "userbuffers' reserved SMs, see calibrate.py)" + notes_for("megatron-core", results),
+                          f"Megatron host code; its rows, {h100_note}, fit only the h100-sxm curve); overlap_slowdown "
+                          f"{MEGATRON_CORE_OVERLAP_SLOWDOWN} set, not fitted (TE userbuffers' reserved SMs, see "
+                          "calibrate.py)" + notes_for("megatron-core", results),
                           splits.row_ids("megatron-core"), h100_obj),
         "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "
                              f"fp8.rowwise (stage 4) on {splits.describe('fp8-rowwise')} (objective "

@@ -52,3 +52,17 @@ def test_no_fitted_number_sits_at_a_bound_without_a_reason():
     that BOUND_REASONS does not explain; a shipped profile must not carry it."""
     texts = [p.read_text() for p in (ROOT / "hardware_profiles").rglob("*.yaml")]
     assert texts and not any(re.search(r"no reason recorded", t) for t in texts)
+
+
+def _stack(name: str) -> dict:
+    return yaml.safe_load((ROOT / "hardware_profiles" / "stacks" / f"{name}.yaml").read_text())
+
+
+def test_automodel_runs_megatron_core_kernels_without_compile():
+    """NeMo AutoModel's BackendConfig defaults to TE Linear and TE DotProductAttention on GPU (the kernels
+    of the Megatron-Core rows the h100-sxm curve is fitted on) and compiles nothing unless asked: its
+    GEMM and attention scales are megatron-core's, the rest torchtitan-eager's (calibrate.py COPIES)."""
+    auto, core, eager = _stack("automodel"), _stack("megatron-core"), _stack("torchtitan-eager")
+    assert (auto["gemm_scale"], auto["attn_scale"]) == (core["gemm_scale"], core["attn_scale"])
+    for key in ("elementwise_scale", "overlap_slowdown", "layer_overhead_s"):
+        assert auto[key] == eager[key], key
