@@ -206,8 +206,9 @@ def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:
     userbuffers (Transformer Engine): none. micro-pipeline (PyTorch async TP,
     torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses an all-gather only with the matmuls that
     consume it and a reduce-scatter only with the one matmul that produces it, so
-    - the backward reduce-scatters of the attention and MLP input gradients stay exposed: each gradient
-      is a sum of several matmuls (wq, wk, wv; w1, w3), which _find_producer_matmul does not match;
+    - the backward reduce-scatter of the attention input gradient stays exposed, and the MLP's under
+      SwiGLU: each gradient is a sum of several matmuls (wq, wk, wv, separate in torchtitan's models;
+      w1, w3), which _find_producer_matmul does not match (a GELU MLP's one fc1 matmul fuses);
     - all-gathers stay exposed in every pass when an FP8 cast sits between gather and matmul, i.e. when
       the gather moves 16-bit data (rowwise recipe; tensorwise casts before the gather: Stack.fp8_tp_gather).
     A pass's time splits into its gather and reduce-scatter halves by their bytes (1 or 2 per element)."""
@@ -217,7 +218,8 @@ def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:
     gather_pass_s = tp_pass_s * gather_bytes / (gather_bytes + cmp.ACT_BYTES)
     reduce_pass_s = tp_pass_s - gather_pass_s
     gathers_fuse = c.train.precision != "fp8" or gather_bytes < cmp.ACT_BYTES
-    return reduce_pass_s + (0.0 if gathers_fuse else gather_pass_s * (2 + extra))
+    summed = (2 if c.model.activation == "swiglu" else 1) / 2  # of the pass's 2 reduce-scatters
+    return reduce_pass_s * summed + (0.0 if gathers_fuse else gather_pass_s * (2 + extra))
 
 
 def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:

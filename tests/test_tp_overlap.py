@@ -5,7 +5,7 @@ PyTorch's micro-pipeline (async) TP leaves exposed the collectives it cannot fus
 from __future__ import annotations
 
 import pytest
-from helpers import cluster, gpt
+from helpers import cluster, gpt, llama_like
 
 import hardware_profiles as hp
 from costmodels import comm
@@ -24,8 +24,9 @@ def _stack(impl: str) -> Stack:
                  overlap_slowdown=0.2, layer_overhead_s=0.0)
 
 
-def _ctx(impl: str, precision: str = "bf16", recipe: str = "tensorwise", recompute: str = "none"):
-    model, clus = gpt(H, 8, 32, vocab=32000, seq=4096), cluster(8, gpu=hp.load_gpu("h100-sxm"))
+def _ctx(impl: str, precision: str = "bf16", recipe: str = "tensorwise", recompute: str = "none", swiglu: bool = True):
+    model = llama_like(H, 32, 8, 8, 14336) if swiglu else gpt(H, 32, 8, vocab=32000, seq=4096)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
     train = TrainSpec(global_batch_size=8, precision=precision, fp8_recipe=recipe, stack=_stack(impl),
                       tp_comm_overlap=True)
     lay = resolve_layout(model, clus, train, Layout(tp=8, sp=True, mbs=1, recompute=recompute))
@@ -48,6 +49,13 @@ def test_bf16_micro_pipeline_leaves_the_backward_reduce_scatters():
     for recompute, extra in (("none", 0), ("full", 1)):
         c = _ctx("micro-pipeline", recompute=recompute)
         assert _tp_unfused_s(c, 3.0, extra) == pytest.approx(1.5)
+
+
+def test_a_gelu_mlp_input_gradient_fuses():
+    """GELU: the MLP input gradient comes from one fc1 matmul and fuses; only the attention's (wq, wk, wv
+    summed) stays exposed: a quarter of a pass."""
+    c = _ctx("micro-pipeline", swiglu=False)
+    assert _tp_unfused_s(c, 4.0, 0) == pytest.approx(1.0)
 
 
 def test_rowwise_gathers_stay_exposed_in_every_pass():
