@@ -15,8 +15,8 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
   no recompute; the two strong-scaling rows take the weak-scaling layout of their model (tp8 pp6).
   Micro-batch and virtual stages are not stated (megatron_readme_schedule): one micro-batch per
   replica at pp = 1, one layer per virtual stage at pp > 1.
-- NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack automodel (torchtitan's
-  fitted numbers, its own error band), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
+- NeMo AutoModel MoE: FSDP2 + expert parallelism with TE kernels -> stack automodel (torchtitan-eager's
+  fitted numbers with megatron-core's GEMM and attention scales, its own error band), no recompute, balanced routing (the rows use a fake balanced gate); MLA heads as
   128-wide multi-head attention (measured/README.md).
 - NeMo AutoModel DeepSeek-V3 / Kimi-K2 (61 layers): the published virtual stages per rank (8 and 4)
   with ranks of 16 and 15 layers, whose chunks differ by one layer (costmodels.pipeline prices the
