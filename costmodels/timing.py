@@ -161,11 +161,17 @@ def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float,
     return 0.0, 0
 
 
-def _tp_bytes(c: Context) -> float:
-    """Bytes per activation element of a tensor-parallel all-reduce: 2 (bf16), or 1.5 when its all-gather
-    half moves FP8 (Stack.fp8_tp_gather with sequence parallelism: 1 byte gathered + 2 reduce-scattered)."""
+def _tp_gather_bytes(c: Context) -> float:
+    """Bytes per element of a sequence-parallel all-gather: 1 when it moves FP8 (Stack.fp8_tp_gather with
+    sequence parallelism), else 2; the reduce-scatters always move 2."""
     fp8 = c.train.precision == "fp8" and c.lay.sp and c.train.fp8_recipe in c.stack.fp8_tp_gather
-    return (1 + cmp.ACT_BYTES) / 2 if fp8 else cmp.ACT_BYTES
+    return 1.0 if fp8 else cmp.ACT_BYTES
+
+
+def _tp_bytes(c: Context) -> float:
+    """Bytes per activation element of a tensor-parallel all-reduce: the mean of its all-gather and
+    reduce-scatter halves (2, or 1.5 with FP8 gathers)."""
+    return (_tp_gather_bytes(c) + cmp.ACT_BYTES) / 2
 
 
 def layer_time(c: Context, moe: bool) -> MicroTime:
@@ -214,7 +220,7 @@ def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:
     A pass's time splits into its gather and reduce-scatter halves by their bytes (1 or 2 per element)."""
     if c.stack.tp_overlap_impl == "userbuffers":
         return 0.0
-    gather_bytes = 2 * _tp_bytes(c) - cmp.ACT_BYTES  # _tp_bytes averages the gather and the 2-byte reduce
+    gather_bytes = _tp_gather_bytes(c)
     gather_pass_s = tp_pass_s * gather_bytes / (gather_bytes + cmp.ACT_BYTES)
     reduce_pass_s = tp_pass_s - gather_pass_s
     gathers_fuse = c.train.precision != "fp8" or gather_bytes < cmp.ACT_BYTES
