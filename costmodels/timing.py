@@ -10,8 +10,9 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   output layer in bf16 (Transformer Engine and torchao keep both in 16 bits);
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
-  tp_comm_overlap, which runs them beside the layer's GEMMs (costmodels.overlap), except those the
-  stack's overlap cannot fuse with a matmul (_tp_unfused_s: PyTorch async TP);
+  tp_comm_overlap with SP (tp_overlap_applies), which runs them beside the layer's GEMMs
+  (costmodels.overlap), except those the stack's overlap cannot fuse with a matmul (_tp_unfused_s:
+  PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
   one copy per destination rank / node (costmodels.moe_dispatch, the stack's ep_dispatcher);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
@@ -200,10 +201,20 @@ def _tp_s(c: Context, lin_s: float, extra: int) -> float:
     (_tp_unfused_s)."""
     tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * _tp_bytes(c))
     total = tp_pass * (2 + extra)
-    if not c.train.tp_overlap:
+    if not tp_overlap_applies(c.train, c.lay):
         return total
     unfused = _tp_unfused_s(c, tp_pass, extra)
     return exposed_s(lin_s * (3 + extra), total - unfused, c.kappa) + unfused
+
+
+def tp_overlap_applies(train: TrainSpec, lay: Layout) -> bool:
+    """Whether TP communication overlap runs: asked for (TrainSpec.tp_overlap) and sequence parallelism
+    on. Both implementations overlap only all-gathers and reduce-scatters: Megatron-LM refuses
+    --tp-comm-overlap without --sequence-parallel (megatron/training/arguments.py, "Tensor parallel
+    communication/GEMM overlap can happen only when sequence parallelism is enabled"), and PyTorch's
+    micro-pipeline pass matches only all_gather_into_tensor and reduce_scatter_tensor
+    (torch/_inductor/fx_passes/micro_pipeline_tp.py), so sp = 0's all-reduces stay exposed."""
+    return train.tp_overlap and lay.sp and lay.tp > 1
 
 
 def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:

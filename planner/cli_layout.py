@@ -9,6 +9,7 @@ import typer
 
 from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
+from costmodels.timing import tp_overlap_applies
 from planner.search import frameworks as fws
 from planner.files import loading
 from planner.search import stage_split
@@ -58,9 +59,18 @@ def estimate_cmd(
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
+    note_unused_tp_overlap(train, result.layout)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
           whole_run_of(result, prob.model, prob.cluster, train, run))
+
+
+def note_unused_tp_overlap(train, lay: Layout) -> None:
+    """A note on stderr when the stack or --tp-comm-overlap asks for TP overlap that sp=0 rules out."""
+    if train.tp_overlap and lay.tp > 1 and not tp_overlap_applies(train, lay):
+        err.print(f"note: TP communication overlap needs sp=1 (Megatron refuses --tp-comm-overlap without "
+                  f"--sequence-parallel; async TP fuses only all-gathers and reduce-scatters): tp={lay.tp} "
+                  f"with sp=0 is priced with its all-reduces exposed", highlight=False, soft_wrap=True)
 
 
 @user_errors
@@ -138,5 +148,6 @@ def check_cmd(
     lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
+    note_unused_tp_overlap(train, result.layout)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

@@ -136,6 +136,15 @@ def test_tp_comm_overlap_flag_changes_step_time():
     assert _step("--tp-comm-overlap") < _step("--no-tp-comm-overlap")
 
 
+def test_tp_comm_overlap_without_sp_is_priced_exposed_and_noted():
+    """sp=0 runs all-reduces, which no TP overlap hides: the flag changes nothing and stderr says why."""
+    no_sp = [*EST[:-1], EST[-1].replace(",sp=1", "")]
+    on, off = (invoke(*no_sp, "--json", flag) for flag in ("--tp-comm-overlap", "--no-tp-comm-overlap"))
+    assert as_json(on)["time"]["step_s"] == as_json(off)["time"]["step_s"]
+    assert "TP communication overlap needs sp=1" in on.stderr and "needs sp=1" not in off.stderr
+    assert "needs sp=1" not in invoke(*EST, "--json", "--tp-comm-overlap").stderr
+
+
 def test_overlap_grad_reduce_flag_changes_step_time():
     assert _step("--no-overlap-grad-reduce") > _step("--overlap-grad-reduce")
 

@@ -152,6 +152,16 @@ def test_megatron_mappings(tmp_path):
     assert "--use-distributed-optimizer" in text and "--recompute-num-layers 1" in text
 
 
+def test_megatron_tp_comm_overlap_only_with_sequence_parallelism(tmp_path):
+    """Megatron asserts that --tp-comm-overlap has --sequence-parallel (megatron/training/arguments.py):
+    the flag is written with sp=1 and left out with sp=0, where the time model prices no overlap."""
+    on = {"tp_comm_overlap": True}
+    with_sp = _megatron_text(make_doc(nodes=1, gbs=8, train=on, tp=8, sp=True), tmp_path / "a")
+    without = _megatron_text(make_doc(nodes=1, gbs=8, train=on, tp=8, sp=False), tmp_path / "b")
+    assert "--tp-comm-overlap" in with_sp and "--sequence-parallel" in with_sp
+    assert "--tp-comm-overlap" not in without and "--sequence-parallel" not in without
+
+
 def _megatron_text(doc: dict, out: Path) -> str:
     return export(doc, "megatron", out, force=False)[0].read_text()
 

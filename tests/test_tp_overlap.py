@@ -13,7 +13,7 @@ from costmodels import compute as cmp
 from costmodels.layout import Layout, resolve_layout
 from costmodels.overlap import exposed_s
 from costmodels.stack import Stack
-from costmodels.timing import _tp_s, _tp_unfused_s, layer_time, make_context
+from costmodels.timing import _tp_s, _tp_unfused_s, layer_time, make_context, tp_overlap_applies
 from costmodels.train_spec import TrainSpec
 
 H = 4096
@@ -24,12 +24,13 @@ def _stack(impl: str) -> Stack:
                  overlap_slowdown=0.2, layer_overhead_s=0.0)
 
 
-def _ctx(impl: str, precision: str = "bf16", recipe: str = "tensorwise", recompute: str = "none", swiglu: bool = True):
+def _ctx(impl: str, precision: str = "bf16", recipe: str = "tensorwise", recompute: str = "none", swiglu: bool = True,
+         sp: bool = True, overlap: bool = True):
     model = llama_like(H, 32, 8, 8, 14336) if swiglu else gpt(H, 32, 8, vocab=32000, seq=4096)
     clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
     train = TrainSpec(global_batch_size=8, precision=precision, fp8_recipe=recipe, stack=_stack(impl),
-                      tp_comm_overlap=True)
-    lay = resolve_layout(model, clus, train, Layout(tp=8, sp=True, mbs=1, recompute=recompute))
+                      tp_comm_overlap=overlap)
+    lay = resolve_layout(model, clus, train, Layout(tp=8, sp=sp, mbs=1, recompute=recompute))
     return make_context(model, clus, train, lay)
 
 
@@ -97,3 +98,15 @@ def test_async_tp_saves_less_under_rowwise_than_bf16():
         off = layer_time(make_context(c.model, c.cluster, off_train, c.lay), False).tp_comm_s
         return off - on
     assert saving("fp8", "rowwise") < saving("bf16", "tensorwise")
+
+
+@pytest.mark.parametrize("impl", ["userbuffers", "micro-pipeline"])
+def test_without_sequence_parallelism_nothing_overlaps(impl: str):
+    """sp = 0 runs plain all-reduces, which neither implementation overlaps (Megatron refuses
+    --tp-comm-overlap without --sequence-parallel; the micro-pipeline pass fuses only all-gathers and
+    reduce-scatters): asking for overlap then costs exactly what not asking does."""
+    asked, plain = _ctx(impl, sp=False), _ctx(impl, sp=False, overlap=False)
+    assert not tp_overlap_applies(asked.train, asked.lay) and tp_overlap_applies(_ctx(impl).train, _ctx(impl).lay)
+    lin = 1e-3
+    assert _tp_s(asked, lin, 0) == pytest.approx(_tp_s(plain, lin, 0)) == pytest.approx(2 * _pass_s(asked, 2.0))
+    assert _tp_s(_ctx(impl), lin, 0) < _tp_s(asked, lin, 0)

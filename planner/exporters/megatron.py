@@ -11,6 +11,7 @@ keeps fp32 main gradients unless `--grad-reduce-in-bf16` is given.
 from __future__ import annotations
 
 from costmodels.pipeline import chunk_layers
+from costmodels.timing import tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, bash_array, command, script,
 )
@@ -172,7 +173,7 @@ def memory_args(plan: ExportPlan) -> list:
     elif lay.recompute == "full":
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
-    if train.tp_overlap and lay.tp > 1:
+    if tp_overlap_applies(train, lay):  # Megatron refuses --tp-comm-overlap without --sequence-parallel
         args.append(("--tp-comm-overlap", None))
     return args
 
