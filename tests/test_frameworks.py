@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import hardware_profiles as hp
 from costmodels import comm
 from costmodels.framework import FRAMEWORKS, refusals
+from costmodels.estimate import estimate
 from costmodels.layout import Layout, LayoutError
 from costmodels.timing import cp_layer_s, make_context
 from costmodels.train_spec import TrainSpec
@@ -25,6 +26,8 @@ from planner.cli import app
 from planner.exporters import FORMATS, render_all
 from planner.exporters.common import plan_from_doc
 from planner.exporters.deepspeed import ds_config
+from planner.files import loading
+from planner.files.planfile import plan_document
 from planner.files.shellread import find_launch, read_script
 from planner.search.frameworks import runners
 
@@ -284,6 +287,22 @@ def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_site,
     script.write_text(files["launch_megatron.sh"][0])
     world = doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]
     ok, why = mc.check(mc.job_for(script, world, site, stubs))
+    assert ok, why
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_megatron_plans_pass_argument_validation_with_tp_comm_overlap(sp, megatron_site, tmp_path):
+    """With TP overlap asked for, sp=1 writes --tp-comm-overlap and sp=0 leaves it out: Megatron's
+    validate_args asserts the flag has --sequence-parallel, so either script must pass it."""
+    mc, site, stubs = megatron_site
+    model, clus = hp.load_model("llama3-8b"), loading.load_cluster("dgx-h100", 1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=8, tp_comm_overlap=True))
+    doc = plan_document(model, clus, train, estimate(model, clus, train, Layout(tp=8, sp=sp)))
+    text = render_all(plan_from_doc(doc), "megatron")[0]["launch_megatron.sh"][0]
+    assert ("--tp-comm-overlap" in text) == sp
+    script = tmp_path / "launch_megatron.sh"
+    script.write_text(text)
+    ok, why = mc.check(mc.job_for(script, 8, site, stubs))
     assert ok, why
 
 
