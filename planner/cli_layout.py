@@ -10,6 +10,7 @@ import typer
 from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
 from costmodels.timing import tp_overlap_applies
+from costmodels.train_spec import TrainSpec
 from planner.search import frameworks as fws
 from planner.files import loading
 from planner.search import stage_split
@@ -65,7 +66,7 @@ def estimate_cmd(
           whole_run_of(result, prob.model, prob.cluster, train, run))
 
 
-def note_unused_tp_overlap(train, lay: Layout) -> None:
+def note_unused_tp_overlap(train: TrainSpec, lay: Layout) -> None:
     """A note on stderr when the stack or --tp-comm-overlap asks for TP overlap that sp=0 rules out."""
     if train.tp_overlap and lay.tp > 1 and not tp_overlap_applies(train, lay):
         err.print(f"note: TP communication overlap needs sp=1 (Megatron refuses --tp-comm-overlap without "
