@@ -96,7 +96,8 @@ class Stack(BaseModel):
     framework: Framework = Field(..., description="The framework family that runs it.")
     description: str = Field("", description="What this stack is, in one sentence.")
     tp_comm_overlap: bool = Field(False, description="Default for TrainSpec.tp_comm_overlap: TP collectives "
-                                  "hidden behind the layer's GEMMs (Megatron --tp-comm-overlap, torchtitan async TP).")
+                                  "hidden behind the layer's GEMMs (Megatron --tp-comm-overlap, torchtitan async "
+                                  "TP), with sequence parallelism only.")
     tp_overlap_impl: Literal["userbuffers", "micro-pipeline"] = Field(
         "userbuffers", description="How TP overlap runs: userbuffers = Transformer Engine (every TP collective "
         "beside a GEMM, FP8 included); micro-pipeline = PyTorch async TP, which fuses a collective only with "

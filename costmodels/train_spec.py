@@ -33,7 +33,8 @@ class TrainSpec(BaseModel):
     flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
     tp_comm_overlap: Optional[bool] = Field(
         None, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE, "
-        "torchtitan async TP); null = the stack's default."
+        "torchtitan async TP); applies only with sequence parallelism (costmodels.timing.tp_overlap_applies); "
+        "null = the stack's default."
     )
     overlap_grad_reduce: Optional[bool] = Field(
         None, description="Data-parallel gradient reduction overlaps the last backward (Megatron "
