@@ -66,3 +66,13 @@ def test_automodel_runs_megatron_core_kernels_without_compile():
     assert (auto["gemm_scale"], auto["attn_scale"]) == (core["gemm_scale"], core["attn_scale"])
     for key in ("elementwise_scale", "overlap_slowdown", "layer_overhead_s"):
         assert auto[key] == eager[key], key
+
+
+def test_a_scope_that_names_its_nics_gets_their_share():
+    """'3x8/4nic' (nccl-tests#119: 3 nodes of 8 A100, 4 HDR NICs each) is 24 ranks with half a NIC per GPU,
+    so the row's plateau is 8 x 12.5 GB/s per node, not the 8 x 25 of a DGX A100."""
+    assert calibrate_nccl.placement("3x8/4nic") == (8, 24, 1)
+    assert calibrate_nccl.nic_share("3x8/4nic") == 0.5 and calibrate_nccl.nic_share("2x8") == 1.0
+    p = {**calibrate_nccl.START, "nvls": 1.0}
+    full, half = (calibrate_nccl.links_for("a100", p, 8, "proc", s).out_bytes_per_s for s in (1.0, 0.5))
+    assert half == pytest.approx(full / 2)
