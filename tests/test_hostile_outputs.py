@@ -267,7 +267,10 @@ def test_a_name_like_an_option_stays_a_value(here):
     (here / "m.json").write_text(named("--num-layers=1"))
     assert run(["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--export",
                 "out"]).exit_code == 0
-    for path in (here / "out").iterdir():
+    # DeepSpeed too, whichever layout wins overall (a cp=2 ring-attention winner has no DeepSpeed form)
+    assert run(["plan", "m.json", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8", "--framework",
+                "deepspeed", "--export", "out/ds"]).exit_code == 0
+    for path in [*(here / "out").iterdir(), *(here / "out" / "ds").iterdir()]:
         if path.suffix not in (".sh", ".sbatch"):
             continue
         text = path.read_text().replace("\\\n", " ")
@@ -278,4 +281,4 @@ def test_a_name_like_an_option_stays_a_value(here):
             assert "--num-layers=1" not in words, (path.name, line)
     joined = (here / "out" / "launch_megatron.sh").read_text()
     assert "--wandb-exp-name=--num-layers=1" in joined
-    assert "--model-name=--num-layers=1" in (here / "out" / "launch_deepspeed.sh").read_text()
+    assert "--model-name=--num-layers=1" in (here / "out" / "ds" / "launch_deepspeed.sh").read_text()
