@@ -14,7 +14,7 @@ Stage 2, multi-node rows, stage 1 fixed: eta_out, S_half_out, alpha_out. Objecti
 of log(predicted / published time) = of the busbw ratio (scipy least_squares, BOUNDS below).
 Wire rates per GPU and direction (datasheets, as the cluster presets): A100 300 / 25 GB/s,
 H100-class 450 / 50, B200 900 / 50 (the B200 4x8 rows are AWS p6-b200, 8x 400G EFA); a scope
-with a '/<k>nic' suffix has k NICs per node, so k / 8 of a NIC per GPU (the A100 3x8/4nic row: 12.5).
+with a '/<k>nic' suffix has k NICs per node of g GPUs: k / g of a NIC per GPU (A100 3x8/4nic: 12.5 GB/s).
 The shipped profiles must equal this fit: tests/test_profiles_reproducible.py refits and compares,
 so a change to costmodels/comm.py or to the data needs `--write` (then benchmarks/calibrate.py).
 """
