@@ -201,6 +201,17 @@ def _yaml_prescan(text: str, where: str) -> None:
             depth -= 1
 
 
+def _yaml_user_error(err: yaml.YAMLError, where: str) -> UserError:
+    """The user's message for a YAML error. libyaml 0.2.5+ (in PyYAML 6.0.4's wheels) stops its scanner
+    at 1,000 levels before an event reaches the prescan, so its nesting error says what ours says."""
+    mark = getattr(err, "problem_mark", None)
+    at = f" at line {mark.line + 1}" if mark else ""
+    problem = getattr(err, "problem", None) or str(err)
+    if "nesting depth" in problem:
+        return UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{at}")
+    return UserError(f"{where}: invalid YAML{at}: {problem}")
+
+
 def parse_yaml(text: str, where: str) -> Any:
     """YAML (safe loading only) with aliases and duplicate keys refused, integers and depth bounded.
     Without libyaml the pure-Python scanner needs seconds per MiB, so YAML is then limited to 1 MiB."""
@@ -211,9 +222,7 @@ def parse_yaml(text: str, where: str) -> Any:
         _yaml_prescan(text, where)
         data = yaml.load(text, Loader=LOADER)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"{where}: invalid YAML{at}: {getattr(err, 'problem', None) or err}") from None
+        raise _yaml_user_error(err, where) from None
     except RecursionError:
         raise UserError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as err:  # a constructor's conversion (e.g. a malformed date)
