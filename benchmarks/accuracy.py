@@ -139,17 +139,6 @@ def _line(name: str, subset: str, s: dict) -> str:
 HEAD = ["| {} | subset | n | mean abs err | median | p90 | max | bias (median signed) |", "|---|---|---|---|---|---|---|---|"]
 
 
-FLOORS = """## Error floors: what no subadditive model reaches (benchmarks/consistency.py)
-
-Two runs of one problem that differ only in the micro-batch (k * b against b) are bound by every time
-model in which one micro-batch of k * b costs no more than k of b and a step takes m + (p - 1) / v
-micro-batch slots: T_big <= R * T_small, R = (m + k (p - 1) / v) / (m + (p - 1) / v). Where the
-measurements break that bound, no such model fits both, and the floors below are the least max and
-mean |error| any of them can reach on the set (linear programs over every conflicting pair).
-parplan's model is in the class (tests/test_consistency.py), so they bound it too.
-"""
-
-
 def markdown(rows: list[Row], pairs=None, floors: str | None = None) -> str:
     """The tables of docs/accuracy.md."""
     lines = ["## Acceptance metrics", "", HEAD[0].format("rows") + " most negative |", HEAD[1] + "---|"]
@@ -158,7 +147,7 @@ def markdown(rows: list[Row], pairs=None, floors: str | None = None) -> str:
     if pairs is not None:
         lines += ["", ordering_text(pairs)]
     if floors is not None:
-        lines += ["", FLOORS, floors]
+        lines += ["", floors]
     lines += ["", "## Per data set", "", HEAD[0].format("data set"), HEAD[1]]
     for name, parts in by_dataset(rows).items():
         lines += [_line(name, subset, s) for subset, s in parts.items() if s["n"]]

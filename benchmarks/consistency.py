@@ -156,26 +156,44 @@ def data_sets() -> dict[str, list[tuple[Run, bool]]]:
     return out
 
 
-def floor_table(sets: dict[str, list[tuple[Run, bool]]]) -> list[tuple[str, str, int, int, float, float]]:
-    """(data set, subset, rows, conflicting pairs, floor of max |error|, floor of mean |error|)."""
+def floor_table(sets: dict[str, list[tuple[Run, bool]]],
+                found: dict[str, list[Conflict]]) -> list[tuple[str, str, int, int, float, float]]:
+    """(data set, subset, rows, conflicting pairs, floor of max |error|, floor of mean |error|), given each
+    set's conflicts (`all_conflicts`)."""
     out = []
     for name, tagged in sets.items():
-        found = conflicts([r for r, _ in tagged])
         for subset, runs in (("all", [r for r, _ in tagged]), ("held out", [r for r, f in tagged if not f])):
             labels = {r.label for r in runs}
-            n_pairs = sum(c.big.label in labels and c.small.label in labels for c in found)
-            out.append((name, subset, len(runs), n_pairs, *floors(runs, found)))
+            n_pairs = sum(c.big.label in labels and c.small.label in labels for c in found[name])
+            out.append((name, subset, len(runs), n_pairs, *floors(runs, found[name])))
     return out
 
 
+def all_conflicts(sets: dict[str, list[tuple[Run, bool]]]) -> dict[str, list[Conflict]]:
+    """{data set: its conflicting pairs}, over all its rows, fitted and held out."""
+    return {name: conflicts([r for r, _ in tagged]) for name, tagged in sets.items()}
+
+
+SECTION = """## Error floors: what no subadditive model reaches (benchmarks/consistency.py)
+
+Two runs of one problem that differ only in the micro-batch (k * b against b) are bound by every time
+model in which one micro-batch of k * b costs no more than k of b and a step takes m + (p - 1) / v
+micro-batch slots: T_big <= R * T_small, R = (m + k (p - 1) / v) / (m + (p - 1) / v). Where the
+measurements break that bound, no such model fits both, and the floors below are the least max and
+mean |error| any of them can reach on the set (linear programs over every conflicting pair).
+parplan's model is in the class (tests/test_consistency.py), so they bound it too.
+"""
+
+
 def markdown(sets: dict[str, list[tuple[Run, bool]]], worst: int = 8) -> str:
-    """The floor table and the worst conflicting pairs, for docs/accuracy.md."""
-    lines = ["| data set | subset | rows | conflicting pairs | floor of max abs err | floor of mean abs err |",
+    """The docs/accuracy.md section: what the floors mean, the floor table and the worst conflicting pairs."""
+    found = all_conflicts(sets)
+    lines = [SECTION, "| data set | subset | rows | conflicting pairs | floor of max abs err | floor of mean abs err |",
              "|---|---|---|---|---|---|"]
-    lines += [f"| {n} | {s} | {k} | {c} | {mx:.1%} | {mn:.2%} |" for n, s, k, c, mx, mn in floor_table(sets)]
+    lines += [f"| {n} | {s} | {k} | {c} | {mx:.1%} | {mn:.2%} |" for n, s, k, c, mx, mn in floor_table(sets, found)]
     lines += ["", "| data set | larger micro-batch | measured s | smaller micro-batch | measured s | R | pair floor |",
               "|---|---|---|---|---|---|---|"]
-    every = [(name, c) for name, tagged in sets.items() for c in conflicts([r for r, _ in tagged])]
+    every = [(name, c) for name, pairs in found.items() for c in pairs]
     for name, c in sorted(every, key=lambda nc: -nc[1].floor)[:worst]:
         lines.append(f"| {name} | {c.big.label} (mbs {c.big.mbs}) | {c.big.measured_s:.4g} | {c.small.label} "
                      f"(mbs {c.small.mbs}) | {c.small.measured_s:.4g} | {c.bound:.3f} | {c.floor:.1%} |")

@@ -202,8 +202,8 @@ def _yaml_prescan(text: str, where: str) -> None:
 
 
 def _yaml_user_error(err: yaml.YAMLError, where: str) -> UserError:
-    """The user's message for a YAML error. libyaml 0.2.5+ (in PyYAML 6.0.4's wheels) stops its scanner
-    at 1,000 levels before an event reaches the prescan, so its nesting error says what ours says."""
+    """The user's message for a YAML error. The libyaml in PyYAML 6.0.4's wheels (0.2.6) stops its scanner at
+    1,000 levels before an event reaches the prescan, so its nesting error says what ours says."""
     mark = getattr(err, "problem_mark", None)
     at = f" at line {mark.line + 1}" if mark else ""
     problem = getattr(err, "problem", None) or str(err)
