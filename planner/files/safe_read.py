@@ -207,8 +207,9 @@ def _yaml_user_error(err: yaml.YAMLError, where: str) -> UserError:
     mark = getattr(err, "problem_mark", None)
     at = f" at line {mark.line + 1}" if mark else ""
     problem = getattr(err, "problem", None) or str(err)
-    if "nesting depth" in problem:
-        return UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{at}")
+    if "nesting depth" in problem:  # worded as the prescan words it
+        line = f" (line {mark.line + 1})" if mark else ""
+        return UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{line}")
     return UserError(f"{where}: invalid YAML{at}: {problem}")
 
 
