@@ -164,6 +164,13 @@ class ClusterSpec(BaseModel):
     checkpoint_write_gb_per_s_per_node: Optional[float] = Field(
         None, ge=MIN_RATE, le=1e6, description="Sustained checkpoint write rate per node to the checkpoint "
         "storage, GB/s; null = the whole-run default (costmodels.whole_run: Llama 3's 2 TB/s over 2,048 nodes).")
+    host_ram_gib: Optional[float] = Field(
+        None, ge=0, le=1e7, description="Host (CPU) memory per node that offloaded optimizer states, parameters "
+        "or activations may use, GiB; null = unknown (offload is then priced but its host fit is not checked).")
+    host_to_device_gb_per_s: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6, description="Host<->device copy bandwidth per GPU, per direction (PCIe or "
+        "C2C), GB/s, as achieved by pinned-memory copies; null = the GPU generation's default "
+        "(costmodels.offload).")
     sources: list[str] = Field(default_factory=list, description="Where each number comes from.")
 
     @model_validator(mode="after")

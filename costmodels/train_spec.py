@@ -59,6 +59,17 @@ class TrainSpec(BaseModel):
         "torchao tensorwise), rowwise, mxfp8 (Blackwell), blockwise (DeepSeek-V3)."
     )
 
+    offload_optimizer: Literal["none", "cpu", "nvme"] = Field(
+        "none", description="Where the optimizer states (fp32 master weights and moments) live: none = on the GPU; "
+        "cpu = host memory (DeepSpeed ZeRO-Offload offload_optimizer.device cpu, Megatron "
+        "--optimizer-cpu-offload); nvme = ZeRO-Infinity's NVMe tier.")
+    offload_optimizer_fraction: float = Field(
+        1.0, ge=0.0, le=1.0, description="Share of the optimizer states offloaded when offload_optimizer is not "
+        "none (Megatron --optimizer-offload-fraction; DeepSpeed offloads all, 1.0).")
+    offload_params: Literal["none", "cpu", "nvme"] = Field(
+        "none", description="Where ZeRO-3 parameter shards live between uses: none = GPU; cpu / nvme = "
+        "DeepSpeed ZeRO-Infinity offload_param.device (needs zero=3).")
+
     @property
     def stack_spec(self) -> Stack:
         """The resolved stack; null means a stack with the default mechanisms and the GPU's efficiencies
