@@ -76,7 +76,8 @@ CASES = {
 def exported(request, tmp_path_factory):
     doc = CASES[request.param]()
     out = tmp_path_factory.mktemp(request.param)
-    result = run_export(doc, "all", out, force=False)
+    # the cases exercise the mappings, fitting or not (8b-zero3-dp8 fits no stack): force writes every format
+    result = run_export(doc, "all", out, force=True)
     return request.param, doc, result
 
 
@@ -102,17 +103,70 @@ def test_files_parse(exported):
             json.loads(path.read_text())
 
 
-def test_header_has_predicted_numbers(exported):
+# file -> format whose stack runs it (its header's numbers are that stack's)
+FILE_FORMAT = {"launch_megatron.sh": "megatron", "launch_slurm.sbatch": "slurm", "launch_deepspeed.sh": "deepspeed",
+               "hostfile": "deepspeed", "PLAN-NOTES.txt": "deepspeed", "launch_torchtitan.sh": "torchtitan",
+               "torchtitan_0.2.toml": "torchtitan", "launch_torchrun.sh": "torchrun"}
+# format -> the stack that runs it when the plan's stack is another framework's (torchrun: the plan's own)
+RUN_STACK = {"megatron": "megatron-core", "slurm": "megatron-core", "deepspeed": "deepspeed", "torchtitan": "torchtitan"}
+
+
+def expected_estimate(doc: dict, fmt: str):
+    """The plan priced as the file of `fmt` runs: the framework's stack (issue 34: a DeepSpeed file quoted
+    Megatron-Core's memory) and, for torchtitan, sequence parallelism with TP and ZeRO-1 run as ZeRO-2."""
+    prob = loading.problem_from_plan(doc, "plan")
+    stack = prob.train.stack_spec
+    if fmt in RUN_STACK and stack.framework != hp.load_framework(fmt if fmt != "slurm" else "megatron").name:
+        stack = hp.load_stack(RUN_STACK[fmt])
+    lay = prob.layout
+    if fmt == "torchtitan":
+        lay = lay.model_copy(update={"sp": lay.tp > 1, "zero": 2 if lay.zero == 1 else lay.zero})
+    return estimate(prob.model, prob.cluster, prob.train.model_copy(update={"stack": stack}), lay)
+
+
+def header_spec(text: str) -> dict:
+    """The plan file on a header's `Spec:` line."""
+    line = next(line for line in text.splitlines() if line.startswith(("# Spec: ", "Spec: ")))
+    return json.loads(line.split("Spec: ", 1)[1])
+
+
+def test_header_has_the_numbers_of_the_stack_that_runs_it(exported):
     _, doc, result = exported
-    peak = f"{doc['estimate']['memory']['peak_bytes'] / GIB:.2f} GiB"
-    step = f"{doc['estimate']['time']['step_s']:.3f} s"
     for path in result.written:
         if path.suffix == ".json":
             assert "parplan" not in path.read_text()  # ds_config.json stays clean
             continue
-        text = path.read_text()
-        assert peak in text and step in text and "parplan 0." in text, path.name
+        fmt, text = FILE_FORMAT[path.name], path.read_text()
+        want = expected_estimate(doc, fmt)
+        device = f"peak {want.memory.device_bytes / GIB:.2f} GiB per GPU on the device"
+        step = f"step time {want.time.step_s:.3f} s"
+        stack = f"Priced with stack {want_stack(doc, fmt)} (what runs this file): "
+        assert device in text and step in text and stack in text and "parplan 0." in text, path.name
+        assert ("fits;" if want.fits else "DOES NOT FIT;") in text
         assert doc["model"]["name"] in text
+        assert "Reproduce: parplan check " in text
+
+
+def want_stack(doc: dict, fmt: str) -> str:
+    return expected_estimate(doc, fmt).layout and _stack_name(doc, fmt)
+
+
+def _stack_name(doc: dict, fmt: str) -> str:
+    stack = loading.problem_from_plan(doc, "plan").train.stack_spec
+    framework = {"slurm": "megatron"}.get(fmt, fmt)
+    return stack.name if fmt == "torchrun" or stack.framework == framework else RUN_STACK[fmt]
+
+
+def test_header_spec_reproduces_the_numbers(exported):
+    """The Spec line is a plan file: estimating it gives the header's numbers exactly."""
+    _, doc, result = exported
+    for path in result.written:
+        if path.suffix == ".json":
+            continue
+        prob = loading.problem_from_plan(header_spec(path.read_text()), path.name)
+        got = estimate(prob.model, prob.cluster, prob.train, prob.layout)
+        want = expected_estimate(doc, FILE_FORMAT[path.name])
+        assert got.memory.device_bytes == want.memory.device_bytes and got.time.step_s == want.time.step_s
 
 
 def test_refusals_are_reported_for_all(exported):
@@ -163,7 +217,8 @@ def test_megatron_tp_comm_overlap_only_with_sequence_parallelism(tmp_path):
 
 
 def _megatron_text(doc: dict, out: Path) -> str:
-    return export(doc, "megatron", out, force=False)[0].read_text()
+    """The Megatron script of `doc`, fitting or not (these tests look at the flags)."""
+    return export(doc, "megatron", out, force=True)[0].read_text()
 
 
 def test_deepspeed_config(tmp_path):
@@ -253,7 +308,7 @@ def test_validators_catch_mistakes(tmp_path):
 
 def test_deepspeed_validator_catches_batch(tmp_path):
     doc = CASES["8b-zero3-dp8"]()
-    paths = export(doc, "deepspeed", tmp_path, force=False)
+    paths = export(doc, "deepspeed", tmp_path, force=True)  # does not fit: force writes it
     cfg_path = tmp_path / "ds_config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["train_batch_size"] += 1

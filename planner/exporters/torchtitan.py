@@ -167,7 +167,7 @@ def notes(plan: ExportPlan) -> list[str]:
 def toml(plan: ExportPlan) -> str:
     known = known_model(plan)
     flavor = known[2] if known else "EDIT-ME"
-    head = comment_block(header_lines(plan, TARGET_02) + notes(plan) + [
+    head = comment_block(header_lines(plan, TARGET_02, TOML) + notes(plan) + [
         f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
         f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
         f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
