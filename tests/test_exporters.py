@@ -60,7 +60,8 @@ CASES = {
     "70b-tp4-cp2-interleaved": lambda: make_doc("llama3-70b", nodes=8, gbs=128, train={"seq_length": 8192}, tp=4,
                                                 sp=True, cp=2, pp=2, vpp=8, zero=2, mbs=1),
     "8b-pp2-zero1-full": lambda: make_doc(pp=2, zero=1, mbs=1, recompute="full"),
-    "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=2, gbs=128),
+    # fits every stack; its sequence (4096) is not the preset's (8192): a DeepSpeed JSON's comes from its launcher
+    "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=1, gbs=128, train={"seq_length": 4096}),
     "8b-tp2-interleaved": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, mbs=1, recompute="selective"),
     "8b-uneven-ends": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, stage_layers=[7, 9, 9, 7], mbs=1),
     "8b-uneven-vpp": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, stage_layers=[6, 10, 10, 6], mbs=1),
