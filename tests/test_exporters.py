@@ -393,3 +393,27 @@ def test_injection_is_inert(tmp_path, name):
 
 def test_formats_constant():
     assert FORMATS == ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
+
+
+def test_offload_is_written_as_planned(tmp_path):
+    """TrainSpec.offload_* reach the files that run them: DeepSpeed's zero_optimization offload devices,
+    Megatron's --optimizer-cpu-offload (with --use-precision-aware-optimizer, which megatron-core 0.19.2's
+    validate_args asserts) and its fraction; what a framework cannot say is refused with the reason."""
+    ds = make_doc(zero=3, mbs=1, gbs=64, train={"seq_length": 4096, "offload_optimizer": "cpu",
+                                                "offload_params": "nvme"})
+    export(ds, "deepspeed", tmp_path / "ds", force=True)
+    zero = json.loads((tmp_path / "ds" / "ds_config.json").read_text())["zero_optimization"]
+    assert zero["offload_optimizer"] == {"device": "cpu"} and zero["offload_param"]["device"] == "nvme"
+    with pytest.raises(ExportRefused, match="offload_params=nvme"):
+        export(ds, "megatron", tmp_path / "mg0", force=True)
+    mg = make_doc(zero=1, mbs=1, gbs=64, train={"seq_length": 4096, "offload_optimizer": "cpu",
+                                                "offload_optimizer_fraction": 0.5})
+    text = _megatron_text(mg, tmp_path / "mg")
+    assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
+    assert "--optimizer-offload-fraction 0.5" in text
+    with pytest.raises(ExportRefused, match="offload_optimizer_fraction=0.5"):
+        export(mg, "deepspeed", tmp_path / "ds2", force=True)
+    with pytest.raises(ExportRefused, match="enable_cpu_offload"):
+        export(mg, "torchtitan", tmp_path / "tt", force=True)
+    plain = make_doc(zero=1, mbs=1, gbs=64, train={"seq_length": 4096})
+    assert '"device": "none"' in export(plain, "deepspeed", tmp_path / "ds3", force=True)[0].read_text()
