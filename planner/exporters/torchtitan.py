@@ -155,9 +155,9 @@ def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
                 ("pipeline_parallel_microbatch_size", lay.mbs)]
     if plan.model.is_moe:
         par.append(("expert_parallel_degree", lay.ep))
-    training = [("local_batch_size", local_batch(plan)), ("global_batch_size", plan.train.global_batch_size),
-                ("seq_len", plan.seq), ("dtype", "float32" if plan.train.master_weights else "bfloat16"),
-                ("mixed_precision_param", "bfloat16"), ("enable_cpu_offload", bool(cpu_offload(plan)))]
+    training = [("enable_cpu_offload", bool(cpu_offload(plan))), ("local_batch_size", local_batch(plan)),
+                ("global_batch_size", plan.train.global_batch_size), ("seq_len", plan.seq),
+                ("dtype", "float32" if plan.train.master_weights else "bfloat16"), ("mixed_precision_param", "bfloat16")]
     return {"parallelism": par, "training": training}
 
 
@@ -183,15 +183,15 @@ def launcher(plan: ExportPlan) -> str:
     own = config in CONVERTERS
     if own:
         module, config = CONFIG_MODULE, plain_config(config)
-    overrides: list = []
+    # torchtitan/trainer.py 0.3.0 captures CUDA graphs unless disabled (never with PP or the MoE all-to-all);
+    # parplan's torchtitan stacks were fitted on runs without them. Bare bool flags come first and a valued
+    # flag last, so that no reader takes the activation-checkpoint subcommand for a flag's value.
+    overrides: list = ["--training.disable_cuda_graphs"]
     sections = settings(plan)  # 0.3.0 only: enable_sequence_parallel (0.2.x always shards over TP)
-    sections["parallelism"] = sections["parallelism"] + [("enable_sequence_parallel", True)]
-    for section, items in {**sections, "compile": compile_settings(plan)}.items():
+    sections["parallelism"] = [("enable_sequence_parallel", True)] + sections["parallelism"]
+    for section, items in {"compile": compile_settings(plan), **sections}.items():
         for key, value in items:
             overrides += cli_words(section, key, value)
-    # torchtitan/trainer.py 0.3.0 captures CUDA graphs unless disabled (never with PP or the MoE all-to-all);
-    # parplan's torchtitan stacks were fitted on runs without them
-    overrides.append("--training.disable_cuda_graphs")
     body = (
         f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
         "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
