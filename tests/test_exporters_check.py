@@ -34,6 +34,11 @@ PLANS = {
     "8b-seq4096-zero3": CASES["8b-zero3-dp8"],
     "8b-pp2-zero1-full": CASES["8b-pp2-zero1-full"],  # torchtitan runs ZeRO-1 as FSDP2 without resharding
     "8b-tp2-sp-pp4-interleaved": CASES["8b-tp2-interleaved"],  # DeepSpeed refuses tp
+    # Megatron's script has no --tp-comm-overlap with sp=0, so check infers megatron-core: the line says --stack nemo
+    "8b-nemo-tp2-no-sp": lambda: make_doc(tp=2, sp=False, zero=1, mbs=1, gbs=64,
+                                          train={"stack": "nemo", "seq_length": 4096}),
+    "8b-torchtitan-eager": lambda: make_doc(zero=3, mbs=1, gbs=64, train={"stack": "torchtitan-eager",
+                                                                          "seq_length": 4096}),
     "moe-not-a-preset": lambda: make_doc(moe_model(), nodes=1, ep=4, zero=1, mbs=1, recompute="full"),
     "405b-torchtitan-ends": lambda: make_doc("llama3.1-405b", nodes=64, gbs=512, tp=8, sp=True, pp=16,
                                              stage_layers=[7] + [8] * 14 + [7], mbs=1, zero=1, recompute="full"),
@@ -76,6 +81,14 @@ def test_check_of_each_written_file_gives_its_header(written, fmt, name):
     assert run.exit_code == (0 if want.fits else 1)
     header = (out / HEADER_OF.get(name, name)).read_text()
     assert f"{got['memory']['device_bytes'] / GIB:.2f} GiB per GPU on the device" in header
+
+
+def test_reproduce_line_names_a_stack_check_would_not_infer(tmp_path):
+    doc = PLANS["8b-nemo-tp2-no-sp"]()
+    run_export(doc, "all", tmp_path, force=True)
+    assert "--stack nemo" in " ".join(reproduce_args(tmp_path, "launch_megatron.sh"))
+    assert "--stack" not in reproduce_args(tmp_path, "launch_torchtitan.sh")  # nemo is not torchtitan's: its default
+    assert "--stack" not in reproduce_args(tmp_path, "launch_torchrun.sh")  # PARPLAN_TRAIN names nemo
 
 
 def test_deepspeed_json_takes_the_launchers_sequence(tmp_path):

@@ -65,11 +65,14 @@ def priced_for(fmt: str, plan):
 
 
 def inferred_stack(fmt: str, plan) -> Optional[str]:
-    """The stack `check` picks by itself reading the file (None for torchrun: it reads PARPLAN_STACK)."""
+    """The stack `check` picks by itself reading the file (torchrun: PARPLAN_TRAIN's, when a shipped one)."""
     if fmt in ("megatron", "slurm"):
         return "nemo" if tp_overlap_applies(plan.train, plan.layout) else "megatron-core"
     if fmt == "torchtitan":  # the exporter writes --compile.enable unless the stack is torchtitan-eager
         return "torchtitan-eager" if plan.train.stack_spec.name == "torchtitan-eager" else "torchtitan"
+    if fmt == "torchrun":  # PARPLAN_TRAIN names it (an inline stack: --stack-file)
+        stack = plan.train.stack_spec
+        return stack.name if stack.name in hp.list_stacks() and hp.load_stack(stack.name) == stack else None
     return RUNS[fmt][1]
 
 
