@@ -147,3 +147,22 @@ def test_plan_export_exits_1_when_the_winner_does_not_fit_the_targets_stack(tmp_
     forced = runner.invoke(app, args + ["--export", str(tmp_path / "x"), "--force"])
     assert forced.exit_code == 0 and (tmp_path / "x" / "ds_config.json").exists()
     assert not expected_estimate(json.loads((tmp_path / "plan.json").read_text()), "deepspeed").fits
+
+
+@pytest.mark.parametrize("name,edit,message", [
+    ("launch_deepspeed.sh", ("--num_nodes 1", "--num_nodes x1"), "--num_nodes 'x1' must be a whole number"),
+    ("launch_deepspeed.sh", ("--seq-length 4096", "--seq-length 4k"), "--seq-length '4k' must be a whole number"),
+    ("launch_deepspeed.sh", ('"$HERE/ds_config.json"', '"$HERE/other.json"'), "no other.json beside the script"),
+    ("launch_torchrun.sh", ("export PARPLAN_TRAIN='{", "export PARPLAN_TRAIN='{{"), "PARPLAN_TRAIN is not JSON"),
+    ("launch_torchrun.sh", ("--zero-stage 3", "--zero-stage 7"), "zero"),
+    ("launch_torchtitan.sh", ("--nnodes \"$NNODES\"", "--nnodes 2"), "--nnodes 2 but --nodes 1"),
+])
+def test_bad_edits_of_parplan_scripts_exit_2_with_one_line(tmp_path, name, edit, message):
+    export(CASES["8b-zero3-dp8"](), "all", tmp_path, force=True)
+    path = tmp_path / name
+    text = path.read_text()
+    assert edit[0] in text
+    path.write_text(text.replace(edit[0], edit[1]))
+    run = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1"])
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.exit_code == 2 and len(lines) == 1 and message in lines[0], run.stderr
