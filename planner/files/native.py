@@ -80,8 +80,9 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     launch = parplan_launch.kind(path, text)  # parplan's own DeepSpeed, torchrun and torchtitan 0.3 scripts
     if launch:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
-    prob = load_native_text(text, detect(path, text), model, cluster, nodes, path)
-    seq = parplan_launch.seq_length_beside(path) if detect(path, text) == "deepspeed" else None
+    kind = detect(path, text)
+    prob = load_native_text(text, kind, model, cluster, nodes, path)
+    seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
     return parplan_launch.with_seq(prob, seq)  # a DeepSpeed JSON has no sequence length: its launcher's
 
 
