@@ -51,7 +51,7 @@ def user_errors(fn):
             raise
         except (UserError, SpecError) as exc:
             maybe_trace()
-            fail(str(exc))
+            fail(str(exc), getattr(exc, "exit_code", 2))  # ExportDoesNotFit: 1
         except ValidationError as exc:
             maybe_trace()
             fail(describe_validation_error(exc, "input"))
@@ -129,3 +129,5 @@ def report_export(result) -> None:
         err.print(plain(f"wrote {path}"), highlight=False, soft_wrap=True)
     for name, reason in result.refused.items():
         err.print(plain(f"note: {name} not written: {reason}"), highlight=False, soft_wrap=True)
+    for name, reason in getattr(result, "forced", {}).items():
+        err.print(plain(f"warning: {name} written with --force: {reason}"), highlight=False, soft_wrap=True)

@@ -81,10 +81,14 @@ def export_cmd(
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
                                       "all (default: the --framework's)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
+                               "layout does not fit (else exit 1)."),
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
-    """Write launch files for a plan; layouts a target cannot express are refused with the reason."""
+    """Write launch files for a plan, each priced with the stack that runs it (its header says the memory,
+    step time and the `check` line that reproduces them). Layouts a target cannot express are refused with
+    the reason (exit 2); a layout that does not fit under the target's stack exits 1 unless --force (with
+    --format all, such formats are skipped with a note, exit 1 only when none fits)."""
     fw = fws.load(opts.framework)
     if fmt is None and fw is None:
         raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")

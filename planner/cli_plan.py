@@ -51,7 +51,8 @@ def plan_cmd(
     failure_rate: Optional[float] = FAILURE_RATE_OPT,
     restart_min: Optional[float] = RESTART_OPT,
     checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
-    force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing output files, and --export files whose "
+                               "stack the winner does not fit (else exit 1)."),
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Search every layout for the fastest that fits; exit 1 when nothing fits. When the winner's

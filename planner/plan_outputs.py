@@ -34,21 +34,23 @@ class PlanOutputs:
             check_folder(Path(self.export_dir), "--export", create=True)
 
     def targets(self, doc: dict, fmt: str, tokens: Optional[float],
-                run: Optional[RunSpec] = None) -> tuple[list[Target], dict[str, str]]:
-        """Every file to write, and the export formats that refused the plan."""
+                run: Optional[RunSpec] = None) -> tuple[list[Target], dict[str, str], dict[str, str]]:
+        """Every file to write, the export formats that refused the plan or under whose stack it does not
+        fit, and those written with --force although it does not fit (planner.exporters.export_targets)."""
         targets: list[Target] = []
         refused: dict[str, str] = {}
+        forced: dict[str, str] = {}
         if self.save is not None:
             targets.append(Target(Path(self.save), plan_text(doc), option="--save"))
         if self.export_dir is not None:
-            files, refused = export_targets(doc, fmt, Path(self.export_dir), "--export")
+            files, refused, forced = export_targets(doc, fmt, Path(self.export_dir), "--export", self.force)
             targets += files
         if self.report is not None:
             targets.append(Target(Path(self.report), render_html(build_report(doc, tokens, run)), option="--report"))
-        return targets, refused
+        return targets, refused, forced
 
     def write(self, doc: dict, fmt: str, tokens: Optional[float], run: Optional[RunSpec] = None) -> ExportResult:
         """Check all, then write all; what was written and what refused (`run`: the whole run the report shows)."""
-        targets, refused = self.targets(doc, fmt, tokens, run)
+        targets, refused, forced = self.targets(doc, fmt, tokens, run)
         creates = [Path(self.export_dir)] if self.export_dir is not None else []
-        return ExportResult(written=write_all(targets, self.force, creates), refused=refused)
+        return ExportResult(written=write_all(targets, self.force, creates), refused=refused, forced=forced)

@@ -60,7 +60,8 @@ CASES = {
     "70b-tp4-cp2-interleaved": lambda: make_doc("llama3-70b", nodes=8, gbs=128, train={"seq_length": 8192}, tp=4,
                                                 sp=True, cp=2, pp=2, vpp=8, zero=2, mbs=1),
     "8b-pp2-zero1-full": lambda: make_doc(pp=2, zero=1, mbs=1, recompute="full"),
-    "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=2, gbs=128),
+    # fits every stack; its sequence (4096) is not the preset's (8192): a DeepSpeed JSON's comes from its launcher
+    "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=1, gbs=128, train={"seq_length": 4096}),
     "8b-tp2-interleaved": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, mbs=1, recompute="selective"),
     "8b-uneven-ends": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, stage_layers=[7, 9, 9, 7], mbs=1),
     "8b-uneven-vpp": lambda: make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, stage_layers=[6, 10, 10, 6], mbs=1),
@@ -76,7 +77,8 @@ CASES = {
 def exported(request, tmp_path_factory):
     doc = CASES[request.param]()
     out = tmp_path_factory.mktemp(request.param)
-    result = run_export(doc, "all", out, force=False)
+    # the cases exercise the mappings, fitting or not (8b-zero3-dp8 fits no stack): force writes every format
+    result = run_export(doc, "all", out, force=True)
     return request.param, doc, result
 
 
@@ -102,17 +104,70 @@ def test_files_parse(exported):
             json.loads(path.read_text())
 
 
-def test_header_has_predicted_numbers(exported):
+# file -> format whose stack runs it (its header's numbers are that stack's)
+FILE_FORMAT = {"launch_megatron.sh": "megatron", "launch_slurm.sbatch": "slurm", "launch_deepspeed.sh": "deepspeed",
+               "hostfile": "deepspeed", "PLAN-NOTES.txt": "deepspeed", "launch_torchtitan.sh": "torchtitan",
+               "torchtitan_0.2.toml": "torchtitan", "launch_torchrun.sh": "torchrun"}
+# format -> the stack that runs it when the plan's stack is another framework's (torchrun: the plan's own)
+RUN_STACK = {"megatron": "megatron-core", "slurm": "megatron-core", "deepspeed": "deepspeed", "torchtitan": "torchtitan"}
+
+
+def expected_estimate(doc: dict, fmt: str):
+    """The plan priced as the file of `fmt` runs: the framework's stack (issue 34: a DeepSpeed file quoted
+    Megatron-Core's memory) and, for torchtitan, sequence parallelism with TP and ZeRO-1 run as ZeRO-2."""
+    prob = loading.problem_from_plan(doc, "plan")
+    stack = prob.train.stack_spec
+    if fmt in RUN_STACK and stack.framework != hp.load_framework(fmt if fmt != "slurm" else "megatron").name:
+        stack = hp.load_stack(RUN_STACK[fmt])
+    lay = prob.layout
+    if fmt == "torchtitan":
+        lay = lay.model_copy(update={"sp": lay.tp > 1, "zero": 2 if lay.zero == 1 else lay.zero})
+    return estimate(prob.model, prob.cluster, prob.train.model_copy(update={"stack": stack}), lay)
+
+
+def header_spec(text: str) -> dict:
+    """The plan file on a header's `Spec:` line."""
+    line = next(line for line in text.splitlines() if line.startswith(("# Spec: ", "Spec: ")))
+    return json.loads(line.split("Spec: ", 1)[1])
+
+
+def test_header_has_the_numbers_of_the_stack_that_runs_it(exported):
     _, doc, result = exported
-    peak = f"{doc['estimate']['memory']['peak_bytes'] / GIB:.2f} GiB"
-    step = f"{doc['estimate']['time']['step_s']:.3f} s"
     for path in result.written:
         if path.suffix == ".json":
             assert "parplan" not in path.read_text()  # ds_config.json stays clean
             continue
-        text = path.read_text()
-        assert peak in text and step in text and "parplan 0." in text, path.name
+        fmt, text = FILE_FORMAT[path.name], path.read_text()
+        want = expected_estimate(doc, fmt)
+        device = f"peak {want.memory.device_bytes / GIB:.2f} GiB per GPU on the device"
+        step = f"step time {want.time.step_s:.3f} s"
+        stack = f"Priced with stack {want_stack(doc, fmt)} (what runs this file): "
+        assert device in text and step in text and stack in text and "parplan 0." in text, path.name
+        assert ("fits;" if want.fits else "DOES NOT FIT;") in text
         assert doc["model"]["name"] in text
+        assert "Reproduce: parplan check " in text
+
+
+def want_stack(doc: dict, fmt: str) -> str:
+    return expected_estimate(doc, fmt).layout and _stack_name(doc, fmt)
+
+
+def _stack_name(doc: dict, fmt: str) -> str:
+    stack = loading.problem_from_plan(doc, "plan").train.stack_spec
+    framework = {"slurm": "megatron"}.get(fmt, fmt)
+    return stack.name if fmt == "torchrun" or stack.framework == framework else RUN_STACK[fmt]
+
+
+def test_header_spec_reproduces_the_numbers(exported):
+    """The Spec line is a plan file: estimating it gives the header's numbers exactly."""
+    _, doc, result = exported
+    for path in result.written:
+        if path.suffix == ".json":
+            continue
+        prob = loading.problem_from_plan(header_spec(path.read_text()), path.name)
+        got = estimate(prob.model, prob.cluster, prob.train, prob.layout)
+        want = expected_estimate(doc, FILE_FORMAT[path.name])
+        assert got.memory.device_bytes == want.memory.device_bytes and got.time.step_s == want.time.step_s
 
 
 def test_refusals_are_reported_for_all(exported):
@@ -163,7 +218,8 @@ def test_megatron_tp_comm_overlap_only_with_sequence_parallelism(tmp_path):
 
 
 def _megatron_text(doc: dict, out: Path) -> str:
-    return export(doc, "megatron", out, force=False)[0].read_text()
+    """The Megatron script of `doc`, fitting or not (these tests look at the flags)."""
+    return export(doc, "megatron", out, force=True)[0].read_text()
 
 
 def test_deepspeed_config(tmp_path):
@@ -253,7 +309,7 @@ def test_validators_catch_mistakes(tmp_path):
 
 def test_deepspeed_validator_catches_batch(tmp_path):
     doc = CASES["8b-zero3-dp8"]()
-    paths = export(doc, "deepspeed", tmp_path, force=False)
+    paths = export(doc, "deepspeed", tmp_path, force=True)  # does not fit: force writes it
     cfg_path = tmp_path / "ds_config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["train_batch_size"] += 1
@@ -337,3 +393,27 @@ def test_injection_is_inert(tmp_path, name):
 
 def test_formats_constant():
     assert FORMATS == ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
+
+
+def test_offload_is_written_as_planned(tmp_path):
+    """TrainSpec.offload_* reach the files that run them: DeepSpeed's zero_optimization offload devices,
+    Megatron's --optimizer-cpu-offload (with --use-precision-aware-optimizer, which megatron-core 0.19.2's
+    validate_args asserts) and its fraction; what a framework cannot say is refused with the reason."""
+    ds = make_doc(zero=3, mbs=1, gbs=64, train={"seq_length": 4096, "offload_optimizer": "cpu",
+                                                "offload_params": "nvme"})
+    export(ds, "deepspeed", tmp_path / "ds", force=True)
+    zero = json.loads((tmp_path / "ds" / "ds_config.json").read_text())["zero_optimization"]
+    assert zero["offload_optimizer"] == {"device": "cpu"} and zero["offload_param"]["device"] == "nvme"
+    with pytest.raises(ExportRefused, match="offload_params=nvme"):
+        export(ds, "megatron", tmp_path / "mg0", force=True)
+    mg = make_doc(zero=1, mbs=1, gbs=64, train={"seq_length": 4096, "offload_optimizer": "cpu",
+                                                "offload_optimizer_fraction": 0.5})
+    text = _megatron_text(mg, tmp_path / "mg")
+    assert "--optimizer-cpu-offload" in text and "--use-precision-aware-optimizer" in text
+    assert "--optimizer-offload-fraction 0.5" in text
+    with pytest.raises(ExportRefused, match="offload_optimizer_fraction=0.5"):
+        export(mg, "deepspeed", tmp_path / "ds2", force=True)
+    with pytest.raises(ExportRefused, match="enable_cpu_offload"):
+        export(mg, "torchtitan", tmp_path / "tt", force=True)
+    plain = make_doc(zero=1, mbs=1, gbs=64, train={"seq_length": 4096})
+    assert '"device": "none"' in export(plain, "deepspeed", tmp_path / "ds3", force=True)[0].read_text()

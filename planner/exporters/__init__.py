@@ -1,6 +1,10 @@
 """Exporters: turn a saved plan into launch files for Megatron-LM, DeepSpeed, torchrun, torchtitan and SLURM.
 
 Source: benchmarks/data/launch_formats.md (one section per target; each module names its own).
+Each format is priced with the stack that runs its files (planner.exporters.pricing), and its header
+says so. A format under whose stack the layout does not fit is not written unless `force`: a single
+format raises ExportDoesNotFit (exit 1); with fmt="all" it is skipped with its reason, like a refusal,
+and ExportDoesNotFit is raised only when no format fits.
 `export` checks every target path before writing any, writes atomically (planner.files.guarded_write)
 and never overwrites without `force`; names holding terminal control characters are refused
 (common.check_names). A target that cannot express the plan raises ExportRefused (a UserError:
@@ -21,21 +25,41 @@ from typing import Optional
 from planner.errors import UserError
 from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
 from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
+from planner.exporters.pricing import misfit, misfit_brief, priced_for
 from planner.files.guarded_write import Target, write_all
 
 FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
 RENDERERS = {"megatron": megatron.render, "deepspeed": deepspeed.render, "torchrun": torchrun.render,
              "torchtitan": torchtitan.render, "slurm": slurm.render}
 
-__all__ = ["FORMATS", "ExportRefused", "ExportResult", "export", "export_targets", "run_export", "render_all"]
+__all__ = ["FORMATS", "ExportDoesNotFit", "ExportRefused", "ExportResult", "export", "export_targets", "run_export",
+           "render_all", "render_formats"]
+
+
+class ExportDoesNotFit(UserError):
+    """The layout does not fit under the stack that runs the requested files: exit 1, not 2."""
+
+    exit_code = 1
 
 
 @dataclass
 class ExportResult:
-    """Files written, in order, and the formats that refused (format -> reason)."""
+    """Files written, in order, the formats that refused or were skipped (format -> reason), and the
+    formats written with --force although they do not fit (format -> why)."""
 
     written: list[Path] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    forced: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Rendered:
+    """Rendered files ({name: (text, mode)}) per format, refusals, and the formats that do not fit."""
+
+    files: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    misfit: dict[str, str] = field(default_factory=dict)
+    misfit_brief: dict[str, str] = field(default_factory=dict)
 
 
 def _formats(fmt: str) -> tuple[str, ...]:
@@ -46,37 +70,68 @@ def _formats(fmt: str) -> tuple[str, ...]:
     return (fmt,)
 
 
-def render_all(plan: ExportPlan, fmt: str) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
-    """({file name: (text, mode)}, {format: refusal}) without touching the disk."""
-    files: dict[str, tuple[str, int]] = {}
-    refused: dict[str, str] = {}
+def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
+    """Every format of `fmt` priced with the stack that runs it and rendered, without touching the disk."""
+    out, priced = Rendered(), None
     for name in _formats(fmt):
         try:
-            files.update(RENDERERS[name](plan))
+            priced = priced_for(name, plan)
+            out.files[name] = RENDERERS[name](priced)
         except ExportRefused as err:
             if fmt != "all":
                 raise
-            refused[name] = str(err)
-    if not files:
-        raise ExportRefused("no format can express this plan: " + "; ".join(refused.values()))
-    return files, refused
+            out.refused[name] = str(err)
+            continue
+        if not priced.fits:
+            out.misfit[name] = misfit(priced)
+            out.misfit_brief[name] = misfit_brief(priced)
+    if not out.files:
+        raise ExportRefused("no format can express this plan: " + "; ".join(out.refused.values()))
+    return out
 
 
-def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out") -> tuple[list[Target], dict[str, str]]:
-    """The files an export would write (nothing touched yet) and the formats that refused."""
+def render_all(plan: ExportPlan, fmt: str) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
+    """({file name: (text, mode)}, {format: refusal}) of every format, fitting or not, without touching the disk."""
+    rendered = render_formats(plan, fmt)
+    return {k: v for files in rendered.files.values() for k, v in files.items()}, rendered.refused
+
+
+def _keep(rendered: Rendered, fmt: str, force: bool) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
+    """The files to write and the refusals, after the fit rule: with force every format; else a single
+    format that does not fit raises ExportDoesNotFit, and "all" skips the formats that do not fit
+    (raising when none is left)."""
+    refused = dict(rendered.refused)
+    keep = dict(rendered.files)
+    if rendered.misfit and not force:
+        if fmt != "all":
+            raise ExportDoesNotFit("; ".join(rendered.misfit.values()) + "; nothing written (--force writes it anyway)")
+        if len(rendered.misfit) == len(keep):
+            briefs = ", ".join(dict.fromkeys(rendered.misfit_brief.values()))
+            raise ExportDoesNotFit(f"the layout fits under no format's stack ({briefs}); nothing written "
+                                   "(--force writes them anyway)")
+        for name, why in rendered.misfit.items():
+            del keep[name]
+            refused[name] = why + " (--force writes it anyway)"
+    return {k: v for files in keep.values() for k, v in files.items()}, refused
+
+
+def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out", force: bool = False):
+    """(the files an export would write (nothing touched yet), the formats that refused or do not fit,
+    the formats kept by `force` although they do not fit)."""
     plan = plan_from_doc(doc)
     check_names(plan)
-    files, refused = render_all(plan, fmt)
+    rendered = render_formats(plan, fmt)
+    files, refused = _keep(rendered, fmt, force)
     out_dir = Path(out_dir)
     targets = [Target(out_dir / name, text, mode, option) for name, (text, mode) in files.items()]
-    return targets, refused
+    return targets, refused, (rendered.misfit if force else {})
 
 
 def run_export(doc: dict, fmt: str, out_dir: Path, force: bool, option: str = "--out") -> ExportResult:
     """Render, check every target path, then write (planner.files.guarded_write: all or nothing);
-    returns what was written and what refused."""
-    targets, refused = export_targets(doc, fmt, out_dir, option)
-    return ExportResult(written=write_all(targets, force, creates=[Path(out_dir)]), refused=refused)
+    returns what was written, what refused or did not fit, and what was forced although it does not fit."""
+    targets, refused, forced = export_targets(doc, fmt, out_dir, option, force)
+    return ExportResult(written=write_all(targets, force, creates=[Path(out_dir)]), refused=refused, forced=forced)
 
 
 def export(doc: dict, fmt: str, out_dir: Path, force: bool,

@@ -150,12 +150,18 @@ def check_torchtitan(files: dict[str, Path], plan: ExportPlan) -> list[str]:
 
 
 def _cli_config(args: list[str]) -> dict:
-    """`--section.key value` overrides as nested sections (values kept as strings, then typed)."""
+    """`--section.key value` overrides as nested sections (values kept as strings, then typed); tyro's
+    bool flags `--section.key` / `--section.no-key` as True / False; 0.3.0's compile.enable_async_tensor_parallel
+    checked as the 0.2.x parallelism key it replaced."""
     cfg: dict = {}
     for flag, value in parse_flags(args, {"--training.disable_cuda_graphs"}):
         if flag.startswith("--") and "." in flag:
             section, key = flag[2:].split(".", 1)
-            cfg.setdefault(section, {})[key] = True if value is None else _typed(value)
+            negated = value is None and key.startswith(("no-", "no_"))
+            key = (key[3:] if negated else key).replace("-", "_")
+            if (section, key) == ("compile", "enable_async_tensor_parallel"):
+                section = "parallelism"
+            cfg.setdefault(section, {})[key] = (not negated) if value is None else _typed(value)
     for word in args:
         if word.startswith("activation-checkpoint:"):
             cfg.setdefault("activation_checkpoint", {})["mode"] = word.split(":", 1)[1]

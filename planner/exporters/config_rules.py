@@ -133,6 +133,7 @@ TT_KEYS = {
                     "context_parallel_degree", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "enable_sequence_parallel"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
+    "compile": {"enable", "components", "backend"},  # torchtitan 0.2.2 job_config.py Compile
 }
 TT_SCHEDULES = {"1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
                 "DualPipeV"}

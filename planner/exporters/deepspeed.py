@@ -56,8 +56,29 @@ def refusal(plan: ExportPlan) -> None:
     if plan.model.mtp_num_layers:
         why.append(f"mtp_num_layers={plan.model.mtp_num_layers}: multi-token prediction is model code, not a "
                    "ds_config.json setting")
+    why += offload_refusals(plan)
     if why:
         raise ExportRefused("deepspeed: " + "; ".join(why))
+
+
+def offload_refusals(plan: ExportPlan) -> list[str]:
+    """What zero_optimization's offload sections cannot say: a partial optimizer offload, offload below
+    the ZeRO stage that shards the states (DeepSpeed offloads the partitioned states: optimizer from
+    stage 1, parameters only at stage 3)."""
+    train, zero, why = plan.train, plan.layout.zero, []
+    if train.offload_optimizer != "none" and train.offload_optimizer_fraction < 1:
+        why.append(f"offload_optimizer_fraction={train.offload_optimizer_fraction}: DeepSpeed offloads all "
+                   "optimizer states (that fraction is Megatron's --optimizer-offload-fraction)")
+    if train.offload_optimizer != "none" and zero == 0:
+        why.append(f"offload_optimizer={train.offload_optimizer} with zero=0: ZeRO-Offload needs stage 1 or more")
+    if train.offload_params != "none" and zero != 3:
+        why.append(f"offload_params={train.offload_params} with zero={zero}: offload_param needs ZeRO stage 3")
+    return why
+
+
+def offload(device: str) -> dict:
+    """An offload section: device, and for nvme the folder DeepSpeed swaps to (EDIT)."""
+    return {"device": device, "nvme_path": "/local_nvme"} if device == "nvme" else {"device": device}
 
 
 def partition_method(plan: ExportPlan) -> Optional[str]:
@@ -84,10 +105,10 @@ def ds_config(plan: ExportPlan) -> dict:
     lay, train = plan.layout, plan.train
     zero: dict = {"stage": lay.zero}
     if lay.zero >= 1:
-        zero.update(offload_optimizer={"device": "none"}, overlap_comm=train.grad_overlap,
+        zero.update(offload_optimizer=offload(train.offload_optimizer), overlap_comm=train.grad_overlap,
                     contiguous_gradients=True)
     if lay.zero == 3:
-        zero["offload_param"] = {"device": "none"}
+        zero["offload_param"] = offload(train.offload_params)
     cfg: dict = {
         "train_batch_size": train.global_batch_size,
         "train_micro_batch_size_per_gpu": lay.mbs,
@@ -144,8 +165,8 @@ def notes(plan: ExportPlan) -> str:
         "",
         f"{CONFIG}: train_batch_size {plan.train.global_batch_size} = micro {lay.mbs} x gradient accumulation "
         f"{lay.num_microbatches} x data parallel {lay.dp}.",
-        f"ZeRO stage {lay.zero}, offload off; pipeline stages {lay.pp}." if lay.pp > 1
-        else f"ZeRO stage {lay.zero}, offload off; no pipeline section (pp=1).",
+        f"ZeRO stage {lay.zero}, {offload_note(plan)}; pipeline stages {lay.pp}." if lay.pp > 1
+        else f"ZeRO stage {lay.zero}, {offload_note(plan)}; no pipeline section (pp=1).",
         *partition_lines(plan),
         f"recompute={lay.recompute}: " + (
             "activation_checkpointing configures deepspeed.checkpointing, which the model code must call "
@@ -157,6 +178,16 @@ def notes(plan: ExportPlan) -> str:
         "The optimizer learning rate in ds_config.json (3e-4) is a placeholder (EDIT).",
     ]
     return "".join(line + "\n" for line in lines)
+
+
+def offload_note(plan: ExportPlan) -> str:
+    """Where the optimizer states and parameters live, as ds_config.json says."""
+    train = plan.train
+    if (train.offload_optimizer, train.offload_params) == ("none", "none"):
+        return "offload off"
+    nvme = " (nvme_path /local_nvme is a placeholder: EDIT)" if "nvme" in (train.offload_optimizer,
+                                                                            train.offload_params) else ""
+    return f"optimizer states offloaded to {train.offload_optimizer}, parameters to {train.offload_params}{nvme}"
 
 
 def ulysses_lines(plan: ExportPlan) -> list[str]:

@@ -41,6 +41,14 @@ def refusal(plan: ExportPlan) -> None:
     if plan.layout.shard_group:
         raise ExportRefused(f"megatron: shard_group={plan.layout.shard_group} (hybrid sharding) is not written "
                             "for Megatron-FSDP by parplan; torchtitan expresses it")
+    train = plan.train
+    if train.offload_params != "none" or train.offload_optimizer == "nvme":
+        raise ExportRefused(f"megatron: offload_params={train.offload_params}, offload_optimizer="
+                            f"{train.offload_optimizer}: Megatron offloads only optimizer states, to the CPU "
+                            "(--optimizer-cpu-offload)")
+    if train.offload_optimizer == "cpu" and plan.layout.zero != 1:
+        raise ExportRefused(f"megatron: offload_optimizer=cpu with zero={plan.layout.zero}: Megatron's "
+                            "--optimizer-cpu-offload runs with the distributed optimizer (zero=1)")
 
 
 def model_args(plan: ExportPlan) -> list:
@@ -175,6 +183,10 @@ def memory_args(plan: ExportPlan) -> list:
                  ("--recompute-num-layers", 1)]
     if tp_overlap_applies(train, lay):  # Megatron refuses --tp-comm-overlap without --sequence-parallel
         args.append(("--tp-comm-overlap", None))
+    if train.offload_optimizer == "cpu":  # megatron/core/optimizer/cpu_offloading (HybridDeviceOptimizer);
+        # megatron-core 0.19.2 validate_args asserts --use-precision-aware-optimizer with it (fp32 states by default)
+        args += [("--optimizer-cpu-offload", None), ("--use-precision-aware-optimizer", None),
+                 ("--optimizer-offload-fraction", repr(float(train.offload_optimizer_fraction)))]
     return args
 
 

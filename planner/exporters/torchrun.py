@@ -8,7 +8,10 @@ PARPLAN_* environment variables (PARPLAN_LAYOUT uses parplan's --layout syntax).
 
 from __future__ import annotations
 
+import json
+
 from planner.exporters.common import ExportPlan, Raw, bash_array, command, layout_string, script, shq
+from planner.files.planfile import train_document
 
 TARGET = "torchrun (torch 2.13 torch.distributed.run) with a placeholder train.py"
 SCRIPT = "launch_torchrun.sh"
@@ -40,10 +43,14 @@ def sharding_strategy(lay) -> str:
 
 
 def env_lines(plan: ExportPlan) -> str:
+    """The plan as PARPLAN_* variables; PARPLAN_TRAIN is the whole TrainSpec (the stack priced, the optimizer,
+    gradient dtype, overlaps) as JSON, which `parplan check` reads back (planner.files.parplan_launch)."""
     lay = plan.layout
+    train = json.dumps(train_document(plan.train), separators=(",", ":"))
     items = [("PARPLAN_MODEL", plan.model.name), ("PARPLAN_LAYOUT", layout_string(lay)),
              ("PARPLAN_WORLD_SIZE", plan.world), ("PARPLAN_GLOBAL_BATCH", plan.train.global_batch_size),
-             ("PARPLAN_SEQ_LENGTH", plan.seq), ("PARPLAN_PRECISION", plan.train.precision)]
+             ("PARPLAN_SEQ_LENGTH", plan.seq), ("PARPLAN_PRECISION", plan.train.precision),
+             ("PARPLAN_STACK", plan.train.stack_spec.name), ("PARPLAN_TRAIN", train)]
     return "".join(f"export {k}={shq(v)}\n" for k, v in items)
 
 

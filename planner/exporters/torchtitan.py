@@ -22,20 +22,27 @@ from __future__ import annotations
 
 from typing import Optional
 
+from costmodels.timing import tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
+from planner.files.planfile import VERSION
 from planner.files.read_configs import stage_options
 
 TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
 TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
 SCRIPT, TOML = "launch_torchtitan.sh", "torchtitan_0.2.toml"
+CONFIG_MODULE = "parplan_torchtitan_config"  # written when torchtitan's own config has converters the plan lacks
 
 SCHEDULE = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe"}
 AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
 # (layers, hidden) of torchtitan's llama3 registry -> (module, 0.3.0 config function, 0.2.x flavor)
 LLAMA3 = {(32, 4096): ("llama3", "llama3_8b", "8B"), (80, 8192): ("llama3", "llama3_70b", "70B"),
           (126, 16384): ("llama3", "llama3_405b", "405B")}
+# 0.3.0 config functions whose model_spec carries converters (torchtitan/models/llama3/config_registry.py:
+# llama3_405b builds model_registry("405B", converters=[Float8LinearConverter.Config(filter_fqns=["lm_head"])]));
+# Trainer.Config.model_spec is tyro.conf.Suppress, so no command-line flag removes them
+CONVERTERS = {"llama3_405b": "float8 (Float8LinearConverter, lm_head filtered)"}
 
 
 def known_model(plan: ExportPlan):
@@ -71,8 +78,37 @@ def refusal(plan: ExportPlan) -> None:
     if plan.model.mtp_num_layers:
         why.append(f"mtp_num_layers={plan.model.mtp_num_layers}: torchtitan builds multi-token prediction in its "
                    "model registry (deepseek_v3 num_mtp_layers, 0.3.0), not in the config parplan writes")
+    if async_tp(plan) and not compiled(plan):
+        why.append(f"tp_comm_overlap with stack {train.stack_spec.name}: torchtitan's async TP needs torch.compile "
+                   "(CompileConfig.__post_init__)")
+    if cpu_offload(plan) is None:
+        why.append(f"offload_optimizer={train.offload_optimizer}, offload_params={train.offload_params}: torchtitan "
+                   "offloads parameters, gradients and optimizer states together (training.enable_cpu_offload, "
+                   "FSDP's CPUOffloadPolicy): both cpu, or neither")
     if why:
         raise ExportRefused("torchtitan: " + "; ".join(why))
+
+
+def compiled(plan: ExportPlan) -> bool:
+    """torch.compile on: the stack priced is compiled torchtitan (torchtitan-eager is the eager profile)."""
+    return plan.train.stack_spec.name != "torchtitan-eager"
+
+
+def async_tp(plan: ExportPlan) -> bool:
+    """Async TP (compile.enable_async_tensor_parallel) as priced: TP overlap that applies (tp > 1 with sp)."""
+    return tp_overlap_applies(plan.train, plan.layout)
+
+
+def cpu_offload(plan: ExportPlan):
+    """training.enable_cpu_offload: True when parameters and optimizer states go to the CPU, False when
+    neither does, None for what torchtitan cannot express."""
+    train = plan.train
+    both = (train.offload_params, train.offload_optimizer)
+    if both == ("none", "none"):
+        return False
+    if both == ("cpu", "cpu") and train.offload_optimizer_fraction == 1:
+        return True
+    return None
 
 
 def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
@@ -119,9 +155,22 @@ def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
                 ("pipeline_parallel_microbatch_size", lay.mbs)]
     if plan.model.is_moe:
         par.append(("expert_parallel_degree", lay.ep))
-    training = [("local_batch_size", local_batch(plan)), ("global_batch_size", plan.train.global_batch_size),
-                ("seq_len", plan.seq), ("mixed_precision_param", "bfloat16")]
+    training = [("enable_cpu_offload", bool(cpu_offload(plan))), ("local_batch_size", local_batch(plan)),
+                ("global_batch_size", plan.train.global_batch_size), ("seq_len", plan.seq),
+                ("dtype", "float32" if plan.train.master_weights else "bfloat16"), ("mixed_precision_param", "bfloat16")]
     return {"parallelism": par, "training": training}
+
+
+def compile_settings(plan: ExportPlan) -> list[tuple[str, object]]:
+    """[compile] as priced: torch.compile per the stack, async TP per the plan (0.3.0 CompileConfig)."""
+    return [("enable", compiled(plan)), ("enable_async_tensor_parallel", async_tp(plan))]
+
+
+def cli_words(section: str, key: str, value) -> list:
+    """One 0.3.0 override: `--section.key value`; a bool as tyro's flag pair `--section.key` / `--section.no-key`."""
+    if isinstance(value, bool):
+        return [f"--{section}.{key}" if value else f"--{section}.no-{key}"]
+    return [f"--{section}.{key}", value]
 
 
 def ac_args(plan: ExportPlan) -> list:
@@ -131,16 +180,26 @@ def ac_args(plan: ExportPlan) -> list:
 def launcher(plan: ExportPlan) -> str:
     known = known_model(plan)
     module, config = (known[0], known[1]) if known else ("", "")
-    overrides: list = []
-    for section, items in settings(plan).items():
+    own = config in CONVERTERS
+    if own:
+        module, config = CONFIG_MODULE, plain_config(config)
+    # torchtitan/trainer.py 0.3.0 captures CUDA graphs unless disabled (never with PP or the MoE all-to-all);
+    # parplan's torchtitan stacks were fitted on runs without them. Bare bool flags come first and a valued
+    # flag last, so that no reader takes the activation-checkpoint subcommand for a flag's value.
+    overrides: list = ["--training.disable_cuda_graphs"]
+    sections = settings(plan)  # 0.3.0 only: enable_sequence_parallel (0.2.x always shards over TP)
+    sections["parallelism"] = [("enable_sequence_parallel", True)] + sections["parallelism"]
+    for section, items in {"compile": compile_settings(plan), **sections}.items():
         for key, value in items:
-            overrides += [f"--{section}.{key}", value]
-    if plan.layout.pp > 1 or plan.model.is_moe:  # torchtitan/trainer.py: CUDA graphs need neither PP nor
-        overrides.append("--training.disable_cuda_graphs")  # the MoE all-to-all dispatcher (CPU sync)
+            overrides += cli_words(section, key, value)
     body = (
         f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
-        "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape.\n"
-        f'TT_MODULE="${{TT_MODULE:-{module}}}"\nTT_CONFIG="${{TT_CONFIG:-{config}}}"\n'
+        "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
+        "# no model converters (float8, mxfp8: the plan is bf16; they cannot be turned off from the command line).\n"
+        + (f"# {CONFIG_MODULE}.py (beside this script) is torchtitan's {known[1]} without its converters.\n"
+           'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
+           'export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"\n' if own else "")
+        + f'TT_MODULE="${{TT_MODULE:-{module}}}"\nTT_CONFIG="${{TT_CONFIG:-{config}}}"\n'
         'if [ -z "$TT_MODULE" ] || [ -z "$TT_CONFIG" ]; then\n'
         '    echo "set TT_MODULE and TT_CONFIG to a torchtitan config of this model (none is built in)" >&2\n'
         "    exit 2\nfi\n"
@@ -167,7 +226,7 @@ def notes(plan: ExportPlan) -> list[str]:
 def toml(plan: ExportPlan) -> str:
     known = known_model(plan)
     flavor = known[2] if known else "EDIT-ME"
-    head = comment_block(header_lines(plan, TARGET_02) + notes(plan) + [
+    head = comment_block(header_lines(plan, TARGET_02, TOML) + notes(plan) + [
         f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
         f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
         f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
@@ -176,15 +235,49 @@ def toml(plan: ExportPlan) -> str:
     ac = [("mode", AC_MODE[lay.recompute])] + ([("selective_ac_option", "op")] if lay.recompute == "selective" else [])
     parts = [
         f"[job]\ndescription = {toml_str(plan.model.name)}\ndump_folder = \"./outputs\"\n",
-        toml_table("model", [("name", "llama3"), ("flavor", flavor)]),
+        toml_table("model", [("name", "llama3"), ("flavor", flavor)]) + "converters = []  # bf16: no float8\n",
         toml_table("training", settings(plan)["training"]),
-        toml_table("parallelism", settings(plan)["parallelism"]),
+        toml_table("parallelism", settings(plan)["parallelism"]
+                   + [("enable_async_tensor_parallel", async_tp(plan))]),  # 0.2.x: here, not in [compile]
+        toml_table("compile", [("enable", compiled(plan))]),
         toml_table("activation_checkpoint", ac),
     ]
     return head + "\n" + "\n".join(parts)
 
 
+def plain_config(config: str) -> str:
+    """The name of the config function in CONFIG_MODULE: torchtitan's `config` without converters."""
+    return f"{config}_no_converters"
+
+
+CONFIG_TEXT = '''"""torchtitan 0.3.0 config for launch_torchtitan.sh, written by parplan {version}: torchtitan's own
+{config} without its model converters ({converters}), which the plan did not price (it is {precision}).
+Trainer.Config.model_spec cannot be set from the command line, hence this module; the script puts this
+folder on PYTHONPATH and passes --module {module} --config {function}."""
+
+from torchtitan.models.{family} import model_registry
+from torchtitan.models.{family}.config_registry import {config}
+
+
+def {function}():
+    config = {config}()
+    config.model_spec = model_registry({flavor!r})  # the same model, no converters
+    return config
+'''
+
+
+def config_module(plan: ExportPlan) -> dict[str, tuple[str, int]]:
+    """{CONFIG_MODULE}.py when torchtitan's own config of the model carries converters, else nothing."""
+    known = known_model(plan)
+    if not known or known[1] not in CONVERTERS:
+        return {}
+    text = CONFIG_TEXT.format(version=VERSION, config=known[1], converters=CONVERTERS[known[1]],
+                              precision=plan.train.precision, module=CONFIG_MODULE, function=plain_config(known[1]),
+                              family=known[0], flavor=known[2])
+    return {f"{CONFIG_MODULE}.py": (text, 0o666)}
+
+
 def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
     """{file name: (text, mode)}; raises ExportRefused."""
     refusal(plan)
-    return {SCRIPT: (launcher(plan), 0o777), TOML: (toml(plan), 0o666)}
+    return {SCRIPT: (launcher(plan), 0o777), TOML: (toml(plan), 0o666), **config_module(plan)}

@@ -25,6 +25,7 @@ from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
 from planner.files import megatron_flags as mf
+from planner.files import parplan_launch
 from planner.files import read_configs as rc
 from planner.files.ds_partition import ds_stages
 from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
@@ -76,7 +77,13 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     Megatron script's torchrun --nnodes, or #SBATCH --nodes, is used when given)."""
     path = Path(path)
     text = _read_text(path)
-    return load_native_text(text, detect(path, text), model, cluster, nodes, path)
+    launch = parplan_launch.kind(path, text)  # parplan's own DeepSpeed, torchrun and torchtitan 0.3 scripts
+    if launch:
+        return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
+    kind = detect(path, text)
+    prob = load_native_text(text, kind, model, cluster, nodes, path)
+    seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
+    return parplan_launch.with_seq(prob, seq)  # a DeepSpeed JSON has no sequence length: its launcher's
 
 
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
