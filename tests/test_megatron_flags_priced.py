@@ -138,3 +138,16 @@ def test_unpriced_flags_warn_once_each_and_bad_values_name_the_flag():
         _problem("--recompute-granularity selective --recompute-modules attn")
     with pytest.raises(UserError, match="--recompute-method 'random'"):
         _problem("--recompute-granularity full --recompute-method random")
+
+
+def test_megatron_deepspeed_bf16_optimizer_is_zero1_and_legacy_recompute_is_full():
+    """BLOOM's tr11-176B-ml.slurm (bigscience-workshop/bigscience, train/tr11-176B-ml): --deepspeed --zero-stage 0
+    --bf16 runs DeepSpeed's BF16_Optimizer, "its own zero stage 1 equivalent" (the script's comment), and
+    --checkpoint-activations recomputes every layer. Both were read as nothing: 131.7 GiB for a run that trained."""
+    p = _problem("--deepspeed --deepspeed_config ds.json --zero-stage 0 --deepspeed-activation-checkpointing "
+                 "--checkpoint-activations")
+    assert (p.layout.zero, p.layout.recompute, p.train.grad_dtype) == (1, "full", "fp32")
+    assert [w.split()[0] for w in p.warnings] == ["--deepspeed_config"]
+    assert _problem("--deepspeed --zero-stage 2").layout.zero == 2
+    with pytest.raises(UserError, match="--zero-stage 4"):
+        _problem("--deepspeed --zero-stage 4")

@@ -56,6 +56,8 @@ PRICED: dict[str, str] = {
     "--moe-expert-capacity-factor": "model.capacity_factor",
     "--moe-pad-expert-input-to-capacity": "model.capacity_factor (the padded expert batch is what is priced)", "--mtp-num-layers": "model.mtp_num_layers",
     "--cp-comm-type": "layout.cp_comm",
+    "--deepspeed": "layout.zero (Megatron-DeepSpeed; with --bf16 and stage 0 the BF16 optimizer's ZeRO-1)",
+    "--zero-stage": "layout.zero (Megatron-DeepSpeed)",
 }
 
 MODEL = {
@@ -93,7 +95,9 @@ HARMLESS: dict[str, str] = {
     "--defer-embedding-wgrad-compute": "scheduling of the embedding wgrad", "--tp-comm-bulk-wgrad": "overlap detail",
     "--cuda-graph-warmup-steps": "when graphs are captured", "--fsdp-manual-registration": "NCCL registration",
     "--mtp-standalone": "placement of the MTP layers (priced on the last stage)",
-    "--moe-token-dropping": "legacy alias of the capacity factor", "--store-param-remainders": "see --use-precision-aware-optimizer",
+    "--moe-token-dropping": "legacy alias of the capacity factor",
+    "--deepspeed-activation-checkpointing": "DeepSpeed's implementation of --checkpoint-activations (same memory)",
+    "--store-param-remainders": "see --use-precision-aware-optimizer",
 }
 
 WARNED: dict[str, str] = {
@@ -121,16 +125,17 @@ WARNED: dict[str, str] = {
     "--ep-overlap-early-attn-memory-release": "early release of attention memory",
     "--delay-wgrad-compute": "weight gradients kept for later", "--cache-mla-latents": "MLA latents cached",
     "--moe-layer-recompute": "MoE layers recomputed (legacy)", "--mlp-chunks-for-prefill": "inference",
-    "--deepspeed-activation-checkpointing": "DeepSpeed activation checkpointing (Megatron-DeepSpeed)",
     "--partition-activations": "activations partitioned over tp (Megatron-DeepSpeed)",
-    "--cpu-optimizer": "Megatron-DeepSpeed CPU optimizer", "--zero-stage": "Megatron-DeepSpeed ZeRO stage (read the "
-    "DeepSpeed JSON with check)", "--deepspeed": "Megatron-DeepSpeed: the DeepSpeed JSON decides memory (check that file)",
+    "--cpu-optimizer": "Megatron-DeepSpeed CPU optimizer",
+    "--deepspeed_config": "Megatron-DeepSpeed: settings in the DeepSpeed JSON beyond --zero-stage (check that file "
+    "too)",
 }
 
 # Legacy and Megatron-DeepSpeed flags not among the config fields.
 LEGACY = {"--checkpoint-activations", "--activations-checkpoint-method", "--activations-checkpoint-num-layers",
           "--recompute-activations", "--grad-reduce-in-bf16", "--deepspeed-activation-checkpointing",
-          "--partition-activations", "--cpu-optimizer", "--zero-stage", "--deepspeed"}
+          "--partition-activations", "--cpu-optimizer", "--zero-stage", "--deepspeed",
+          "--deepspeed_config"}
 
 # store_true flags of this table (so `--flag value-looking-word` is not read as a value).
 SWITCHES = {

@@ -198,7 +198,16 @@ def cp_comm(a: MegatronArgs) -> str:
 
 def zero_stage(a: MegatronArgs) -> int:
     """ZeRO stage: Megatron-FSDP's sharding strategy (--use-megatron-fsdp, or its older name
-    --use-custom-fsdp), else 1 with the distributed optimizer (sharded over dp x cp: memory.py)."""
+    --use-custom-fsdp); Megatron-DeepSpeed's --deepspeed --zero-stage N, where stage 0 with --bf16 runs
+    DeepSpeed's BF16_Optimizer, which partitions the fp32 master weights and Adam states over the
+    data-parallel ranks and keeps fp32 gradients (deepspeed/runtime/bf16_optimizer.py; BLOOM's
+    tr11-176B-ml.slurm: "bf16 must use z0! it implements its own zero stage 1 equivalent"): ZeRO-1;
+    else 1 with the distributed optimizer (sharded over dp x cp: memory.py)."""
+    if a.has("--deepspeed"):
+        stage = a.int("--zero-stage", 0, minimum=0)
+        if stage > 3:
+            raise UserError(f"--zero-stage {stage}: DeepSpeed's ZeRO stages are 0 to 3")
+        return max(stage, 1 if a.has("--bf16") else 0)
     if a.has("--use-megatron-fsdp") or a.has("--use-custom-fsdp"):
         strategy = a.str("--data-parallel-sharding-strategy", "optim_grads_params")
         if strategy not in FSDP_BACK:
