@@ -50,9 +50,11 @@ PRICED: dict[str, str] = {
     "--activations-checkpoint-num-layers": "layout.recompute_num_layers (legacy)",
     "--moe-token-dispatcher-type": "train.moe_dispatcher", "--attention-backend": "train.flash_attention",
     "--tp-comm-overlap": "train.tp_comm_overlap", "--overlap-grad-reduce": "train.overlap_grad_reduce",
-    "--overlap-param-gather": "stack overlap_param_gather (megatron-core: on)",
+    "--overlap-param-gather": "stack overlap_param_gather (megatron-core: on; a script without it is still priced "
+    "with the gather overlapped)",
     "--sequence-parallel": "layout.sp", "--micro-batch-size": "layout.mbs", "--global-batch-size": "train.global_batch_size",
-    "--moe-grouped-gemm": "stack moe_grouped_gemm (megatron-core: on)",
+    "--moe-grouped-gemm": "stack moe_grouped_gemm (megatron-core: on; a script without it is still priced with "
+    "grouped GEMMs)",
     "--moe-expert-capacity-factor": "model.capacity_factor",
     "--moe-pad-expert-input-to-capacity": "model.capacity_factor (the padded expert batch is what is priced)", "--mtp-num-layers": "model.mtp_num_layers",
     "--cp-comm-type": "layout.cp_comm",
