@@ -72,6 +72,8 @@ class ActShape:
     glu_widths: float = 3.0  # f-wide 16-bit tensors a SwiGLU MLP keeps
     expert_plain_widths: float = 2.0  # f-wide tensors a non-gated routed expert keeps
     moe_allgather: bool = False  # Megatron-Core 0.6 MoEAllGatherTokenDispatcher
+    gemm_in_bytes: float = 2.0  # bytes per element of a tensor kept only as a GEMM's input (TE FP8: 1)
+    modules: tuple[str, ...] = ("core_attn",)  # recompute=selective, attention-core stacks: what is recomputed
 
     @property
     def tokens(self) -> float:
@@ -99,16 +101,25 @@ def attention_bytes(m: ModelSpec, x: ActShape) -> float:
     T, h, t, u = x.tokens, m.hidden_size, x.tp, x.u
     mask = MASK_BYTES if m.dropout else 0
     norm_in = x.norm_bytes * T * h * u
-    qkv_in = ACT_BYTES * T * h * u
-    q_ctx = ACT_BYTES * T * (m.q_width + m.ctx_width) / t
+    qkv_in = x.gemm_in_bytes * T * h * u
+    q_ctx = ACT_BYTES * T * (m.q_width + m.ctx_width) / t + fp8_context_copy_bytes(m, x)
     k_v = 2 * ACT_BYTES * T * kv_local_width(m, t)
     latent = ACT_BYTES * T * mla_latent_width(m) * u
     return norm_in + qkv_in + q_ctx + k_v + latent + mask * T * h * u + score_bytes(m, x)
 
 
+def fp8_context_copy_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Under Transformer Engine FP8 the attention output is kept twice: in bf16 by the fused attention
+    (FusedAttnFunc saves q, k, v and out) and as the output projection's FP8 input (te Linear saves its
+    quantized input); in bf16 both are one tensor. 0 unless GEMM inputs are stored below 2 bytes."""
+    if x.gemm_in_bytes >= ACT_BYTES:
+        return 0.0
+    return x.gemm_in_bytes * x.tokens * m.ctx_width / x.tp
+
+
 def score_bytes(m: ModelSpec, x: ActShape) -> float:
     """The s x s terms: softmax output 2as^2b, dropout mask as^2b and output 2as^2b, over t (and c)."""
-    if x.flash or x.recompute != "none":
+    if x.flash or x.recompute == "full" or (x.recompute == "selective" and "core_attn" in x.modules):
         return 0.0
     per_score = ACT_BYTES + ((MASK_BYTES + ACT_BYTES) if m.dropout else 0)
     return per_score * m.num_attention_heads / x.tp * x.tokens * x.seq
@@ -122,12 +133,19 @@ def _act_widths(m: ModelSpec, width: float, x: ActShape, routed: bool = False) -
     return (x.expert_plain_widths if routed else 2) * width
 
 
+def inner_bytes(m: ModelSpec, width: float, x: ActShape, routed: bool = False) -> float:
+    """Bytes per token stored inside an MLP of inner width `width`: every kept tensor in 16 bits but the
+    last, the second linear's input, which FP8 training under Transformer Engine keeps quantized
+    (x.gemm_in_bytes; te Linear / GroupedLinear save their FP8 input for the weight gradient)."""
+    return ACT_BYTES * (_act_widths(m, width, x, routed) - width) + x.gemm_in_bytes * width
+
+
 def dense_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
     """Dense MLP block: norm input, MLP input, activation input and output, dropout mask (19sbh)."""
     T, h, u = x.tokens, m.hidden_size, x.u
     mask = MASK_BYTES if m.dropout else 0
-    inner = ACT_BYTES * T * _act_widths(m, m.ffn_hidden_size, x) / x.tp
-    return (x.norm_bytes + ACT_BYTES) * T * h * u + inner + mask * T * h * u
+    inner = T * inner_bytes(m, m.ffn_hidden_size, x) / x.tp
+    return (x.norm_bytes + x.gemm_in_bytes) * T * h * u + inner + mask * T * h * u
 
 
 def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -135,12 +153,22 @@ def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
     T, h, u = x.tokens, m.hidden_size, x.u
     mask = MASK_BYTES if m.dropout else 0
     router = LOGIT_BYTES * T * u * m.num_experts
-    tokens_e = T * m.top_k * min(u * x.etp, 1.0) * (m.capacity_factor or 1.0)
-    routed = tokens_e * ACT_BYTES * (h + _act_widths(m, m.moe_ffn_hidden_size, x, routed=True) / x.etp)
-    shared_width = m.num_shared_experts * m.moe_ffn_hidden_size
-    shared = ACT_BYTES * T * _act_widths(m, shared_width, x) / x.tp
+    tokens_e = routed_tokens(m, x)
+    routed = tokens_e * (x.gemm_in_bytes * h + inner_bytes(m, m.moe_ffn_hidden_size, x, routed=True) / x.etp)
     norm_router = (x.norm_bytes + ACT_BYTES) * T * h * u
-    return norm_router + router + routed + shared + allgather_dispatch_bytes(m, x) + mask * T * h * u
+    return norm_router + router + routed + shared_expert_bytes(m, x) + allgather_dispatch_bytes(m, x) + mask * T * h * u
+
+
+def routed_tokens(m: ModelSpec, x: ActShape) -> float:
+    """Token copies the routed experts of one GPU process: T*k (balanced routing), split over etp only
+    where the tokens are (sequence parallel), padded by a capacity factor."""
+    return x.tokens * m.top_k * min(x.u * x.etp, 1.0) * (m.capacity_factor or 1.0)
+
+
+def shared_expert_bytes(m: ModelSpec, x: ActShape) -> float:
+    """Shared experts' stored activations (a dense MLP of num_shared_experts x moe_ffn width, over tp)."""
+    shared_width = m.num_shared_experts * m.moe_ffn_hidden_size
+    return x.tokens * inner_bytes(m, shared_width, x) / x.tp if shared_width else 0.0
 
 
 def allgather_dispatch_bytes(m: ModelSpec, x: ActShape) -> float:
@@ -206,7 +234,48 @@ def layer_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:
     if x.recompute == "selective" and x.selective == "per-op":
         return per_op_layer_bytes(m, x, moe)
     mlp = moe_mlp_bytes(m, x) if moe else dense_mlp_bytes(m, x)
-    return attention_bytes(m, x) + mlp
+    saved = module_recompute_savings(m, x, moe) if x.recompute == "selective" else 0.0
+    return attention_bytes(m, x) + mlp - saved
+
+
+def module_recompute_savings(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """What Megatron-Core's selective recompute of `x.modules` (--recompute-modules; megatron-core 0.16
+    transformer_config.py recompute_modules, transformer_layer.py and moe/moe_layer.py) does not keep,
+    per layer and micro-batch. core_attn: the s x s scores (score_bytes; nothing with flash attention,
+    whose inputs the checkpoint keeps). mlp (dense layers): the whole MLP but its input, the fused
+    norm's output and the inner tensors. moe (MoE layers): the MoE block but its input: router logits,
+    expert activations, shared experts, dispatcher copies. moe_act: the routed experts' activation
+    output (the second linear's input). shared_experts: their inner tensors. layernorm: the output of
+    norms not fused into the next linear (Transformer Engine fuses the dense layers' norms: only the
+    MoE block's pre-MLP norm and, with MLA, the attention's input norm are separate modules).
+    mla_up_proj: with core_attn, the up-projected Q, K and V (both checkpoints keep only the latents);
+    alone it saves what the core attention keeps anyway, nothing. Each module's recomputation works
+    on one layer at a time: its transient is not counted."""
+    T, h, u, mods = x.tokens, m.hidden_size, x.u, x.modules
+    saved = 0.0
+    if "mlp" in mods and not moe:
+        saved += x.gemm_in_bytes * T * h * u + T * inner_bytes(m, m.ffn_hidden_size, x) / x.tp
+    if "moe" in mods and moe:
+        saved += moe_mlp_bytes(m, x) - (x.norm_bytes + ACT_BYTES) * T * h * u
+    else:
+        saved += _moe_part_savings(m, x, moe)
+    if "layernorm" in mods:
+        saved += ACT_BYTES * T * h * u * ((1 if moe else 0) + (1 if m.mla is not None else 0))
+    if "mla_up_proj" in mods and "core_attn" in mods and m.mla is not None:
+        saved += ACT_BYTES * T * m.q_width / x.tp + 2 * ACT_BYTES * T * kv_local_width(m, x.tp)
+    return saved
+
+
+def _moe_part_savings(m: ModelSpec, x: ActShape, moe: bool) -> float:
+    """moe_act and shared_experts of module_recompute_savings (MoE layers only)."""
+    if not moe:
+        return 0.0
+    saved = 0.0
+    if "moe_act" in x.modules:
+        saved += routed_tokens(m, x) * x.gemm_in_bytes * m.moe_ffn_hidden_size / x.etp
+    if "shared_experts" in x.modules:
+        saved += shared_expert_bytes(m, x)
+    return saved
 
 
 def recompute_working_bytes(m: ModelSpec, x: ActShape, moe: bool) -> float:

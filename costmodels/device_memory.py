@@ -9,7 +9,8 @@ safety margin (`memory_reserve_gib`).
   freed blocks, and what is freed and re-allocated every step (activations, gathered buffers,
   transients) leaves holes; states allocated once at start-up do not (torchtitan's DeepSeek-V3 16B
   log: the reserve grows by exactly the 14.9 GiB of Adam moments when they appear). f is fitted on
-  published runs that report reserved peaks (benchmarks/calibrate_memory.py);
+  published runs that report reserved peaks (benchmarks/calibrate_memory.py); with expandable segments
+  it is the stack's expandable_fragmentation instead (costmodels.memory_semantics);
 - device D = R + C + g N: what nvidia-smi shows for the process, while it stays within B = H - M;
 - floor F = A + C + g N: the least the device can hold. When cudaMalloc fails, the caching allocator
   releases its cached free blocks and retries before it raises out-of-memory, so a run whose D would
@@ -99,4 +100,5 @@ def device_terms(cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> DeviceT
     """The layout's device terms under its stack's memory semantics."""
     sem = train.stack_spec.memory
     fixed = (sem.context_mib + sem.nccl_mib_per_group * communicators(cluster, lay)) * MIB
-    return DeviceTerms(sem.fragmentation, fixed, cluster.memory_reserve_gib * GIB, cluster.gpu_profile.hbm_bytes)
+    frag = sem.expandable_fragmentation if train.alloc_expandable else sem.fragmentation
+    return DeviceTerms(frag, fixed, cluster.memory_reserve_gib * GIB, cluster.gpu_profile.hbm_bytes)

@@ -20,6 +20,9 @@ from costmodels.train_spec import TrainSpec
 MAX_DEGREE = 1_000_000
 
 Recompute = Literal["none", "selective", "full"]
+# Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules, megatron-core 0.16):
+# core_attn is what recompute=selective means when no list is given.
+RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
 # Context-parallel algorithms (Megatron-Core TransformerConfig.cp_comm_type; costmodels.timing):
 # p2p = ring exchange of K/V chunks beside attention, a2a = all-to-all over heads (DeepSpeed-Ulysses),
@@ -53,6 +56,16 @@ class Layout(BaseModel):
     )
     mbs: int = Field(1, ge=1, le=1_000_000, description="Micro-batch size in sequences.")
     recompute: Recompute = Field("none", description="Activation recompute: none, selective (attention core), full.")
+    recompute_modules: Optional[list[RecomputeModule]] = Field(
+        None, description="With recompute=selective: the modules recomputed (Megatron --recompute-modules: core_attn, "
+        "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts); null = the stack's selective policy (Megatron: "
+        "core_attn).")
+    recompute_num_layers: Optional[int] = Field(
+        None, ge=1, le=MAX_LAYERS, description="With recompute=full: Megatron --recompute-num-layers N; with "
+        "recompute_method block only the first N layers of each model chunk are recomputed, with uniform the layers "
+        "are checkpointed in groups of N (one input kept per group); null = every layer, one at a time.")
+    recompute_method: Literal["uniform", "block"] = Field(
+        "uniform", description="With recompute=full and recompute_num_layers: Megatron --recompute-method.")
     schedule: Optional[Schedule] = Field(
         None, description="Pipeline schedule; null = interleaved when vpp > 1, else 1f1b."
     )

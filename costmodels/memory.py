@@ -19,7 +19,8 @@ rest, the CUDA context and NCCL buffers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
@@ -111,19 +112,67 @@ def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
         recompute=lay.recompute, flash=train.flash_attention, selective=train.stack_spec.selective_recompute,
         norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths, expert_plain_widths=sem.expert_plain_widths,
         moe_allgather=train.moe_dispatcher == "allgather",
+        gemm_in_bytes=sem.fp8_gemm_input_bytes if train.precision == "fp8" else act.ACT_BYTES,
+        modules=recompute_modules(lay),
     )
 
 
+def recompute_modules(lay) -> tuple[str, ...]:
+    """The layout's selective recompute modules; Megatron's default (core_attn) when not given (and for the
+    search's candidates, which have no such field)."""
+    mods = getattr(lay, "recompute_modules", None)
+    return ("core_attn",) if mods is None else tuple(mods)
+
+
 def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage: int) -> float:
-    """Activations held by rank `stage` at its peak: one micro-batch's worth times those in flight."""
+    """Activations held by rank `stage` at its peak: one micro-batch's worth times those in flight,
+    less what activation offloading keeps on the host (offload_kept_share; one layer's activations
+    stay as its transfer buffer)."""
     x = act_shape(model, train, lay)
     n_moe, n_dense = stage_layer_mix(model, lay.stage_layers, stage)
-    per_mb = n_dense * act.layer_bytes(model, x, False) + n_moe * act.layer_bytes(model, x, True)
+    whole, rebuilt, inputs = full_recompute_split(lay, n_moe + n_dense)
+    if rebuilt:  # Megatron --recompute-num-layers / --recompute-method: some layers kept whole
+        xn = replace(x, recompute="none")
+        mix = (n_dense * act.layer_bytes(model, xn, False) + n_moe * act.layer_bytes(model, xn, True)) / (n_moe + n_dense)
+        per_mb = whole * mix + inputs * act.layer_input_bytes(model, x)
+        working = rebuilt * act.layer_bytes(model, xn, model.is_moe) - act.layer_input_bytes(model, x)
+    else:
+        per_mb = n_dense * act.layer_bytes(model, x, False) + n_moe * act.layer_bytes(model, x, True)
+        working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
+    offloaded, buffer = offload_split(train, per_mb, n_moe + n_dense)
     if stage == 0:
         per_mb += act.embedding_bytes(model, x)
     inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
-    working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
-    return per_mb * inflight + working + last_chunk_bytes(model, x, lay, stage)
+    return (per_mb - offloaded) * inflight + buffer + working + last_chunk_bytes(model, x, lay, stage)
+
+
+def full_recompute_split(lay: Layout, layers: int) -> tuple[float, int, float]:
+    """(layers kept whole, layers rebuilt at once in backward, layer inputs kept) on a stage whose
+    full recompute is limited by Megatron's --recompute-num-layers N (megatron-core 0.16
+    transformer_block.py _checkpointed_forward, per model chunk of layers/vpp layers): `uniform`
+    checkpoints groups of N layers (one input kept per group, a whole group rebuilt at once), `block`
+    checkpoints the first N layers of each chunk one by one and keeps the rest whole. (0, 0, 0) when
+    recompute is not full or N is not given: the per-layer formulas then apply unchanged."""
+    if lay.recompute != "full" or getattr(lay, "recompute_num_layers", None) is None:  # search candidates: None
+        return 0.0, 0, 0.0
+    n, chunk = lay.recompute_num_layers, layers / lay.vpp
+    if lay.recompute_method == "block":
+        rebuilt = min(n, chunk) * lay.vpp
+        return layers - rebuilt, 1, rebuilt
+    return 0.0, min(n, math.ceil(chunk)), math.ceil(chunk / n) * lay.vpp
+
+
+def offload_split(train: TrainSpec, per_mb: float, layers: int) -> tuple[float, float]:
+    """(bytes of one micro-batch's activations moved to the host, bytes of the device buffer they pass
+    through) under Megatron's activation offloading (--cpu-offloading --cpu-offloading-num-layers N;
+    megatron-core 0.16 transformer_block.py get_cpu_offload_context): N of a rank's layers offload
+    their saved tensors after their forward and reload them before their backward, one layer's worth
+    in flight. Layers are priced at the stage's mean."""
+    n = min(train.activation_offload_layers, layers)
+    if n == 0 or layers == 0:
+        return 0.0, 0.0
+    per_layer = per_mb / layers
+    return n * per_layer, per_layer
 
 
 def last_chunk_bytes(model: ModelSpec, x: act.ActShape, lay: Layout, stage: int) -> float:
@@ -178,6 +227,16 @@ def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: 
     return per * (local.dense / lay.dense_shards + local.expert / edp)
 
 
+def fp8_weight_cache(train: TrainSpec, lay: Layout, local: ParamCount) -> float:
+    """FP8 copies of the weights kept across a step's micro-batches (MemorySemantics.fp8_weight_cache_bytes
+    per local parameter; half with FP8 weights, which need only their transpose); none without fp8 or
+    under ZeRO-3, whose gathered units are freed after use."""
+    per = train.stack_spec.memory.fp8_weight_cache_bytes
+    if train.precision != "fp8" or memory_zero(lay) >= 3 or per == 0:
+        return 0.0
+    return local.total * per / (2 if train.fp8_param_gather else 1)
+
+
 def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, stage: int) -> StageMemory:
     """Memory of one GPU on pipeline rank `stage`; `lay` must come from resolve_layout."""
     local: ParamCount = local_stage_params(
@@ -191,6 +250,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other
     transient = max(loss_transient_bytes(model, train, lay, stage), step_temp, 0.0)
     states = [dense[j] + expert[j] for j in range(3)]
+    states[0] += fp8_weight_cache(train, lay, local)
     return StageMemory(
         stage=stage,
         layers=lay.stage_layers[stage],

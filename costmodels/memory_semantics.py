@@ -32,7 +32,9 @@ Sources, per field:
   probabilities multiply the activation's output inside the expert; for non-gated activations that
   multiply is a separate op, so a GELU expert keeps its activation input, output and the product.
 - fragmentation: the caching allocator's reserve over its allocated peak, fitted on published
-  runs that report both or on reserved peaks (benchmarks/calibrate_memory.py; rows in the stack).
+  runs that report both or on reserved peaks (benchmarks/calibrate_memory.py; rows in the stack);
+  with expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) freed pages are
+  unmapped and segments grow in place, so the reserve stays within a few percent of the peak.
 - device: the CUDA context and libraries (cuBLAS/cuDNN handles and workspaces) and one set of NCCL
   buffers per communicator a rank uses (NCCL_BUFFSIZE 4 MiB per channel and peer, several
   protocols and channels: hundreds of MiB per communicator), fitted on nvidia-smi peaks.
@@ -92,6 +94,17 @@ class MemorySemantics(BaseModel):
                                     "for backward besides its output: fused/TE norms their 16-bit input (2); "
                                     "Hugging Face LlamaRMSNorm in eager PyTorch the fp32 upcast and the 16-bit "
                                     "normalised tensor (4 + 2 = 6).")
+    fp8_gemm_input_bytes: float = Field(2.0, ge=1, le=2, description="Bytes per element of a tensor kept only "
+                                        "as a GEMM's input under precision fp8: Transformer Engine's Linear, "
+                                        "LayerNormLinear and GroupedLinear save their FP8-quantized input for the "
+                                        "weight gradient (1); torchao Float8Linear saves the high-precision input "
+                                        "and re-quantizes in backward (2).")
+    fp8_weight_cache_bytes: float = Field(0.0, ge=0, le=4, description="Bytes per weight the stack keeps beside "
+                                          "the 16-bit weights under precision fp8: Transformer Engine caches each "
+                                          "weight's FP8 copy and, on Hopper, its FP8 transpose from the first "
+                                          "micro-batch to the last (te module base get_weight_workspace with "
+                                          "is_first_microbatch, which Megatron passes): 2; with FP8 weights "
+                                          "(fp8_param_gather) only the transpose, half of it. torchao: 0.")
     glu_saved_widths: float = Field(3.0, ge=2, le=8, description="f-wide 16-bit tensors a SwiGLU MLP keeps: "
                                     "fused activation (Megatron bias_swiglu, torch.compile) gate|up and the "
                                     "product (3); eager down(silu(gate(x)) * up(x)) gate, silu(gate), up and "
@@ -108,6 +121,14 @@ class MemorySemantics(BaseModel):
                                 "from forward into backward (FSDP2 root module).")
     fragmentation: float = Field(0.0, ge=0, le=1, description="Reserved over allocated peak, minus 1 "
                                  "(caching-allocator fragmentation), fitted.")
+    expandable_segments: bool = Field(False, description="Default for TrainSpec.expandable_segments: the stack's "
+                                      "launchers set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+    expandable_fragmentation: float = Field(0.02, ge=0, le=1, description="Reserved over allocated peak, minus 1, "
+                                            "with expandable segments: the allocator grows one mapped segment per "
+                                            "stream in 2 MiB pages and unmaps what it frees, so only holes inside "
+                                            "pages in use remain (PyTorch docs, CUDA memory management: "
+                                            "expandable_segments). A choice in the physical range 0-0.1, not "
+                                            "fitted: no published run reports both peaks with it on.")
     context_mib: float = Field(0.0, ge=0, le=65536, description="CUDA context, libraries and their "
                                "workspaces per process, MiB, fitted or measured.")
     nccl_mib_per_group: float = Field(0.0, ge=0, le=65536, description="NCCL buffers of one communicator "

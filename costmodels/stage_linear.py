@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
-from costmodels.memory import (expert_dp, loss_transient_bytes, memory_train, memory_zero, optimizer_temp_bytes,
+from costmodels.memory import (expert_dp, fp8_weight_cache, loss_transient_bytes, memory_train, memory_zero, optimizer_temp_bytes,
                                persistent_state_bytes, zero3_buffer_bytes, zero_state_bytes)
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
@@ -114,10 +114,11 @@ def persistent_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec
 
 def _states(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of `params`, dense and expert parts added."""
-    zero, train = memory_zero(lay), memory_train(train, lay)
-    dense = zero_state_bytes(params.dense, lay.dense_shards, zero, train)
-    expert = zero_state_bytes(params.expert, edp, zero, train)
-    return tuple(d + e for d, e in zip(dense, expert))
+    zero, mtrain = memory_zero(lay), memory_train(train, lay)
+    dense = zero_state_bytes(params.dense, lay.dense_shards, zero, mtrain)
+    expert = zero_state_bytes(params.expert, edp, zero, mtrain)
+    weights, grads, opt = (d + e for d, e in zip(dense, expert))
+    return weights + fp8_weight_cache(train, lay, params), grads, opt
 
 
 def _transient(c: Context, stage: int, extras: ParamCount, layer_params: tuple) -> Affine:

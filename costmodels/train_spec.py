@@ -11,7 +11,8 @@ from costmodels.hardware_spec import Precision
 from costmodels.model_spec import MAX_SEQ, ModelSpec
 from costmodels.stack import DEFAULT_STACK, Fp8Recipe, Stack
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+StateDtype = Literal["fp32", "bf16", "fp16", "fp8"]
 
 
 class TrainSpec(BaseModel):
@@ -70,6 +71,27 @@ class TrainSpec(BaseModel):
         "none", description="Where ZeRO-3 parameter shards live between uses: none = GPU; cpu / nvme = "
         "DeepSpeed ZeRO-Infinity offload_param.device (needs zero=3).")
 
+    fp8_param_gather: bool = Field(
+        False, description="With precision fp8: the model keeps its weights as FP8 (1 byte) and gathers them in FP8 "
+        "(Megatron --fp8-param-gather; the fp32 master copy stays in the optimizer).")
+    master_dtype: Literal["fp32", "fp16", "bf16"] = Field(
+        "fp32", description="Dtype of the optimizer's master weights when master_weights (Megatron "
+        "--use-precision-aware-optimizer --main-params-dtype; fp32 by default).")
+    exp_avg_dtype: StateDtype = Field(
+        "fp32", description="Dtype of Adam's first moment, or SGD's momentum (Megatron --exp-avg-dtype with "
+        "--use-precision-aware-optimizer; fp32 by default).")
+    exp_avg_sq_dtype: StateDtype = Field(
+        "fp32", description="Dtype of Adam's second moment (Megatron --exp-avg-sq-dtype with "
+        "--use-precision-aware-optimizer; fp32 by default).")
+    activation_offload_layers: int = Field(
+        0, ge=0, le=100_000, description="Transformer layers per pipeline rank whose stored activations are "
+        "offloaded to host memory during forward and brought back for backward (Megatron --cpu-offloading "
+        "--cpu-offloading-num-layers); 0 = none.")
+    expandable_segments: Optional[bool] = Field(
+        None, description="PyTorch's caching allocator maps memory in growable segments "
+        "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), which removes most fragmentation of the reserve; "
+        "null = the stack's default.")
+
     @property
     def stack_spec(self) -> Stack:
         """The resolved stack; null means a stack with the default mechanisms and the GPU's efficiencies
@@ -101,8 +123,9 @@ class TrainSpec(BaseModel):
 
     @property
     def weight_bytes_per_param(self) -> int:
-        """Bytes of one working (16-bit) weight; fp8 training keeps bf16 weights."""
-        return 2
+        """Bytes of one working weight: 16-bit; fp8 training keeps bf16 weights unless fp8_param_gather
+        (Megatron --fp8-param-gather: the model's weights are FP8 tensors, 1 byte)."""
+        return 1 if self.fp8_param_gather and self.precision == "fp8" else 2
 
     @property
     def grad_bytes_per_param(self) -> int:
@@ -113,7 +136,18 @@ class TrainSpec(BaseModel):
     def optimizer_bytes_per_param(self) -> int:
         """Optimizer state bytes per parameter: fp32 master (4) + Adam m, v (8) or SGD momentum (4).
 
-        Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam.
+        Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam. Megatron's
+        precision-aware optimizer (megatron/core/optimizer/optimizer_config.py: main_params_dtype,
+        exp_avg_dtype, exp_avg_sq_dtype; TE FusedAdam) stores each state in its own dtype, e.g. bf16
+        moments: 4 + 2 + 2 = 8.
         """
-        moments = 8 if self.optimizer == "adam" else 4
-        return moments + (4 if self.master_weights else 0)
+        moments = DTYPE_BYTES[self.exp_avg_dtype]
+        if self.optimizer == "adam":
+            moments += DTYPE_BYTES[self.exp_avg_sq_dtype]
+        return moments + (DTYPE_BYTES[self.master_dtype] if self.master_weights else 0)
+
+    @property
+    def alloc_expandable(self) -> bool:
+        """Whether the allocator uses expandable segments: the explicit setting, else the stack's."""
+        sem = self.stack_spec.memory
+        return sem.expandable_segments if self.expandable_segments is None else self.expandable_segments

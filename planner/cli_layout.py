@@ -154,5 +154,5 @@ def check_cmd(
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
-    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen)
+    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings)
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

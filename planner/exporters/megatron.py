@@ -10,6 +10,8 @@ keeps fp32 main gradients unless `--grad-reduce-in-bf16` is given.
 
 from __future__ import annotations
 
+from costmodels.memory import memory_train
+
 from costmodels.pipeline import chunk_layers
 from costmodels.timing import tp_overlap_applies
 from planner.exporters.common import (
@@ -194,10 +196,12 @@ def training_args(plan: ExportPlan) -> list:
     train = plan.train
     args = [("--micro-batch-size", plan.layout.mbs), ("--global-batch-size", train.global_batch_size)]
     args += PRECISION[train.precision]
-    if train.grad_dtype == "fp32":
+    # the gradient buffer the plan was priced with (costmodels.memory.memory_train: the stack's fp32 main grads
+    # unless grad_dtype says otherwise), so that check on the exported script prices what the plan did
+    if memory_train(train, plan.layout).grad_bytes_per_param == 4:
         args.append(("--accumulate-allreduce-grads-in-fp32", None))
     elif train.precision != "fp16":
-        args.append(("--grad-reduce-in-bf16", None))  # parplan's default: 16-bit gradients
+        args.append(("--grad-reduce-in-bf16", None))  # 16-bit gradients
     args += [("--optimizer", train.optimizer), ("--lr", "3.0e-4"), ("--min-lr", "3.0e-5"),
              ("--lr-decay-style", "cosine"), ("--train-iters", 100), ("--log-interval", 1),
              ("--eval-iters", 0)]

@@ -6,7 +6,7 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -36,6 +36,7 @@ class Problem:
     cluster: ClusterSpec
     train: TrainSpec
     layout: Optional[Layout] = None
+    warnings: list = field(default_factory=list)  # lines naming what the config sets that parplan does not price
 
 
 def validate(cls: type[T], data: Any, where: str, from_file: bool = True) -> T:

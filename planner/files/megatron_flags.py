@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from planner.errors import UserError
+from planner.files import megatron_flag_table as flag_table
 from planner.files.megatron_names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.files.shellread import (
     find_launch, flag_dict, parse_flags, read_script, split_at_script,
@@ -179,7 +180,7 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
             "ep": a.int("--expert-model-parallel-size", 1),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
-            "recompute": recompute(a), "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a)}
+            "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}
     stages, vpp = stage_split(a, model["num_layers"], pp)
     data["vpp"] = vpp
     if stages is not None:
@@ -196,7 +197,18 @@ def cp_comm(a: MegatronArgs) -> str:
 
 
 def zero_stage(a: MegatronArgs) -> int:
-    if a.has("--use-megatron-fsdp"):
+    """ZeRO stage: Megatron-FSDP's sharding strategy (--use-megatron-fsdp, or its older name
+    --use-custom-fsdp); Megatron-DeepSpeed's --deepspeed --zero-stage N, where stage 0 with --bf16 runs
+    DeepSpeed's BF16_Optimizer, which partitions the fp32 master weights and Adam states over the
+    data-parallel ranks and keeps fp32 gradients (deepspeed/runtime/bf16_optimizer.py; BLOOM's
+    tr11-176B-ml.slurm: "bf16 must use z0! it implements its own zero stage 1 equivalent"): ZeRO-1;
+    else 1 with the distributed optimizer (sharded over dp x cp: memory.py)."""
+    if a.has("--deepspeed"):
+        stage = a.int("--zero-stage", 0, minimum=0)
+        if stage > 3:
+            raise UserError(f"--zero-stage {stage}: DeepSpeed's ZeRO stages are 0 to 3")
+        return max(stage, 1 if a.has("--bf16") else 0)
+    if a.has("--use-megatron-fsdp") or a.has("--use-custom-fsdp"):
         strategy = a.str("--data-parallel-sharding-strategy", "optim_grads_params")
         if strategy not in FSDP_BACK:
             raise UserError(f"--data-parallel-sharding-strategy {strategy!r}: expected one of {', '.join(FSDP_BACK)}")
@@ -204,11 +216,50 @@ def zero_stage(a: MegatronArgs) -> int:
     return 1 if a.has("--use-distributed-optimizer") else 0
 
 
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
 def recompute(a: MegatronArgs) -> str:
+    """none | selective | full: --recompute-granularity, else the legacy --recompute-activations
+    (selective) and --checkpoint-activations (full, Megatron-LM before 2022 and Megatron-DeepSpeed)."""
     granularity = a.str("--recompute-granularity", None)
+    if granularity is None and a.has("--checkpoint-activations"):
+        return "full"
+    if granularity is None and a.has("--recompute-activations"):
+        return "selective"
     if granularity in (None, "selective", "full"):
         return granularity or "none"
     raise UserError(f"--recompute-granularity {granularity!r}: expected full or selective")
+
+
+def recompute_data(a: MegatronArgs) -> dict:
+    """Layout recompute fields: the mode, and for full recompute --recompute-method and
+    --recompute-num-layers (legacy: --activations-checkpoint-method / -num-layers), for selective
+    --recompute-modules (megatron-core 0.16 TransformerConfig.recompute_modules; several modules given
+    as one word, comma- or space-separated)."""
+    mode = recompute(a)
+    data: dict = {"recompute": mode}
+    if mode == "full":
+        method = a.str("--recompute-method", None) or a.str("--activations-checkpoint-method", None)
+        if method not in (None, "uniform", "block"):
+            raise UserError(f"--recompute-method {method!r}: expected uniform or block")
+        layers = a.int("--recompute-num-layers") or a.int("--activations-checkpoint-num-layers")
+        if method is not None:
+            data["recompute_method"] = method
+        if layers is not None and layers > 1 or method == "block":
+            data["recompute_num_layers"] = layers or 1
+    if mode == "selective" and a.has("--recompute-modules"):
+        data["recompute_modules"] = recompute_modules(a.str("--recompute-modules") or "")
+    return data
+
+
+def recompute_modules(text: str) -> list[str]:
+    """The module names of --recompute-modules, each checked against Megatron's list."""
+    names = [n for n in re.split(r"[,\s]+", text.strip()) if n]
+    bad = [n for n in names if n not in RECOMPUTE_MODULES]
+    if bad or not names:
+        raise UserError(f"--recompute-modules {text[:60]!r}: expected some of {', '.join(RECOMPUTE_MODULES)}")
+    return names
 
 
 def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int]:
@@ -280,15 +331,94 @@ def train_data(a: MegatronArgs) -> dict:
     optimizer = a.str("--optimizer", "adam")
     if optimizer not in ("adam", "sgd"):
         raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
-    grad = None
-    if a.has("--accumulate-allreduce-grads-in-fp32") or (a.has("--bf16") and not a.has("--grad-reduce-in-bf16")):
-        grad = "fp32"  # Megatron's default with --bf16: fp32 main gradients
-    data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad,
+    data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
             "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
-            "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce")}
+            "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
+            **optimizer_dtypes(a), **offload_data(a)}
+    if a.has("--fp8-recipe"):
+        data["fp8_recipe"] = _choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")
+    if precision == "fp8" and a.has("--fp8-param-gather"):
+        data["fp8_param_gather"] = True
+    if a.has("--cross-entropy-loss-fusion"):
+        data["fused_loss"] = True
+    if a.has("--moe-token-dispatcher-type"):
+        data["moe_dispatcher"] = _choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
+    if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
+        data["expandable_segments"] = True
     if a.has("--global-batch-size"):
         data["global_batch_size"] = a.int("--global-batch-size")
     return data
+
+
+# Megatron --fp8-recipe -> TrainSpec.fp8_recipe (megatron-core 0.16 enums.Fp8Recipe; delayed and tensorwise
+# are both per-tensor scales)
+FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
+# Megatron --moe-token-dispatcher-type -> TrainSpec.moe_dispatcher (what the memory counts). A script names no
+# Megatron version, so it is read as today's: every dispatcher, allgather included (index-based permutation
+# since megatron-core 0.7), keeps only the permuted expert input; TrainSpec's "allgather" is the 0.6 dispatcher's
+# torch.gather copies, which only a row that states that version sets.
+DISPATCHERS = {"allgather": "alltoall", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "alltoall"}
+DTYPES = ("fp32", "fp16", "bf16", "fp8")
+
+
+def grad_dtype(a: MegatronArgs) -> Optional[str]:
+    """The gradient buffer's dtype: fp32 with --accumulate-allreduce-grads-in-fp32 or by default with
+    --bf16 (Megatron's main grads), bf16 with --grad-reduce-in-bf16, or --main-grads-dtype under the
+    precision-aware optimizer; None (the stack's) otherwise."""
+    if a.has("--use-precision-aware-optimizer") and a.has("--main-grads-dtype"):
+        value = a.str("--main-grads-dtype")
+        if value not in ("fp32", "bf16"):
+            raise UserError(f"--main-grads-dtype {value!r}: expected fp32 or bf16")
+        return value
+    if a.has("--accumulate-allreduce-grads-in-fp32"):
+        return "fp32"
+    if a.has("--grad-reduce-in-bf16"):
+        return "bf16"
+    return "fp32" if a.has("--bf16") else None
+
+
+def optimizer_dtypes(a: MegatronArgs) -> dict:
+    """master_dtype, exp_avg_dtype, exp_avg_sq_dtype from --main-params-dtype, --exp-avg-dtype,
+    --exp-avg-sq-dtype; Megatron reads them only with --use-precision-aware-optimizer (else fp32)."""
+    if not a.has("--use-precision-aware-optimizer"):
+        return {}
+    out = {}
+    for flag, key, allowed in (("--main-params-dtype", "master_dtype", ("fp32", "fp16")),
+                               ("--exp-avg-dtype", "exp_avg_dtype", DTYPES),
+                               ("--exp-avg-sq-dtype", "exp_avg_sq_dtype", DTYPES)):
+        value = a.str(flag, "fp32")
+        if value not in allowed:
+            raise UserError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
+        out[key] = value
+    return out
+
+
+def offload_data(a: MegatronArgs) -> dict:
+    """Activation offload (--cpu-offloading, --cpu-offloading-num-layers, Megatron default 0) and
+    optimizer offload (--optimizer-cpu-offload, --optimizer-offload-fraction, default 1.0)."""
+    out: dict = {}
+    if a.has("--cpu-offloading"):
+        out["activation_offload_layers"] = a.int("--cpu-offloading-num-layers", 0, minimum=0)
+    if a.has("--optimizer-cpu-offload"):
+        out["offload_optimizer"] = "cpu"
+        fraction = a.str("--optimizer-offload-fraction", "1.0")
+        try:
+            out["offload_optimizer_fraction"] = float(fraction)
+        except (TypeError, ValueError):
+            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1") from None
+        if not 0.0 <= out["offload_optimizer_fraction"] <= 1.0:
+            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1")
+    return out
+
+
+def expandable_segments(conf: str) -> bool:
+    """PYTORCH_CUDA_ALLOC_CONF turns on expandable segments ('expandable_segments:True', among commas)."""
+    return any(part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(","))
+
+
+def unpriced_warnings(a: MegatronArgs) -> list[str]:
+    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED)."""
+    return flag_table.unpriced(a.flags)
 
 
 def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[int]]:

@@ -5,6 +5,8 @@ Source: Megatron-LM megatron/training/arguments.py (flag names; store_true switc
 benchmarks/data/launch_formats.md, section "Megatron-LM".
 """
 
+from planner.files.megatron_flag_table import SWITCHES as FLAG_TABLE_SWITCHES
+
 # parplan vocabulary -> Megatron names
 NORM = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
 POSITION = {"learned": "learned_absolute", "rope": "rope", "none": "none"}
@@ -21,4 +23,4 @@ SWITCHES = {
     "--overlap-param-gather", "--use-megatron-fsdp", "--bf16", "--fp16", "--mock-data", "--tp-comm-overlap",
     "--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-}
+} | FLAG_TABLE_SWITCHES

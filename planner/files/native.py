@@ -202,7 +202,7 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     train["stack"] = "nemo" if train.get("tp_comm_overlap") else "megatron-core"
     if "global_batch_size" not in train:
         train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
-    return loading.Problem(spec, clus, _train(train, str(path)), lay)
+    return loading.Problem(spec, clus, _train(train, str(path)), lay, mf.unpriced_warnings(args))
 
 
 # ---- DeepSpeed ----------------------------------------------------------------------------------
