@@ -100,8 +100,9 @@ def production_cases() -> list[tuple]:
     recipe: Megatron-Bridge's performance scripts run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     and the fused cross-entropy loss (GPTModelProvider cross_entropy_loss_fusion True); gradients fp32
     (DistributedDataParallelConfig grad_reduce_in_fp32 True in the recipes); FP8 recipes keep FP8 weights
-    (Megatron-Bridge mixed_precision.py: the FP8 current-scaling and blockwise presets set
-    fp8_param_gather True). A recipe the table marks as recomputing unnamed modules (recompute=selective)
+    (megatron-bridge 0.3.1 megatron/bridge/training/mixed_precision.py: bf16_with_fp8_current_scaling_mixed,
+    the recipes' FP8 preset, sets fp8_param_gather True, as do the delayed, MXFP8 and blockwise presets;
+    read from the wheel on 2026-11-26). A recipe the table marks as recomputing unnamed modules (recompute=selective)
     is judged with every module Megatron can recompute selectively: the least memory it can have run with."""
     rows = json.loads((DATA / "production_recipes_h100.json").read_text())["rows"]
     out = []
