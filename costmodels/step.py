@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodels import comm
+from costmodels import offload
 from costmodels import compute as cmp
 from costmodels import sharding
 from costmodels.activations import ActShape
@@ -196,10 +197,24 @@ def step_time(c: Context) -> TimeOut:
     t = micro[crit].scaled(lay.num_microbatches)
     bubble, pp = bubble_s(totals, lay.vpp, chunk_excess_s(c)), pp_comm_s(c)
     overhead = step_overhead_s(c)
-    step = t.total_s + bubble + pp + dp + opt + overhead
+    moved = offload_s(c, micro)
+    if moved:  # the offloaded share is stepped on the host: the GPU optimizer term keeps the rest
+        opt *= 1 - offload.optimizer_share(c.train)
+    step = t.total_s + bubble + pp + dp + opt + overhead + moved
     return TimeOut(step_s=step, compute_s=t.compute_s, recompute_s=t.recompute_s, bubble_s=bubble,
                    tp_comm_s=t.tp_comm_s, cp_comm_s=t.cp_comm_s, ep_comm_s=t.ep_comm_s, pp_comm_s=pp,
-                   dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead)
+                   dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead, offload_s=moved)
+
+
+def offload_s(c: Context, micro: list[MicroTime]) -> float:
+    """ZeRO-Offload/Infinity seconds on the critical path, the largest over stages (costmodels.offload);
+    each stage's copies hide behind its own m micro-batches of compute."""
+    if c.train.offload_optimizer == "none" and c.train.offload_params == "none":
+        return 0.0
+    lay = c.lay
+    return max(offload.offload_time(offload.owned_params(c.model, c.cluster, lay, i, c.x.seq), c.cluster, c.train,
+                                    lay.zero, lay.num_microbatches, micro[i].compute_s * lay.num_microbatches,
+                                    c.train.grad_overlap).total_s for i in range(lay.pp))
 
 
 def chunk_excess_s(c: Context) -> list[float]:

@@ -7,7 +7,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodels.errors import SpecError
-from costmodels.hardware_spec import Precision
+from costmodels.hardware_spec import FULL_PRECISIONS, Precision
 from costmodels.model_spec import MAX_SEQ, ModelSpec
 from costmodels.stack import DEFAULT_STACK, Fp8Recipe, Stack
 
@@ -23,7 +23,9 @@ class TrainSpec(BaseModel):
     seq_length: Optional[int] = Field(
         None, ge=1, le=MAX_SEQ, description="Tokens per sequence; null = the model's seq_length."
     )
-    precision: Precision = Field("bf16", description="Compute precision of the GEMMs: bf16, fp16 or fp8.")
+    precision: Precision = Field("bf16", description="Compute precision of the GEMMs: bf16, fp16 or fp8 (16-bit "
+                                 "weights and activations); fp32 (fp32 everything, full-FP32 GEMMs: PyTorch's "
+                                 "default) or tf32 (fp32 storage, TF32 tensor-core GEMMs).")
     grad_dtype: Optional[Literal["fp32", "bf16", "fp16"]] = Field(
         None,
         description="Gradient dtype; null = the weights' 16-bit dtype (16 bytes/param with Adam); fp32 = Megatron's 18.",
@@ -100,9 +102,21 @@ class TrainSpec(BaseModel):
         return self.seq_length if self.seq_length is not None else model.seq_length
 
     @property
+    def full_precision(self) -> bool:
+        """fp32 or tf32 training: fp32 weights, gradients, moments and activations, no master copy."""
+        return self.precision in FULL_PRECISIONS
+
+    @property
     def weight_bytes_per_param(self) -> int:
-        """Bytes of one working (16-bit) weight; fp8 training keeps bf16 weights."""
-        return 2
+        """Bytes of one working weight: 2 (16-bit; fp8 training keeps bf16 weights) or 4 (fp32/tf32)."""
+        return 4 if self.full_precision else 2
+
+    @property
+    def activation_scale(self) -> float:
+        """Stored activations relative to 16-bit ones (costmodels.activations counts 2 bytes per element):
+        2 in fp32/tf32 training. Deviation: the few tensors kept in fp32 anyway (softmax statistics,
+        norm statistics) are doubled too."""
+        return 2.0 if self.full_precision else 1.0
 
     @property
     def grad_bytes_per_param(self) -> int:
@@ -113,7 +127,8 @@ class TrainSpec(BaseModel):
     def optimizer_bytes_per_param(self) -> int:
         """Optimizer state bytes per parameter: fp32 master (4) + Adam m, v (8) or SGD momentum (4).
 
-        Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam.
+        Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam. fp32/tf32
+        training has no master copy (the weights are fp32 already): K = 8, 16 bytes/param with w = g = 4.
         """
         moments = 8 if self.optimizer == "adam" else 4
-        return moments + (4 if self.master_weights else 0)
+        return moments + (4 if self.master_weights and not self.full_precision else 0)

@@ -115,10 +115,12 @@ TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget 
 JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")
 
 
-def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None) -> None:
+def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None,
+         extra: Optional[dict] = None) -> None:
+    """The estimate as tables, or as JSON with `extra` top-level keys (check's "assumed" and "notes")."""
     if as_json:
-        extra = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
-        print_json({**result.model_dump(mode="json"), **extra})
+        more = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
+        print_json({**result.model_dump(mode="json"), **more, **(extra or {})})
     else:
         print_estimate(result, out, title, chosen_split)
         print_whole_run(whole, out)

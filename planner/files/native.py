@@ -25,7 +25,9 @@ from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
 from planner.files import megatron_flags as mf
+from planner.files import ds_auto
 from planner.files import read_configs as rc
+from planner.files.ds_auto import ReadNotes, TrainerFlags
 from planner.files.ds_partition import ds_stages
 from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
 from planner.files.shellread import sbatch_options
@@ -68,25 +70,31 @@ def is_native(path: Path) -> bool:
     return True
 
 
-def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int]) -> loading.Problem:
+def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
+                flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None) -> loading.Problem:
     """Read a native launch config into specs and a layout (dp derived).
+
+    flags: check's --micro-batch/--grad-accum/--global-batch/--precision, which fill a DeepSpeed JSON's
+    "auto" values (planner.files.ds_auto); notes: receives one line per assumption made and per setting read but not priced.
 
     model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
     cluster: preset or spec file (always needed); nodes: overrides the cluster's node count (a
     Megatron script's torchrun --nnodes, or #SBATCH --nodes, is used when given)."""
     path = Path(path)
     text = _read_text(path)
-    return load_native_text(text, detect(path, text), model, cluster, nodes, path)
+    return load_native_text(text, detect(path, text), model, cluster, nodes, path, flags, notes)
 
 
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
-                     path: Path = Path("config")) -> loading.Problem:
+                     path: Path = Path("config"), flags: TrainerFlags = TrainerFlags(),
+                     notes: Optional[ReadNotes] = None) -> loading.Problem:
     """load_native on text already read; `model`/`cluster` may also be loaded specs."""
+    notes = ReadNotes() if notes is None else notes
     if kind == "megatron":
         return _megatron(path, text, model, cluster, nodes)
     if kind == "deepspeed":
-        return _deepspeed(path, text, model, cluster, nodes)
-    return _torchtitan(path, text, model, cluster, nodes)
+        return _deepspeed(path, text, model, cluster, nodes, flags, notes)
+    return _torchtitan(path, text, model, cluster, nodes, notes)
 
 
 def _read_text(path: Path) -> str:
@@ -200,10 +208,12 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
 
 # ---- DeepSpeed ----------------------------------------------------------------------------------
 
-def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+               flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None) -> loading.Problem:
     cfg = parse_json(text, str(path))
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
+    cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
     spec = _need_model(model, path, "DeepSpeed")
     pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
     clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
@@ -216,7 +226,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     micro, gas, total = rc.ds_batch(cfg, path, dp)
     recompute = rc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
-             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed"}
+             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed", **rc.ds_offload(cfg, path, zero)}
     overlap = rc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
@@ -227,7 +237,8 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------
 
-def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+                notes: Optional[ReadNotes] = None) -> loading.Problem:
     cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
     par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)

@@ -73,16 +73,47 @@ def ds_zero(cfg: dict, path: Path, pp: int) -> int:
     stage = _ds_int(zero, "stage", path, "zero_optimization") or 0
     if stage > 3:
         raise UserError(f"{path}: zero_optimization.stage={stage} must be 0, 1, 2 or 3")
-    for key in ("offload_optimizer", "offload_param"):
-        device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
-        if not isinstance(device, (str, type(None))):
-            raise UserError(f"{path}: zero_optimization.{key}.device={_short(device)} must be a device name")
-        if device not in ("none", None):
-            raise UserError(f"{path}: zero_optimization.{key}.device={device!r}: offloading is not modelled by parplan")
     if stage >= 2 and pp > 1:
         raise UserError(f"{path}: zero_optimization.stage={stage} with pipeline.stages={pp}: DeepSpeed's pipeline "
                         "engine needs stage 0 or 1")
     return stage
+
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+
+
+def _offload_device(zero: dict, key: str, path: Path) -> str:
+    """zero_optimization.<key>.device: none, cpu or nvme ("none" when the section or the key is absent)."""
+    device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
+    if device is None:
+        return "none"
+    if not isinstance(device, str) or device.lower() not in OFFLOAD_DEVICES:
+        raise UserError(f"{path}: zero_optimization.{key}.device={_short(device)} must be none, cpu or nvme")
+    return device.lower()
+
+
+def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
+    """The TrainSpec offload fields of zero_optimization.offload_optimizer / offload_param (DeepSpeed
+    runtime/zero/offload_config.py: device none|cpu|nvme; offload_optimizer.ratio, the share of the
+    optimizer states stepped on the CPU, ZeRO-3 only, default 1). Optimizer offload needs ZeRO >= 1
+    and parameter offload ZeRO-3 (DeepSpeed asserts both: runtime/engine.py, zero/stage3.py)."""
+    zero = _ds_section(cfg, "zero_optimization", path)
+    opt, par = _offload_device(zero, "offload_optimizer", path), _offload_device(zero, "offload_param", path)
+    if opt != "none" and stage < 1:
+        raise UserError(f"{path}: zero_optimization.offload_optimizer.device={opt!r} needs zero_optimization.stage "
+                        f">= 1 (got {stage})")
+    if par != "none" and stage != 3:
+        raise UserError(f"{path}: zero_optimization.offload_param.device={par!r} needs zero_optimization.stage 3 "
+                        f"(got {stage})")
+    out = {"offload_optimizer": opt, "offload_params": par}
+    ratio = _ds_section(zero, "offload_optimizer", path, "zero_optimization").get("ratio")
+    if ratio is not None and opt != "none":
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise UserError(f"{path}: zero_optimization.offload_optimizer.ratio={_short(ratio)} must be from 0 to 1")
+        out["offload_optimizer_fraction"] = float(ratio)
+    return out
+
+
 
 
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
@@ -113,11 +144,15 @@ def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
 
 
 def ds_precision(cfg: dict, path: Path) -> str:
-    on = [k for k in ("bf16", "fp16") if _ds_bool(_ds_section(cfg, k, path), "enabled", path, k)]
-    if len(on) != 1:
-        raise UserError(f"{path}: exactly one of bf16.enabled / fp16.enabled must be true (got {on or 'neither'}); "
-                        "parplan models 16-bit mixed precision")
-    return on[0]
+    """bf16 or fp16 when its section is enabled; fp32 when neither is (DeepSpeed's default: its engine
+    trains in the model's dtype, fp32, without a bf16/fp16 section). "bfloat16" is DeepSpeed's old
+    name of "bf16" (runtime/constants.py BFLOAT16_OLD)."""
+    bf16 = cfg.get("bf16", cfg.get("bfloat16"))
+    on = [k for k, sec in (("bf16", bf16), ("fp16", cfg.get("fp16")))
+          if _ds_bool(_ds_section({k: sec}, k, path), "enabled", path, k)]
+    if len(on) > 1:
+        raise UserError(f"{path}: bf16.enabled and fp16.enabled are both true; DeepSpeed allows one")
+    return on[0] if on else "fp32"
 
 
 def ds_optimizer(cfg: dict, path: Path) -> str:
