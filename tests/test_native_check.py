@@ -134,7 +134,9 @@ def test_torchtitan_errors(tmp_path):
     base = "[parallelism]\ndata_parallel_shard_degree = 8\n[training]\nlocal_batch_size = 1\nseq_len = 4096\n"
     path = _write(tmp_path, "job.toml", base)
     prob = load_native(path, "llama3-8b", "dgx-h100", None)
-    assert prob.layout.zero == 3 and prob.layout.recompute == "selective"  # torchtitan's defaults
+    # torchtitan 0.2's defaults: FSDP, activation_checkpoint mode selective with selective_ac_option "2" (every
+    # 2nd layer checkpointed), which parplan prices as no recompute (the memory's upper bound)
+    assert prob.layout.zero == 3 and prob.layout.recompute == "none"
     bad = _write(tmp_path, "bad.toml", base.replace("= 8", "= 3"))
     with pytest.raises(UserError, match="must equal the 8 GPUs"):
         load_native(bad, "llama3-8b", "dgx-h100", 1)

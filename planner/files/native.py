@@ -27,6 +27,7 @@ from planner.errors import UserError
 from planner.files import megatron_flags as mf
 from planner.files import ds_auto
 from planner.files import read_configs as rc
+from planner.files import titan_read as tr
 from planner.files.ds_auto import ReadNotes, TrainerFlags
 from planner.files.ds_partition import ds_stages
 from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
@@ -249,20 +250,17 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
     lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
-    lay["recompute"] = rc.tt_recompute(cfg, path)
+    notes = ReadNotes() if notes is None else notes
+    lay["recompute"] = tr.recompute(cfg, path, notes.notes)
+    compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
-             "precision": "bf16", "stack": "torchtitan" if _tt_compiled(cfg, training, path) else "torchtitan-eager"}
-    if rc.tt_bool(par, "enable_async_tensor_parallel", path):
+             **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
+             "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+    if loss_compiled:
+        train["fused_loss"] = True
+    if tr.async_tp(cfg, path, compile_on, notes.notes):
         train["tp_comm_overlap"] = True
     return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
-
-
-def _tt_compiled(cfg: dict, training: dict, path: Path) -> bool:
-    """torch.compile on: [compile] enable (torchtitan 0.2) or training.compile (older); off by default."""
-    enable = rc.section(cfg, "compile", path).get("enable", training.get("compile", False))
-    if not isinstance(enable, bool):
-        raise UserError(f"{path}: compile.enable={enable!r} must be true or false")
-    return enable
 
 
 def describe(kind: str) -> str:

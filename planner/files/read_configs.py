@@ -273,13 +273,6 @@ def titan_split(stages: int, layers: int, first: int, last: int) -> list[int]:
     return counts
 
 
-def tt_recompute(cfg: dict, path: Path) -> str:
-    mode = section(cfg, "activation_checkpoint", path).get("mode", "selective")
-    if mode not in ("none", "selective", "full"):
-        raise UserError(f"{path}: activation_checkpoint.mode={mode!r}: parplan models none, selective and full")
-    return mode
-
-
 def ds_sequence_parallel(cfg: dict, path: Path) -> int:
     """Ulysses degree: `sequence_parallel_size` (1 when absent)."""
     value = _ds_int(cfg, "sequence_parallel_size", path)
