@@ -147,7 +147,7 @@ def _selective(option, path: Path, notes: list[str]) -> str:
     period = int(text)
     if period == 1:
         return "full"
-    notes.append(f"activation_checkpoint.selective_ac_option={text!r}: every {period}th layer checkpointed; priced "
+    notes.append(f"activation_checkpoint.selective_ac_option={text!r}: one layer in {period} checkpointed; priced "
                  f"as no recompute (an upper bound on memory: the run keeps {period - 1} of every {period} layers' "
                  "activations)")
     return "none"
