@@ -128,26 +128,37 @@ def host_bytes_per_gpu(owned_params: float, train) -> float:
     return total
 
 
+def cpu_step_s(owned_params: float, cluster: ClusterSpec, train) -> float:
+    """Seconds of the host's optimizer step for one rank owning `owned_params`: CPU-Adam over the
+    offloaded share, every rank of the node at once on the node's memory bandwidth, plus with NVMe the
+    states' read and write (module docstring). Affine in the parameters: costmodels.step.optimizer_s
+    adds it to the GPU's share, so the planner's tables (costmodels.stage_linear) carry it too."""
+    moved = optimizer_share(train) * owned_params * cluster.gpus_per_node
+    seconds = moved * CPU_ADAM_BYTES_PER_PARAM / HOST_ADAM_BYTES_PER_S_PER_NODE
+    if train.offload_optimizer == "nvme":
+        seconds += moved * NVME_ADAM_BYTES_PER_PARAM / NVME_BYTES_PER_S_PER_NODE
+    return seconds
+
+
 @dataclass(frozen=True)
 class OffloadTime:
-    """Seconds one step spends on offload, on the critical path, per part."""
+    """Seconds one step spends copying between host and device, on the critical path, per part."""
 
     d2h_s: float = 0.0  # gradient copies not hidden behind backward
-    cpu_step_s: float = 0.0  # the CPU optimizer step
     h2d_s: float = 0.0  # updated parameters back to the GPU
     param_fetch_s: float = 0.0  # ZeRO-Infinity parameter shards fetched per layer, beyond compute
-    nvme_s: float = 0.0  # NVMe traffic of the optimizer states
 
     @property
     def total_s(self) -> float:
         """All parts: they are sequential on the critical path."""
-        return self.d2h_s + self.cpu_step_s + self.h2d_s + self.param_fetch_s + self.nvme_s
+        return self.d2h_s + self.h2d_s + self.param_fetch_s
 
 
 def offload_time(owned_params: float, cluster: ClusterSpec, train, zero: int, microbatches: int,
                  compute_s: float, grad_overlap: bool) -> OffloadTime:
     """OffloadTime of one rank owning `owned_params` (its ZeRO shard), whose step computes for
-    `compute_s` seconds over `microbatches` micro-batches (module docstring)."""
+    `compute_s` seconds over `microbatches` micro-batches (module docstring); the CPU step is
+    cpu_step_s."""
     f, link = optimizer_share(train), h2d_bytes_per_s(cluster)
     ranks = cluster.gpus_per_node
     out = {}
@@ -157,10 +168,7 @@ def offload_time(owned_params: float, cluster: ClusterSpec, train, zero: int, mi
         copies = microbatches if ds and zero == 2 else 1
         d2h = copies * moved * (2 if ds else 4) / link
         out["d2h_s"] = max(0.0, d2h - compute_s * 2 / 3) if grad_overlap else d2h
-        out["cpu_step_s"] = ranks * moved * CPU_ADAM_BYTES_PER_PARAM / HOST_ADAM_BYTES_PER_S_PER_NODE
         out["h2d_s"] = moved * (2 if ds else 4) / link
-        if train.offload_optimizer == "nvme":
-            out["nvme_s"] = ranks * moved * NVME_ADAM_BYTES_PER_PARAM / NVME_BYTES_PER_S_PER_NODE
     if zero >= 3 and train.offload_params != "none":
         fetch = 2 * microbatches * owned_params * train.weight_bytes_per_param
         seconds = fetch / link  # NVMe -> RAM -> GPU is pipelined: the slower hop sets the pace

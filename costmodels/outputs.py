@@ -102,11 +102,12 @@ class TimeOut(_Out):
     ep_comm_s: float = Field(..., description="Expert-parallel all-to-all dispatch and combine.")
     pp_comm_s: float = Field(..., description="Pipeline sends of activations and gradients.")
     dp_comm_exposed_s: float = Field(..., description="Data-parallel traffic not hidden by backward/forward.")
-    optimizer_s: float = Field(..., description="Optimizer step over the local shard.")
+    optimizer_s: float = Field(..., description="Optimizer step over the local shard (with optimizer offload: the "
+                               "GPU's share plus the host's CPU step, costmodels.offload).")
     overhead_s: float = Field(0.0, description="Fixed per-step overhead (fitted).")
-    offload_s: float = Field(0.0, description="ZeRO-Offload/Infinity and CPU-optimizer time on the critical path: "
-                             "exposed gradient copies to the host, the CPU optimizer step, parameters copied back, "
-                             "NVMe traffic (costmodels.offload).")
+    offload_s: float = Field(0.0, description="ZeRO-Offload/Infinity host<->device copies on the critical path: "
+                             "gradient copies to the host not hidden by backward, updated parameters copied back, "
+                             "ZeRO-Infinity parameter fetches beyond compute (costmodels.offload).")
 
 
 class ThroughputOut(_Out):

@@ -50,10 +50,12 @@ def test_offload_time_hand_worked():
     cluster = loading.load_cluster("dgx-h100")
     t = offload.offload_time(1e9, cluster, _train(offload_optimizer="cpu"), 2, 1, 0.0, True)
     assert t.d2h_s == pytest.approx(2e9 / 55.2e9)
-    assert t.cpu_step_s == pytest.approx(1.2)
+    assert offload.cpu_step_s(1e9, cluster, _train(offload_optimizer="cpu")) == pytest.approx(1.2)
     assert t.h2d_s == pytest.approx(2e9 / 55.2e9)
+    nvme = offload.cpu_step_s(1e9, cluster, _train(offload_optimizer="nvme"))
+    assert nvme == pytest.approx(1.2 + 8 * 1e9 * 28 / 25e9)  # + states read and written at 25 GB/s per node
     hidden = offload.offload_time(1e9, cluster, _train(offload_optimizer="cpu"), 2, 1, 1.0, True)
-    assert hidden.d2h_s == 0.0 and hidden.total_s == pytest.approx(1.2 + 2e9 / 55.2e9)
+    assert hidden.d2h_s == 0.0 and hidden.total_s == pytest.approx(2e9 / 55.2e9)
     exposed = offload.offload_time(1e9, cluster, _train(offload_optimizer="cpu"), 2, 1, 1.0, False)
     assert exposed.d2h_s == pytest.approx(2e9 / 55.2e9)
 
@@ -97,7 +99,9 @@ def test_offload_time_is_in_the_step():
     base = estimate(model, cluster, _train(precision="bf16"), Layout(zero=2, mbs=1))
     off = estimate(model, cluster, _train(precision="bf16", offload_optimizer="cpu"), Layout(zero=2, mbs=1))
     assert base.time.offload_s == 0.0 and off.time.offload_s > 0.0
-    assert off.time.step_s == pytest.approx(base.time.step_s - base.time.optimizer_s + off.time.offload_s)
+    assert off.time.optimizer_s > 10 * base.time.optimizer_s  # CPU-Adam is far slower than the GPU's
+    assert off.time.step_s == pytest.approx(base.time.step_s - base.time.optimizer_s + off.time.optimizer_s
+                                            + off.time.offload_s)
 
 
 def test_cluster_presets_carry_host_ram():
