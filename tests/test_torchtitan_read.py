@@ -118,3 +118,39 @@ def test_cpu_offload_and_fp32_params(tmp_path):
                                            'mixed_precision_param = "float32"\n'))
     t = prob.train
     assert (t.offload_optimizer, t.offload_params, t.precision) == ("cpu", "cpu", "fp32")
+
+
+LAUNCH_03 = """#!/bin/bash
+torchrun --nproc_per_node=8 --rdzv_backend c10d --rdzv_endpoint="localhost:0" \\
+  -m torchtitan.train --module llama3 --config llama3_70b \\
+  --parallelism.tensor_parallel_degree 4 --training.local_batch_size=2 \\
+  --compile.enable --compile.components model loss --metrics.log_freq 10
+"""
+
+
+def test_torchtitan_03_launch_line(tmp_path):
+    """torchtitan 0.3.0: --module/--config pick the config_registry preset (llama3_70b: seq 8192, full
+    AC), tyro flags override it; GPUs from torchrun --nproc_per_node; unpriced flags named."""
+    path = tmp_path / "launch.sh"
+    path.write_text(LAUNCH_03)
+    notes = ReadNotes()
+    prob = load_native(path, "llama3-70b", "dgx-h100", None, notes=notes)
+    lay, t = prob.layout, prob.train
+    assert (prob.cluster.num_gpus, lay.tp, lay.mbs, lay.recompute) == (8, 4, 2, "full")
+    assert (t.seq_length, t.stack_spec.name, t.fused_loss) == (8192, "torchtitan", True)
+    assert notes.notes == ["--metrics.log_freq: not priced by parplan"]
+
+
+def test_torchtitan_03_run_train_env_and_defaults(tmp_path):
+    """MODULE=/CONFIG=/NGPU= before run_train.sh; an unknown preset takes 0.3's defaults (local batch 8,
+    seq 2048, per-op selective AC: 0.2's default was every 2nd layer) and says so; booleans as --x.no-y."""
+    path = tmp_path / "run.sh"
+    path.write_text("NGPU=4 MODULE=llama3 CONFIG=my_own ./run_train.sh --compile.no-enable\n")
+    notes = ReadNotes()
+    prob = load_native(path, "llama3-8b", "dgx-h100", None, notes=notes)
+    assert (prob.cluster.num_gpus, prob.layout.mbs, prob.train.seq_length) == (4, 8, 2048)
+    assert prob.layout.recompute == "selective" and prob.train.stack_spec.name == "torchtitan-eager"
+    assert any("my_own" in n for n in notes.notes)
+    path.write_text("./run_train.sh --module llama3 --training.seq_len many\n")
+    with pytest.raises(UserError, match="--config"):
+        load_native(path, "llama3-8b", "dgx-h100", 1)

@@ -27,6 +27,7 @@ from planner.errors import UserError
 from planner.files import megatron_flags as mf
 from planner.files import ds_auto
 from planner.files import read_configs as rc
+from planner.files import titan_cli
 from planner.files import titan_read as tr
 from planner.files.ds_auto import ReadNotes, TrainerFlags
 from planner.files.ds_partition import ds_stages
@@ -49,6 +50,8 @@ def detect(path: Path, text: str) -> str:
         return "torchtitan"
     if suffix == ".json" or stripped.startswith("{"):
         return "deepspeed"
+    if titan_cli.is_titan_cli(text):
+        return "torchtitan"
     if "--num-layers" in text or "pretrain_gpt" in text:
         return "megatron"
     raise UserError(f"{path}: not a plan file, Megatron script/argument file (no --num-layers), DeepSpeed JSON "
@@ -240,17 +243,23 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 
 def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
                 notes: Optional[ReadNotes] = None) -> loading.Problem:
-    cfg = parse_toml(text, str(path))
+    notes = ReadNotes() if notes is None else notes
+    launched = None
+    if titan_cli.is_titan_cli(text):  # torchtitan 0.3: a launch line, its preset's defaults under the flags
+        cfg, _ = titan_cli.cli_config(text, path, notes.notes)
+        launched = titan_cli.launch_world(text, path)
+    else:
+        cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
     par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, rc.tt_world(par, path), path,
-                          "data_parallel_shard_degree")
+    world = rc.tt_world(par, path) or launched
+    clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
+                          "data_parallel_shard_degree, or torchrun --nproc_per_node")
     lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
     local = rc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
     lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
-    notes = ReadNotes() if notes is None else notes
     lay["recompute"] = tr.recompute(cfg, path, notes.notes)
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
