@@ -85,6 +85,10 @@ def print_read_notes(read: ReadNotes, result) -> None:
     for line in read.notes:
         err.print(plain(f"note: {line}"), highlight=False, soft_wrap=True)
     mem = result.memory
+    if mem.host_bytes_per_node and mem.host_fits:
+        of = "" if mem.host_ram_bytes is None else f" of {mem.host_ram_bytes / 2**30:.0f} GiB"
+        err.print(plain(f"note: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB of host RAM per node{of}"),
+                  highlight=False, soft_wrap=True)
     if not mem.host_fits:
         err.print(plain(f"does not fit: host RAM: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB per node, the "
                         f"node has {mem.host_ram_bytes / 2**30:.1f} GiB (cluster host_ram_gib)"), highlight=False,

@@ -139,3 +139,25 @@ def test_check_seq_len_applies_to_every_format():
     short = runner.invoke(app, ["check", str(CORPUS / "tt_llama3_8b.toml"), *base, "--seq-len", "2048"])
     long = runner.invoke(app, ["check", str(CORPUS / "tt_llama3_8b.toml"), *base])
     assert json.loads(short.stdout)["time"]["step_s"] < json.loads(long.stdout)["time"]["step_s"]
+
+
+@pytest.mark.parametrize("zero,message", [
+    ({"stage": 2, "offload_optimizer": {"device": 5}}, "offload_optimizer.device=5 must be none, cpu or nvme"),
+    ({"stage": 0, "offload_optimizer": {"device": "cpu"}}, "needs zero_optimization.stage >= 1"),
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 2}}, "offload_optimizer.ratio=2 must be from 0"),
+    ({"stage": 3, "offload_optimizer": {"device": "disk"}}, "device='disk'"),
+])
+def test_offload_sections_refused_with_the_key(tmp_path, zero, message):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero}))
+    with pytest.raises(UserError, match=message):
+        load_native(path, "llama2-7b", "dgx-a100", 1)
+
+
+def test_partial_offload_ratio_is_the_fraction(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme",
+                                                                                        "ratio": 0.25}}}))
+    train = load_native(path, "llama2-7b", "dgx-a100", 1).train
+    assert (train.offload_optimizer, train.offload_optimizer_fraction) == ("nvme", 0.25)
