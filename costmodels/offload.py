@@ -53,7 +53,8 @@ from costmodels.params import local_stage_params
 
 # Achieved pinned host<->device copy rate per GPU and direction, GB/s, by GPU generation.
 # PCIe Gen5 x16: nvbandwidth on 8x H200 SXM (x86 host): 55.43 GB/s H2D, 55.06 D2H, 88% of 63 GB/s
-# (stas00/ml-engineering network/README.md, in reference/kernels/kernels.json, host_device rows).
+# (stas00/ml-engineering network/README.md, in reference/kernels/kernels.json, host_device rows); on the
+# lent H100 80GB HBM3 (Gen5 x16) 54.67 H2D / 54.74 D2H GB/s (benchmarks/gpu/offload_h100.json).
 # PCIe Gen4 x16 (A100): 88% of 31.5 GB/s, the same efficiency (derived, not measured here).
 # PCIe Gen3 x16 (V100): 88% of 15.75 GB/s (derived). NVLink-C2C (GH200/GB200/GB300): nvbandwidth on a
 # GB300 DGX Station 359.05 GB/s H2D, 377.15 D2H (same source; C2C spec 450 GB/s per direction).
@@ -64,7 +65,8 @@ GEN_BY_PREFIX = (("gh200", "c2c"), ("gb200", "c2c"), ("gb300", "c2c"), ("v100", 
 # 100-600 GB/s: 2 x 8 DDR4-3200 channels = 410 GB/s peak on DGX A100's EPYC 7742, 2 x 8 DDR5-4800 =
 # 614 GB/s on DGX H100's Xeon 8480C; streaming kernels reach 50-80% of it). At 30 bytes/param this is
 # 6.7e9 parameters/s per node, the order of ZeRO-Offload's CPU-Adam (Ren et al. ATC'21, section 4.1:
-# about 1B parameters in a fraction of a second on one node). A constant, not fitted.
+# about 1B parameters in a fraction of a second on one node); torch's fused CPU Adam on the lent H100's
+# 16-core host stepped 5.2e9 parameters/s (benchmarks/gpu/offload_h100.json). A constant, not fitted.
 HOST_ADAM_BYTES_PER_S_PER_NODE = 200e9
 CPU_ADAM_BYTES_PER_PARAM = 30  # read p32, m, v, g32 (16); write p32, m, v (12) and a 16-bit copy (2)
 NVME_ADAM_BYTES_PER_PARAM = 28  # read p32, m, v, g32; write p32, m, v (the 16-bit copy stays in RAM)
