@@ -144,3 +144,26 @@ def test_defaults_against_the_lent_h100():
     assert 0.6 < got["fp32_tflops"] / gpu.fp32_tflops < 1 and 0.6 < got["tf32_tflops"] / gpu.tf32_tflops < 1
     per_node = offload.HOST_ADAM_BYTES_PER_S_PER_NODE / offload.CPU_ADAM_BYTES_PER_PARAM
     assert 0.5 < got["cpu_adam_params_per_s"] / per_node < 2  # a 16-core VM against a 2-socket node
+
+
+@pytest.mark.parametrize("precision,opt,par,zero", [("fp32", "none", "none", 1), ("bf16", "cpu", "none", 2),
+                                                    ("fp32", "cpu", "cpu", 3), ("bf16", "nvme", "nvme", 3)])
+def test_planner_tables_match_the_estimate_with_offload_and_fp32(precision, opt, par, zero):
+    """The planner's affine stage tables (costmodels.stage_linear) carry fp32 activations, the offloaded
+    states and the host's CPU step exactly as memory_by_stage and step.optimizer_s do."""
+    from costmodels.layout import resolve_layout
+    from costmodels.memory import memory_by_stage
+    from costmodels.params import stage_layer_mix
+    from costmodels.stage_linear import layout_coefficients
+    from costmodels.step import optimizer_s, _stage_params
+    from costmodels.timing import make_context
+    model, cluster = _problem()
+    train = _train(precision=precision, offload_optimizer=opt, offload_params=par)
+    lay = resolve_layout(model, cluster, train, Layout(pp=2, zero=min(zero, 1), mbs=1) if zero < 2 else
+                         Layout(zero=zero, mbs=1))
+    k = layout_coefficients(model, cluster, train, lay)
+    c = make_context(model, cluster, train, lay)
+    for i, (s, mem) in enumerate(zip(k.stages, memory_by_stage(model, cluster, train, lay))):
+        n = stage_layer_mix(model, lay.stage_layers, i)[::-1]
+        assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
+        assert s.optimizer_s.at(*n) == pytest.approx(optimizer_s(c, _stage_params(c, i)), rel=1e-9)
