@@ -161,3 +161,13 @@ def test_partial_offload_ratio_is_the_fraction(tmp_path):
                                                                                         "ratio": 0.25}}}))
     train = load_native(path, "llama2-7b", "dgx-a100", 1).train
     assert (train.offload_optimizer, train.offload_optimizer_fraction) == ("nvme", 0.25)
+
+
+def test_fp32_plans_are_refused_by_the_exporters_not_crashed(tmp_path):
+    """fp32/tf32 plans export what can say them (torchrun) and name the rest's reason (exit 0, no crash)."""
+    from planner.exporters import run_export
+    doc = {"model": "llama2-7b", "cluster": {"name": "dgx-a100", "gpu": "a100-80gb", "num_nodes": 1,
+           "scale_up_gb_per_s": 300.0, "scale_out_gb_per_s": 25.0},
+           "train": {"global_batch_size": 8, "precision": "fp32"}, "layout": {"zero": 3, "mbs": 1}}
+    result = run_export(doc, "all", tmp_path / "out", False)
+    assert "megatron" in result.refused and "precision=fp32" in result.refused["deepspeed"]
