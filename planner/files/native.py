@@ -6,6 +6,10 @@ batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
 --model. Every problem is a UserError naming the flag or key and its value.
+A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.files.ds_auto (check's flags, else
+TrainingArguments' defaults, each named); its offload sections and fp32 (no bf16/fp16) are read into the
+TrainSpec (costmodels.offload prices them). torchtitan's converters, compile, async TP and activation
+checkpointing are read by planner.files.titan_read, its 0.3 launch lines by planner.files.titan_cli.
 
 The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
 `megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML

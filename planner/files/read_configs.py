@@ -37,7 +37,8 @@ def _ds_int(cfg: dict, key: str, path: Path, section: str = "", minimum: int = 0
     if value is None:
         return None
     if value == "auto":
-        raise UserError(f"{path}: {name}=\"auto\" is a Hugging Face Trainer convention; plain DeepSpeed needs a number")
+        raise UserError(f"{path}: {name}=\"auto\": the Hugging Face Trainer fills no such key (planner/files/"
+                        "ds_auto.py lists those it fills); give a number")
     if not _whole(value) or not minimum <= value <= MAX_COUNT:
         raise UserError(f"{path}: {name}={_short(value)} must be a whole number from {minimum} to {MAX_COUNT}")
     return value
