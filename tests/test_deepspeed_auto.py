@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from costmodels.estimate import estimate
@@ -171,3 +173,29 @@ def test_fp32_plans_are_refused_by_the_exporters_not_crashed(tmp_path):
            "train": {"global_batch_size": 8, "precision": "fp32"}, "layout": {"zero": 3, "mbs": 1}}
     result = run_export(doc, "all", tmp_path / "out", False)
     assert "megatron" in result.refused and "precision=fp32" in result.refused["deepspeed"]
+
+
+BATCH_VALUE = st.one_of(st.just("auto"), st.just(None), st.sampled_from([1, 2, 4, 8, 64]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(micro=BATCH_VALUE, gas=BATCH_VALUE, total=BATCH_VALUE,
+       flags=st.tuples(*(st.one_of(st.none(), st.sampled_from([1, 2, 4, 64])) for _ in range(3))))
+def test_any_auto_mix_reads_consistently_or_names_the_problem(micro, gas, total, flags):
+    """Whatever mix of numbers, "auto" and absent keys and whatever flags: either a UserError, or a
+    batch that obeys DeepSpeed's rule (micro x GAS x dp = train_batch_size) and honours every flag."""
+    import tempfile
+    cfg = {k: v for k, v in (("train_micro_batch_size_per_gpu", micro), ("gradient_accumulation_steps", gas),
+                             ("train_batch_size", total)) if v is not None}
+    cfg["zero_optimization"] = {"stage": 1}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ds.json"
+        path.write_text(json.dumps(cfg))
+        try:
+            prob = load_native(path, "llama2-7b", "dgx-a100", 1, TrainerFlags(*flags))
+        except UserError:
+            return
+    lay, gbs = prob.layout, prob.train.global_batch_size
+    assert lay.mbs * lay.num_microbatches * 8 == gbs
+    for flag, got in zip(flags, (lay.mbs, lay.num_microbatches, gbs)):
+        assert flag is None or flag == got
