@@ -199,3 +199,13 @@ def test_any_auto_mix_reads_consistently_or_names_the_problem(micro, gas, total,
     assert lay.mbs * lay.num_microbatches * 8 == gbs
     for flag, got in zip(flags, (lay.mbs, lay.num_microbatches, gbs)):
         assert flag is None or flag == got
+
+
+def test_gpu_count_assumed_and_said_only_when_notes_are_kept():
+    """A Trainer config never fixes the GPU count: check assumes the cluster's size and says so; a
+    caller that keeps no notes gets the old error rather than a silent assumption."""
+    notes = ReadNotes()
+    prob = load_native(CORPUS / "ds_hf_zero2_bf16.json", "llama2-7b", "dgx-h100", None, notes=notes)
+    assert prob.cluster.num_gpus == 8 and any("set --nodes" in a for a in notes.assumed)
+    with pytest.raises(UserError, match="give --nodes"):
+        load_native(CORPUS / "ds_hf_zero2_bf16.json", "llama2-7b", "dgx-h100", None)

@@ -96,8 +96,8 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
                      path: Path = Path("config"), flags: TrainerFlags = TrainerFlags(),
                      notes: Optional[ReadNotes] = None) -> loading.Problem:
-    """load_native on text already read; `model`/`cluster` may also be loaded specs."""
-    notes = ReadNotes() if notes is None else notes
+    """load_native on text already read; `model`/`cluster` may also be loaded specs. Without `notes` a
+    config that does not fix its GPU count needs --nodes (with them, the cluster's size is assumed and said)."""
     if kind == "megatron":
         return _megatron(path, text, model, cluster, nodes)
     if kind == "deepspeed":
@@ -167,11 +167,17 @@ def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
     return spec
 
 
-def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str) -> ClusterSpec:
-    """The cluster sized by --nodes, else by the GPU count the config implies, else an error."""
+def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
+                   notes: Optional[ReadNotes] = None) -> ClusterSpec:
+    """The cluster sized by --nodes, else by the GPU count the config implies, else (with `notes`, which
+    records the assumption) the cluster as given, else an error."""
     if nodes is not None:
         return _load_cluster(cluster, nodes)
     base = _load_cluster(cluster)
+    if world is None and notes is not None:
+        notes.assumed.append(f"the config does not fix the GPU count (it would with {keys}): {base.num_nodes} "
+                             f"node(s) of {base.name}, {base.num_gpus} GPUs, assumed; set --nodes")
+        return base
     if world is None:
         raise UserError(f"{path}: give --nodes: the config does not fix the GPU count (it would with {keys})")
     if world % base.gpus_per_node and world > base.gpus_per_node:
@@ -225,7 +231,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     spec = _need_model(model, path, "DeepSpeed")
     pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
     clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
-                          "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps")
+                          "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
     zero = rc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
@@ -247,7 +253,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 
 def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
                 notes: Optional[ReadNotes] = None) -> loading.Problem:
-    notes = ReadNotes() if notes is None else notes
+    given, notes = notes, ReadNotes() if notes is None else notes
     launched = None
     if titan_cli.is_titan_cli(text):  # torchtitan 0.3: a launch line, its preset's defaults under the flags
         cfg, _ = titan_cli.cli_config(text, path, notes.notes)
@@ -258,7 +264,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
     world = rc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
-                          "data_parallel_shard_degree, or torchrun --nproc_per_node")
+                          "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
     lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
     local = rc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
