@@ -154,3 +154,16 @@ def test_torchtitan_03_run_train_env_and_defaults(tmp_path):
     path.write_text("./run_train.sh --module llama3 --training.seq_len many\n")
     with pytest.raises(UserError, match="--config"):
         load_native(path, "llama3-8b", "dgx-h100", 1)
+
+
+def test_torchtitan_03_nested_flags(tmp_path):
+    """--quantize.linear.float8.recipe_name reaches the float8 recipe under the 405B preset's converter;
+    a flag below a value is refused naming it."""
+    path = tmp_path / "launch.sh"
+    path.write_text("torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config llama3_405b "
+                    "--quantize.linear.float8.recipe_name rowwise\n")
+    prob = load_native(path, "llama3.1-405b", "dgx-h100", 16)
+    assert (prob.train.precision, prob.train.fp8_recipe, prob.train.tp_comm_overlap) == ("fp8", "rowwise", True)
+    path.write_text("./run_train.sh --module llama3 --config llama3_8b --training.seq_len.x 3\n")
+    with pytest.raises(UserError, match="seq_len is a value"):
+        load_native(path, "llama3-8b", "dgx-h100", 1)

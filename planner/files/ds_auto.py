@@ -83,7 +83,7 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
     _batch_key(out, "gradient_accumulation_steps", flags.grad_accum, "--grad-accum",
                None if flags.global_batch else HF_GRAD_ACCUM, "gradient_accumulation_steps", path, notes)
     _batch_key(out, "train_batch_size", flags.global_batch, "--global-batch", None, "", path, notes)
-    notes += _precision(out, flags.precision, path)
+    notes += _precision(out, flags.precision)
     read.assumed.extend(notes)
     unpriced = [k for k in auto_keys(out) if k.startswith(UNPRICED)]
     if unpriced:
@@ -115,7 +115,7 @@ def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: O
     notes.append(f'{key}="auto": {default} assumed (TrainingArguments.{hf_name} default; set {option})')
 
 
-def _precision(cfg: dict, flag: Optional[str], path: Path) -> list[str]:
+def _precision(cfg: dict, flag: Optional[str]) -> list[str]:
     """Fill bf16/fp16 "enabled": "auto" from --precision (the Trainer's --bf16/--fp16); without the flag
     the Trainer leaves both off, and a run with neither trains in fp32."""
     autos = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") == "auto"]

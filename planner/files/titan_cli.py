@@ -41,7 +41,7 @@ PRESETS = {
                                                          "expert_parallel_degree": 8},
                                          "compile": {"enable": True, "components": ["loss"]}},
 }
-READ = ("training", "parallelism", "compile", "activation_checkpoint", "model")
+READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8")
 LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
 
 
@@ -118,14 +118,24 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
     for key, raw in flags:
         if key in ("module", "config"):
             continue
-        section, _, leaf = key.partition(".")
+        *tables, leaf = key.split(".")
         if leaf.startswith("no-") or leaf.startswith("no_"):
             leaf, raw = leaf[3:], "false"
-        if section not in READ:
+        if tables[0] not in READ:
             notes.append(f"--{key}: not priced by parplan")
             continue
-        cfg.setdefault(section, {})[leaf.replace("-", "_")] = _value(section, leaf, raw, path)
+        _table(cfg, tables, key, path)[leaf.replace("-", "_")] = _value(".".join(tables), leaf, raw, path)
     return cfg, _per_node(words, env, path)
+
+
+def _table(cfg: dict, names: list[str], key: str, path: Path) -> dict:
+    """The nested table a dotted flag writes into (created when missing)."""
+    node = cfg
+    for name in names:
+        node = node.setdefault(name.replace("-", "_"), {})
+        if not isinstance(node, dict):
+            raise UserError(f"{path}: --{key}: {name} is a value, not a section")
+    return node
 
 
 
