@@ -26,7 +26,8 @@ Time per step (per GPU; all ranks of a node share the CPU and its memory):
 - D2H of gradients: offloaded parameters x 2 bytes (16-bit grads, DeepSpeed; ZeRO-2 copies after every
   micro-batch's reduction) or x 4 (Megatron's fp32 main grads, once) at the host<->device bandwidth;
   hidden behind the backward passes when gradient reduction overlaps (ZeRO-Offload overlaps the
-  copies with backward: section 4.2), else exposed.
+  copies with backward: section 4.2), else exposed; Megatron's HybridDeviceOptimizer copies the main
+  grads once the step's reduction is done, exposed (its --overlap-cpu-optimizer-d2h-h2d is not priced).
 - CPU optimizer step: memory-bound on the host: CPU-Adam reads p32, m, v, g32 and writes p32, m, v and
   a 16-bit copy: 30 bytes per parameter, for every offloaded parameter of the node's ranks, at
   HOST_ADAM_BYTES_PER_S_PER_NODE. Exposed: ZeRO-Offload's one-step delayed parameter update (section
@@ -169,7 +170,8 @@ def offload_time(owned_params: float, cluster: ClusterSpec, train, zero: int, mi
         ds = deepspeed_style(train)
         copies = microbatches if ds and zero == 2 else 1
         d2h = copies * moved * (2 if ds else 4) / link
-        out["d2h_s"] = max(0.0, d2h - compute_s * 2 / 3) if grad_overlap else d2h
+        hidden = grad_overlap and ds  # Megatron copies its main grads after the step's reduction
+        out["d2h_s"] = max(0.0, d2h - compute_s * 2 / 3) if hidden else d2h
         out["h2d_s"] = moved * (2 if ds else 4) / link
     if zero >= 3 and train.offload_params != "none":
         fetch = 2 * microbatches * owned_params * train.weight_bytes_per_param

@@ -167,3 +167,11 @@ def test_planner_tables_match_the_estimate_with_offload_and_fp32(precision, opt,
         n = stage_layer_mix(model, lay.stage_layers, i)[::-1]
         assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
         assert s.optimizer_s.at(*n) == pytest.approx(optimizer_s(c, _stage_params(c, i)), rel=1e-9)
+
+
+def test_megatron_cpu_optimizer_copies_fp32_and_exposed():
+    """Megatron's HybridDeviceOptimizer: fp32 main grads down and fp32 params up (4 bytes each), after
+    the reduction, so no backward hides them: 1e9 x 4 / 55.2e9 each way on DGX H100."""
+    cluster = loading.load_cluster("dgx-h100")
+    t = offload.offload_time(1e9, cluster, _train("megatron-core", offload_optimizer="cpu"), 1, 4, 10.0, True)
+    assert t.d2h_s == pytest.approx(4e9 / 55.2e9) and t.h2d_s == pytest.approx(4e9 / 55.2e9)
