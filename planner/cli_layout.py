@@ -73,6 +73,8 @@ MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU
                          "train_micro_batch_size_per_gpu \"auto\": the Trainer's per_device_train_batch_size, default 8).")
 GAS_OPT = typer.Option(None, "--grad-accum", min=1, help="Gradient accumulation steps (DeepSpeed \"auto\": the "
                        "Trainer's gradient_accumulation_steps, default 1).")
+RECOMPUTE_OPT = typer.Option(None, "--recompute", help="none, selective or full over the config's (the Hugging "
+                             "Face Trainer's --gradient_checkpointing is full and is not in its DeepSpeed JSON).")
 CHECK_PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 or tf32 (DeepSpeed bf16/fp16 "
                               "\"auto\": the Trainer's --bf16/--fp16; neither = fp32).")
 
@@ -160,6 +162,7 @@ def check_cmd(
     global_batch: Optional[int] = GBS_OPT,
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = CHECK_PREC_OPT,
+    recompute: Optional[str] = RECOMPUTE_OPT,
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
@@ -172,7 +175,7 @@ def check_cmd(
     torchtitan TOML need --model and --cluster. The stack follows the config (megatron-core, nemo with
     --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
     path = Path(config)
-    over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision)
+    over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision, recompute)
     read = ReadNotes()
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
@@ -188,6 +191,7 @@ def check_cmd(
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and detect(path, read_text(path)) == "deepspeed"):
         train, lay = co.apply_batch(train, lay, clus, over)
+    lay = co.apply_recompute(lay, over)
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)

@@ -41,14 +41,15 @@ def test_auto_takes_trainer_defaults_and_says_so():
     assert out["bf16"]["enabled"] is False
     joined = "\n".join(read.assumed)
     assert "per_device_train_batch_size" in joined and "fp32 training assumed" in joined
-    assert len(read.assumed) == 4  # micro, GAS, train_batch_size, bf16: one line each
+    assert len(read.assumed) == 5  # micro, GAS, train_batch_size, bf16, recompute: one line each
 
 
 def test_flags_fill_auto_and_must_agree_with_numbers():
     cfg = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
            "train_batch_size": "auto", "fp16": {"enabled": "auto"}}
     read = ReadNotes()
-    out = resolve(cfg, TrainerFlags(micro_batch=2, global_batch=64, precision="fp16"), Path("ds.json"), read)
+    out = resolve(cfg, TrainerFlags(micro_batch=2, global_batch=64, precision="fp16", recompute="none"),
+                  Path("ds.json"), read)
     assert out["train_micro_batch_size_per_gpu"] == 2 and out["train_batch_size"] == 64
     assert "gradient_accumulation_steps" not in out  # derived from 64 / (2 * dp)
     assert out["fp16"]["enabled"] is True and read.assumed == []
@@ -209,3 +210,23 @@ def test_gpu_count_assumed_and_said_only_when_notes_are_kept():
     assert prob.cluster.num_gpus == 8 and any("set --nodes" in a for a in notes.assumed)
     with pytest.raises(UserError, match="give --nodes"):
         load_native(CORPUS / "ds_hf_zero2_bf16.json", "llama2-7b", "dgx-h100", None)
+
+
+def test_unpriced_deepspeed_keys_are_named():
+    _, notes = _read("ds_fastchat_s3.json")
+    line = next(n for n in notes.notes if n.startswith("read but not priced"))
+    assert "stage3_max_live_parameters=1000000000.0" in line and "sub_group_size=1000000000000.0" in line
+
+
+def test_recompute_option_for_gradient_checkpointing():
+    """The Trainer's --gradient_checkpointing is outside the JSON: none is assumed and said; --recompute full
+    sets it, and the activations shrink."""
+    args = ["check", str(CORPUS / "ds_fastchat_s3.json"), "--model", "llama2-7b", "--cluster", "dgx-a100",
+            "--precision", "fp16", "--json"]
+    plain_run = runner.invoke(app, args)
+    assert any("--gradient_checkpointing" in a for a in json.loads(plain_run.stdout)["assumed"])
+    full = json.loads(runner.invoke(app, args + ["--recompute", "full"]).stdout)
+    assert full["layout"]["recompute"] == "full"
+    assert full["memory"]["peak_bytes"] < json.loads(plain_run.stdout)["memory"]["peak_bytes"]
+    bad = runner.invoke(app, args + ["--recompute", "some"])
+    assert bad.exit_code == 2 and "recompute" in bad.stderr

@@ -2,7 +2,7 @@
 
 A DeepSpeed JSON takes --micro-batch, --grad-accum, --global-batch and --precision while it is read
 (they fill its "auto" values: planner.files.ds_auto); for every format, --seq-len and --precision then
-replace the training settings, and for the others (plan file, Megatron script, torchtitan TOML)
+replace the training settings, --recompute the layout's activation recompute, and for the others (plan file, Megatron script, torchtitan TOML)
 --micro-batch sets the layout's micro-batch, --global-batch the global batch, and --grad-accum the
 micro-batches per step (global batch = micro-batch x dp x grad-accum), the micro-batch count being
 derived again from the batch.
@@ -30,10 +30,11 @@ class CheckOptions:
     global_batch: Optional[int] = None
     seq_len: Optional[int] = None
     precision: Optional[str] = None
+    recompute: Optional[str] = None
 
     def trainer_flags(self) -> TrainerFlags:
         """The Trainer's arguments these options stand for (a DeepSpeed JSON's "auto" values)."""
-        return TrainerFlags(self.micro_batch, self.grad_accum, self.global_batch, self.precision)
+        return TrainerFlags(self.micro_batch, self.grad_accum, self.global_batch, self.precision, self.recompute)
 
 
 def apply_train(train: TrainSpec, opts: CheckOptions) -> TrainSpec:
@@ -44,6 +45,15 @@ def apply_train(train: TrainSpec, opts: CheckOptions) -> TrainSpec:
     if opts.precision is not None:
         data["precision"] = opts.precision
     return loading.validate(TrainSpec, data, "--seq-len/--precision", from_file=False)
+
+
+def apply_recompute(lay: Layout, opts: CheckOptions) -> Layout:
+    """--recompute over the config's activation recompute (the Hugging Face Trainer's --gradient_checkpointing
+    is full recompute and lives outside the DeepSpeed JSON), validated."""
+    if opts.recompute is None:
+        return lay
+    return loading.validate(Layout, {**lay.model_dump(), "recompute": opts.recompute}, "--recompute",
+                            from_file=False)
 
 
 def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: CheckOptions) -> tuple[TrainSpec, Layout]:

@@ -50,6 +50,7 @@ class TrainerFlags:
     grad_accum: Optional[int] = None
     global_batch: Optional[int] = None
     precision: Optional[str] = None
+    recompute: Optional[str] = None  # --gradient_checkpointing: full
 
 
 def auto_keys(cfg: dict, prefix: str = "") -> list[str]:
@@ -84,6 +85,9 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
                None if flags.global_batch else HF_GRAD_ACCUM, "gradient_accumulation_steps", path, notes)
     _batch_key(out, "train_batch_size", flags.global_batch, "--global-batch", None, "", path, notes)
     notes += _precision(out, flags.precision)
+    if auto_keys(cfg) and "activation_checkpointing" not in cfg and flags.recompute is None:
+        notes.append("activation recompute none (the Trainer's --gradient_checkpointing, full recompute, is not "
+                     "in the JSON; set --recompute full if the run uses it)")
     read.assumed.extend(notes)
     unpriced = [k for k in auto_keys(out) if k.startswith(UNPRICED)]
     if unpriced:

@@ -228,6 +228,8 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
     cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
+    if notes is not None:
+        notes.notes.extend(rc.ds_unpriced(cfg))
     spec = _need_model(model, path, "DeepSpeed")
     pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
     clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,

@@ -313,3 +313,26 @@ def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tu
             if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
                 out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
     return out
+
+
+# DeepSpeed keys that change memory or time but that parplan does not price (named, never silent):
+# ZeRO++ (quantized weights/gradients, hierarchical partitioning), activation partitioning and CPU
+# checkpointing, the gradient accumulation and communication dtypes, ZeRO-3's live-parameter and
+# prefetch limits (parplan's ZeRO-3 keeps the stack's units in flight).
+DS_UNPRICED = ("zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
+               "zero_optimization.zero_hpz_partition_size", "zero_optimization.stage3_max_live_parameters",
+               "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.sub_group_size",
+               "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing",
+               "data_types.grad_accum_dtype", "communication_data_type")
+
+
+def ds_unpriced(cfg: dict) -> list[str]:
+    """One note naming the DS_UNPRICED keys the config sets (to anything but false/null), or none."""
+    found = []
+    for dotted in DS_UNPRICED:
+        node = cfg
+        for name in dotted.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if node not in (None, False):
+            found.append(f"{dotted}={_short(node)}")
+    return [f"read but not priced by parplan: {', '.join(found)}"] if found else []
