@@ -175,3 +175,13 @@ def test_megatron_cpu_optimizer_copies_fp32_and_exposed():
     cluster = loading.load_cluster("dgx-h100")
     t = offload.offload_time(1e9, cluster, _train("megatron-core", offload_optimizer="cpu"), 1, 4, 10.0, True)
     assert t.d2h_s == pytest.approx(4e9 / 55.2e9) and t.h2d_s == pytest.approx(4e9 / 55.2e9)
+
+
+def test_fp32_elementwise_work_moves_twice_the_bytes():
+    """fp32 activations are 4 bytes: the memory-bound element-wise part of a layer doubles."""
+    from costmodels.layout import resolve_layout
+    from costmodels.timing import _passes, make_context
+    model, cluster = _problem()
+    lay = resolve_layout(model, cluster, _train(), Layout(zero=1, mbs=1))
+    elem = [_passes(make_context(model, cluster, _train(precision=p), lay), False)[2] for p in ("bf16", "fp32")]
+    assert elem[1] == pytest.approx(2 * elem[0])
