@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from costmodels import offload
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, resolve_layout
 from costmodels.device_memory import DeviceTerms, device_terms
@@ -35,7 +36,14 @@ def estimate_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, la
         unhindered_usable_bytes=dev.allocated_budget(peak.persistent_bytes),
         allocator_pressure=floor <= dev.device_budget < unhindered,
         uncertainty=memory_uncertainty(train.stack_spec),
+        **_host(model, cluster, train, lay),
     )
+
+
+def _host(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> dict:
+    """The host-memory fields of MemoryOut (costmodels.offload)."""
+    need, ram = round(offload.host_bytes_per_node(model, cluster, train, lay)), offload.host_ram_bytes(cluster)
+    return {"host_bytes_per_node": need, "host_ram_bytes": ram, "host_fits": ram is None or need <= ram}
 
 
 def _stage_out(dev: DeviceTerms, s: StageMemory) -> StageOut:
@@ -53,7 +61,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
     time, throughput = estimate_time(model, cluster, train, lay)
     return Estimate(
         layout=lay,
-        fits=memory.floor_bytes <= memory.device_budget_bytes,
+        fits=memory.floor_bytes <= memory.device_budget_bytes and memory.host_fits,
         memory=memory,
         time=time,
         throughput=throughput,

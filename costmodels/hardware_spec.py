@@ -18,7 +18,11 @@ GB = 1e9
 TFLOP = 1e12
 US = 1e-6
 
-Precision = Literal["bf16", "fp16", "fp8"]
+# fp32: fp32 weights, gradients and activations with full-FP32 GEMMs (PyTorch's default matmul precision:
+# torch.backends.cuda.matmul.allow_tf32 is False since 1.12); tf32: the same storage with TF32 tensor-core
+# GEMMs (Hugging Face --tf32, torch.set_float32_matmul_precision("high")).
+Precision = Literal["bf16", "fp16", "fp8", "fp32", "tf32"]
+FULL_PRECISIONS = ("fp32", "tf32")
 
 # Sane physical minimums (floats are finite: allow_inf_nan=False). A rate or a fraction of 1e-300
 # would turn times into inf and NaN; nothing real is slower than 1 MB/s or 1 GFLOP/s.
@@ -110,6 +114,12 @@ class GPUProfile(BaseModel):
     fp8_tflops: Optional[float] = Field(
         None, ge=MIN_RATE, le=1e6,
         description="Dense FP8 peak, TFLOP/s; null if unsupported.")
+    fp32_tflops: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6, description="Dense FP32 (non-tensor-core) peak, TFLOP/s; null = unknown "
+        "(precision fp32 is then refused).")
+    tf32_tflops: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6, description="Dense TF32 tensor-core peak, TFLOP/s; null = unknown or "
+        "unsupported (precision tf32 is then refused).")
     efficiency: Efficiency = Field(default_factory=Efficiency, description="Fitted achieved fractions of peak.")
     tdp_w: Optional[float] = Field(
         None, ge=1, le=1e5, description="Board power (TDP/TBP) from the datasheet, W; the whole run's energy "
@@ -127,10 +137,12 @@ class GPUProfile(BaseModel):
         return self.hbm_gb_per_s * GB
 
     def peak_flops(self, precision: Precision) -> float:
-        """Dense peak in FLOP/s for a precision; fp8 without support is an error."""
-        tflops = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops, "fp8": self.fp8_tflops}[precision]
+        """Dense peak in FLOP/s for a precision; a precision whose peak the profile lacks is an error."""
+        tflops = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops, "fp8": self.fp8_tflops,
+                  "fp32": self.fp32_tflops, "tf32": self.tf32_tflops}[precision]
         if tflops is None:
-            raise SpecError(f"gpu {self.name!r} has no fp8 peak (fp8_tflops is null); use precision bf16 or fp16")
+            raise SpecError(f"gpu {self.name!r} has no {precision} peak ({precision}_tflops is null); use precision "
+                            "bf16 or fp16")
         return tflops * TFLOP
 
 

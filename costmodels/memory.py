@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, replace
 
 from costmodels import activations as act
+from costmodels import offload
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
@@ -63,7 +64,7 @@ def zero_state_bytes(params: float, shards: int, zero: int, train: TrainSpec) ->
     weights = params * w / (n if zero >= 3 else 1)
     grads = params * g / (n if zero >= 2 else 1)
     optimizer = params * k / (n if zero >= 1 else 1)
-    return weights, grads, optimizer
+    return offload.on_gpu(weights, grads, optimizer, zero, train)  # what ZeRO-Offload/Infinity moves to the host
 
 
 def memory_zero(lay) -> int:
@@ -245,7 +246,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     zero, mtrain, edp = memory_zero(lay), memory_train(train, lay), expert_dp(cluster, lay)
     dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)
     expert = zero_state_bytes(local.expert, edp, zero, mtrain)
-    acts = round(stage_activation_bytes(model, train, lay, stage))
+    acts = round(stage_activation_bytes(model, train, lay, stage) * train.activation_scale)
     other = round(zero3_buffer_bytes(model, cluster, train, lay))
     step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other
     transient = max(loss_transient_bytes(model, train, lay, stage), step_temp, 0.0)

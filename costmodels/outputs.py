@@ -75,6 +75,13 @@ class MemoryOut(_Out):
                                      "cache: some stage's unhindered device use passes hbm - margin. Expect "
                                      "synchronising cudaFree calls and a risk of fragmentation out-of-memory.")
     uncertainty: Optional[MemoryUncertaintyOut] = None
+    host_bytes_per_node: int = Field(0, description="Host RAM per node pinned for offloaded optimizer states, "
+                                     "gradients, parameter shards and NVMe swap buffers (costmodels.offload); 0 = "
+                                     "no offload.")
+    host_ram_bytes: Optional[int] = Field(None, description="The node's host RAM (cluster host_ram_gib); null = "
+                                          "unknown, the host fit is then not checked.")
+    host_fits: bool = Field(True, description="host_bytes_per_node <= host_ram_bytes (true when either is unknown "
+                            "or zero); `fits` requires it.")
 
     @property
     def device_budget_bytes(self) -> int:
@@ -95,8 +102,12 @@ class TimeOut(_Out):
     ep_comm_s: float = Field(..., description="Expert-parallel all-to-all dispatch and combine.")
     pp_comm_s: float = Field(..., description="Pipeline sends of activations and gradients.")
     dp_comm_exposed_s: float = Field(..., description="Data-parallel traffic not hidden by backward/forward.")
-    optimizer_s: float = Field(..., description="Optimizer step over the local shard.")
+    optimizer_s: float = Field(..., description="Optimizer step over the local shard (with optimizer offload: the "
+                               "GPU's share plus the host's CPU step, costmodels.offload).")
     overhead_s: float = Field(0.0, description="Fixed per-step overhead (fitted).")
+    offload_s: float = Field(0.0, description="ZeRO-Offload/Infinity host<->device copies on the critical path: "
+                             "gradient copies to the host not hidden by backward, updated parameters copied back, "
+                             "ZeRO-Infinity parameter fetches beyond compute (costmodels.offload).")
 
 
 class ThroughputOut(_Out):

@@ -89,16 +89,17 @@ class LayerCosts:
 
 
 def layer_costs(c: Context) -> LayerCosts:
-    """The shape-dependent primitives of a context."""
-    m, x = c.model, c.x
+    """The shape-dependent primitives of a context; stored activations scaled as memory.stage_memory
+    scales them (TrainSpec.activation_scale: 2 in fp32/tf32 training)."""
+    m, x, k = c.model, c.x, c.train.activation_scale
     return LayerCosts(
         time_s=(layer_time(c, False).total_s, layer_time(c, True).total_s if m.is_moe else 0.0),
-        act_bytes=(act.layer_bytes(m, x, False), act.layer_bytes(m, x, True) if m.is_moe else 0.0),
+        act_bytes=(k * act.layer_bytes(m, x, False), k * act.layer_bytes(m, x, True) if m.is_moe else 0.0),
         head_time_s=head_time(c).total_s,
-        head_act_bytes=act.head_bytes(m, x),
-        mtp_act_bytes=act.mtp_bytes(m, x),
-        embedding_act_bytes=act.embedding_bytes(m, x),
-        working_bytes=act.recompute_working_bytes(m, x, m.is_moe),
+        head_act_bytes=k * act.head_bytes(m, x),
+        mtp_act_bytes=k * act.mtp_bytes(m, x),
+        embedding_act_bytes=k * act.embedding_bytes(m, x),
+        working_bytes=k * act.recompute_working_bytes(m, x, m.is_moe),
     )
 
 

@@ -2,7 +2,8 @@
 
 The breakdown is taken on the slowest (critical) stage, so that its parts add up to `step_s`:
 step = m * t_max (compute, recompute, tp, cp, ep, ZeRO-3 per-layer parts) + bubble + p2p + exposed
-data-parallel traffic + optimizer step + fitted per-step overhead. See costmodels.timing and
+data-parallel traffic + optimizer step (with offload, the GPU's share plus the host's CPU step) + fitted
+per-step overhead + offloaded host<->device copies (costmodels.offload). See costmodels.timing and
 costmodels.sharding for the terms.
 
 Data-parallel traffic per step of one stage, before overlap (R reduce, G gather):
@@ -26,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodels import comm
+from costmodels import offload
 from costmodels import compute as cmp
 from costmodels import sharding
 from costmodels.activations import ActShape
@@ -146,12 +148,14 @@ def chunked_exposed_s(comm_s: float, vpp: int, pp: int, window_s: float) -> floa
 
 
 def optimizer_s(c: Context, params: ParamCount) -> float:
-    """Optimizer step over the local shard, memory-bound (28 bytes/param Adam, 20 SGD)."""
+    """Optimizer step over the local shard, memory-bound (28 bytes/param Adam, 20 SGD); with optimizer
+    offload the GPU steps the rest and the host its share (costmodels.offload.cpu_step_s)."""
     lay = c.lay
     per_param = ADAM_BYTES_PER_PARAM if c.train.optimizer == "adam" else SGD_BYTES_PER_PARAM
     dense = params.dense / (lay.dense_shards if lay.zero >= 1 else 1)
     expert = params.expert / (expert_dp_size(c) if lay.zero >= 1 else 1)
-    return cmp.memory_s(c.dev16, (dense + expert) * per_param)
+    gpu = cmp.memory_s(c.dev16, (dense + expert) * per_param * (1 - offload.optimizer_share(c.train)))
+    return gpu + offload.cpu_step_s(dense + expert, c.cluster, c.train)
 
 
 def pp_comm_s(c: Context) -> float:
@@ -196,10 +200,22 @@ def step_time(c: Context) -> TimeOut:
     t = micro[crit].scaled(lay.num_microbatches)
     bubble, pp = bubble_s(totals, lay.vpp, chunk_excess_s(c)), pp_comm_s(c)
     overhead = step_overhead_s(c)
-    step = t.total_s + bubble + pp + dp + opt + overhead
+    moved = offload_s(c, micro)
+    step = t.total_s + bubble + pp + dp + opt + overhead + moved
     return TimeOut(step_s=step, compute_s=t.compute_s, recompute_s=t.recompute_s, bubble_s=bubble,
                    tp_comm_s=t.tp_comm_s, cp_comm_s=t.cp_comm_s, ep_comm_s=t.ep_comm_s, pp_comm_s=pp,
-                   dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead)
+                   dp_comm_exposed_s=dp + t.dp_comm_s, optimizer_s=opt, overhead_s=overhead, offload_s=moved)
+
+
+def offload_s(c: Context, micro: list[MicroTime]) -> float:
+    """ZeRO-Offload/Infinity host<->device copies on the critical path, the largest over stages
+    (costmodels.offload); each stage's copies hide behind its own m micro-batches of compute."""
+    if c.train.offload_optimizer == "none" and c.train.offload_params == "none":
+        return 0.0
+    lay = c.lay
+    return max(offload.offload_time(offload.owned_params(c.model, c.cluster, lay, i, c.x.seq), c.cluster, c.train,
+                                    lay.zero, lay.num_microbatches, micro[i].compute_s * lay.num_microbatches,
+                                    c.train.grad_overlap).total_s for i in range(lay.pp))
 
 
 def chunk_excess_s(c: Context) -> list[float]:

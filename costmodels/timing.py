@@ -149,7 +149,8 @@ def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, fl
     m, x, flash = c.model, c.x, c.train.flash_attention
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
-    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale)
+    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale
+                        * c.train.activation_scale)  # fp32/tf32 training moves 4-byte activations
     return lin, core, elem, _fp8_cast_s(c, moe)
 
 

@@ -7,7 +7,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodels.errors import SpecError
-from costmodels.hardware_spec import Precision
+from costmodels.hardware_spec import FULL_PRECISIONS, Precision
 from costmodels.model_spec import MAX_SEQ, ModelSpec
 from costmodels.stack import DEFAULT_STACK, Fp8Recipe, Stack
 
@@ -24,7 +24,9 @@ class TrainSpec(BaseModel):
     seq_length: Optional[int] = Field(
         None, ge=1, le=MAX_SEQ, description="Tokens per sequence; null = the model's seq_length."
     )
-    precision: Precision = Field("bf16", description="Compute precision of the GEMMs: bf16, fp16 or fp8.")
+    precision: Precision = Field("bf16", description="Compute precision of the GEMMs: bf16, fp16 or fp8 (16-bit "
+                                 "weights and activations); fp32 (fp32 everything, full-FP32 GEMMs: PyTorch's "
+                                 "default) or tf32 (fp32 storage, TF32 tensor-core GEMMs).")
     grad_dtype: Optional[Literal["fp32", "bf16", "fp16"]] = Field(
         None,
         description="Gradient dtype; null = the weights' 16-bit dtype (16 bytes/param with Adam); fp32 = Megatron's 18.",
@@ -122,10 +124,25 @@ class TrainSpec(BaseModel):
         return self.seq_length if self.seq_length is not None else model.seq_length
 
     @property
+    def full_precision(self) -> bool:
+        """fp32 or tf32 training: fp32 weights, gradients, moments and activations, no master copy."""
+        return self.precision in FULL_PRECISIONS
+
+    @property
     def weight_bytes_per_param(self) -> int:
-        """Bytes of one working weight: 16-bit; fp8 training keeps bf16 weights unless fp8_param_gather
-        (Megatron --fp8-param-gather: the model's weights are FP8 tensors, 1 byte)."""
+        """Bytes of one working weight: 4 in fp32/tf32 training; else 16-bit (fp8 training keeps bf16
+        weights) unless fp8_param_gather (Megatron --fp8-param-gather: the model's weights are FP8
+        tensors, 1 byte)."""
+        if self.full_precision:
+            return 4
         return 1 if self.fp8_param_gather and self.precision == "fp8" else 2
+
+    @property
+    def activation_scale(self) -> float:
+        """Stored activations relative to 16-bit ones (costmodels.activations counts 2 bytes per element):
+        2 in fp32/tf32 training. Deviation: the few tensors kept in fp32 anyway (softmax statistics,
+        norm statistics) are doubled too."""
+        return 2.0 if self.full_precision else 1.0
 
     @property
     def grad_bytes_per_param(self) -> int:
@@ -139,12 +156,14 @@ class TrainSpec(BaseModel):
         Source: ZeRO (Rajbhandari et al., SC'20) section 3.1, K = 12 for mixed-precision Adam. Megatron's
         precision-aware optimizer (megatron/core/optimizer/optimizer_config.py: main_params_dtype,
         exp_avg_dtype, exp_avg_sq_dtype; TE FusedAdam) stores each state in its own dtype, e.g. bf16
-        moments: 4 + 2 + 2 = 8.
+        moments: 4 + 2 + 2 = 8. fp32/tf32 training has no master copy (the weights are fp32 already):
+        K = 8, 16 bytes/param with w = g = 4.
         """
         moments = DTYPE_BYTES[self.exp_avg_dtype]
         if self.optimizer == "adam":
             moments += DTYPE_BYTES[self.exp_avg_sq_dtype]
-        return moments + (DTYPE_BYTES[self.master_dtype] if self.master_weights else 0)
+        master = self.master_weights and not self.full_precision
+        return moments + (DTYPE_BYTES[self.master_dtype] if master else 0)
 
     @property
     def alloc_expandable(self) -> bool:

@@ -116,16 +116,17 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds
 
 
 def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None,
-         warnings: Optional[list[str]] = None) -> None:
-    """The estimate as JSON or text; `warnings` (check: what the config sets that is not priced) also go
-    to stderr, one line each, and under "warnings" in the JSON."""
+         warnings: Optional[list[str]] = None, extra: Optional[dict] = None) -> None:
+    """The estimate as tables, or as JSON with `extra` top-level keys (check's "assumed" and "notes");
+    `warnings` (check: what the config sets that is not priced) also go to stderr, one line each, and
+    under "warnings" in the JSON."""
     for line in warnings or []:
         err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     if as_json:
-        extra = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
+        more = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
         if warnings is not None:
-            extra["warnings"] = list(warnings)
-        print_json({**result.model_dump(mode="json"), **extra})
+            more["warnings"] = list(warnings)
+        print_json({**result.model_dump(mode="json"), **more, **(extra or {})})
     else:
         print_estimate(result, out, title, chosen_split)
         print_whole_run(whole, out)

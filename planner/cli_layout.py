@@ -19,7 +19,10 @@ from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_
                                 TOKENS_OPT, err, load_problem, make_train, out, report_export, show, user_errors)
 from planner.errors import UserError
 from planner.exporters import run_export
-from planner.files.native import is_native, load_native
+from planner.files import check_overrides as co
+from planner.files.ds_auto import ReadNotes
+from planner.files.native import detect, is_native, load_native
+from planner.files.safe_read import read_text
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
@@ -64,6 +67,34 @@ def estimate_cmd(
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
           whole_run_of(result, prob.model, prob.cluster, train, run))
+
+
+MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
+                         "train_micro_batch_size_per_gpu \"auto\": the Trainer's per_device_train_batch_size, default 8).")
+GAS_OPT = typer.Option(None, "--grad-accum", min=1, help="Gradient accumulation steps (DeepSpeed \"auto\": the "
+                       "Trainer's gradient_accumulation_steps, default 1).")
+RECOMPUTE_OPT = typer.Option(None, "--recompute", help="none, selective or full over the config's (the Hugging "
+                             "Face Trainer's --gradient_checkpointing is full and is not in its DeepSpeed JSON).")
+CHECK_PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 or tf32 (DeepSpeed bf16/fp16 "
+                              "\"auto\": the Trainer's --bf16/--fp16; neither = fp32).")
+
+
+def print_read_notes(read: ReadNotes, result) -> None:
+    """One stderr line per assumption and per setting read but not priced, and one when offload does not
+    fit in the node's host RAM."""
+    for line in read.assumed:
+        err.print(plain(f"assumed: {line}"), highlight=False, soft_wrap=True)
+    for line in read.notes:
+        err.print(plain(f"note: {line}"), highlight=False, soft_wrap=True)
+    mem = result.memory
+    if mem.host_bytes_per_node and mem.host_fits:
+        of = "" if mem.host_ram_bytes is None else f" of {mem.host_ram_bytes / 2**30:.0f} GiB"
+        err.print(plain(f"note: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB of host RAM per node{of}"),
+                  highlight=False, soft_wrap=True)
+    if not mem.host_fits:
+        err.print(plain(f"does not fit: host RAM: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB per node, the "
+                        f"node has {mem.host_ram_bytes / 2**30:.1f} GiB (cluster host_ram_gib)"), highlight=False,
+                  soft_wrap=True)
 
 
 def note_unused_tp_overlap(train: TrainSpec, lay: Layout) -> None:
@@ -130,14 +161,26 @@ def check_cmd(
     as_json: bool = JSON_OPT,
     strict: bool = typer.Option(False, "--strict", help="Also exit 1 when it fits only under allocator pressure "
                                 "(the caching allocator must release its cache to stay within the GPU)."),
+    micro_batch: Optional[int] = MICRO_OPT,
+    grad_accum: Optional[int] = GAS_OPT,
+    global_batch: Optional[int] = GBS_OPT,
+    seq_len: Optional[int] = SEQ_OPT,
+    precision: Optional[str] = CHECK_PREC_OPT,
+    recompute: Optional[str] = RECOMPUTE_OPT,
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
+
+    A DeepSpeed JSON's "auto" values (the Hugging Face Trainer's) come from --micro-batch, --grad-accum,
+    --global-batch and --precision, else from TrainingArguments' defaults, each default named on stderr
+    (and under "assumed" in --json).
 
     Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and
     torchtitan TOML need --model and --cluster. The stack follows the config (megatron-core, nemo with
     --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
     path = Path(config)
+    over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision, recompute)
+    read = ReadNotes()
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
     if not is_native(path):
@@ -147,12 +190,17 @@ def check_cmd(
         spec = loading.load_model(model) if model else prob.model
         clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
     else:
-        prob = load_native(path, model, cluster, nodes)
+        prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
         spec, clus = prob.model, prob.cluster
-    train = to.apply(prob.train, opts)
-    lay, chosen = (prob.layout, False) if is_native(path) else stage_split.complete(spec, clus, train, prob.layout)
+    train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
+    if not (is_native(path) and detect(path, read_text(path)) == "deepspeed"):
+        train, lay = co.apply_batch(train, lay, clus, over)
+    lay = co.apply_recompute(lay, over)
+    lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
-    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings)
+    print_read_notes(read, result)
+    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings,
+         extra={"assumed": read.assumed, "notes": read.notes})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

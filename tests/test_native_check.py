@@ -116,9 +116,12 @@ def test_deepspeed_derives_nodes_and_checks_batch(tmp_path):
         load_native(path, None, "dgx-h100", None)
     with pytest.raises(UserError, match="train_batch_size=64 but"):
         load_native(path, "llama3-8b", "dgx-h100", 2)
-    for key, value, message in [("gradient_accumulation_steps", "auto", "auto"),
-                                ("zero_optimization", {"stage": 3, "offload_param": {"device": "cpu"}}, "offload"),
-                                ("bf16", {"enabled": False}, "bf16.enabled")]:
+    # "auto" takes the Trainer's default (GAS 1), which then breaks the explicit train_batch_size as the
+    # Trainer's own mismatch check would; parameter offload needs ZeRO-3; both 16-bit modes on is refused
+    for key, value, message in [("gradient_accumulation_steps", "auto", r"= 2\*1\*8 = 16"),
+                                ("zero_optimization", {"stage": 2, "offload_param": {"device": "cpu"}},
+                                 "offload_param.device='cpu' needs zero_optimization.stage 3"),
+                                ("fp16", {"enabled": True}, "both true")]:
         bad = _write(tmp_path, "bad.json", json.dumps({**DS, key: value}))
         with pytest.raises(UserError, match=message):
             load_native(bad, "llama3-8b", "dgx-h100", 1)
@@ -131,7 +134,9 @@ def test_torchtitan_errors(tmp_path):
     base = "[parallelism]\ndata_parallel_shard_degree = 8\n[training]\nlocal_batch_size = 1\nseq_len = 4096\n"
     path = _write(tmp_path, "job.toml", base)
     prob = load_native(path, "llama3-8b", "dgx-h100", None)
-    assert prob.layout.zero == 3 and prob.layout.recompute == "selective"  # torchtitan's defaults
+    # torchtitan 0.2's defaults: FSDP, activation_checkpoint mode selective with selective_ac_option "2" (every
+    # 2nd layer checkpointed), which parplan prices as no recompute (the memory's upper bound)
+    assert prob.layout.zero == 3 and prob.layout.recompute == "none"
     bad = _write(tmp_path, "bad.toml", base.replace("= 8", "= 3"))
     with pytest.raises(UserError, match="must equal the 8 GPUs"):
         load_native(bad, "llama3-8b", "dgx-h100", 1)

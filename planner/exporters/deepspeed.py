@@ -27,6 +27,8 @@ PRECISION_KEY = {"bf16": "bf16", "fp16": "fp16"}
 def refusal(plan: ExportPlan) -> None:
     """Raise ExportRefused for layouts plain DeepSpeed cannot express."""
     lay, why = plan.layout, []
+    if plan.train.precision in ("fp32", "tf32"):  # costmodels.hardware_spec.FULL_PRECISIONS: not written yet
+        why.append(f"precision={plan.train.precision}: parplan writes bf16/fp16 ds_config.json files only")
     if lay.tp > 1:
         why.append(f"tp={lay.tp}: a DeepSpeed config has no tensor parallelism (that needs Megatron-DeepSpeed; "
                    "use --format megatron)")

@@ -37,6 +37,8 @@ def needs_single_connection(plan: ExportPlan) -> bool:
 
 def refusal(plan: ExportPlan) -> None:
     """Raise ExportRefused for what Megatron's flags cannot say."""
+    if plan.train.precision in ("fp32", "tf32"):  # costmodels.hardware_spec.FULL_PRECISIONS: not written yet
+        raise ExportRefused(f"megatron: precision={plan.train.precision}: parplan writes 16-bit and fp8 launches only")
     if not plan.train.master_weights:
         raise ExportRefused("megatron: master_weights=false has no Megatron flag (Megatron keeps fp32 main "
                             "weights with --bf16/--fp16)")

@@ -6,6 +6,10 @@ batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
 --model. Every problem is a UserError naming the flag or key and its value.
+A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.files.ds_auto (check's flags, else
+TrainingArguments' defaults, each named); its offload sections and fp32 (no bf16/fp16) are read into the
+TrainSpec (costmodels.offload prices them). torchtitan's converters, compile, async TP and activation
+checkpointing are read by planner.files.titan_read, its 0.3 launch lines by planner.files.titan_cli.
 
 The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
 `megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML
@@ -25,8 +29,12 @@ from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
 from planner.files import megatron_flags as mf
+from planner.files import ds_auto
 from planner.files import parplan_launch
 from planner.files import read_configs as rc
+from planner.files import titan_cli
+from planner.files import titan_read as tr
+from planner.files.ds_auto import ReadNotes, TrainerFlags
 from planner.files.ds_partition import ds_stages
 from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
 from planner.files.shellread import sbatch_options
@@ -47,6 +55,8 @@ def detect(path: Path, text: str) -> str:
         return "torchtitan"
     if suffix == ".json" or stripped.startswith("{"):
         return "deepspeed"
+    if titan_cli.is_titan_cli(text):
+        return "torchtitan"
     if "--num-layers" in text or "pretrain_gpt" in text:
         return "megatron"
     raise UserError(f"{path}: not a plan file, Megatron script/argument file (no --num-layers), DeepSpeed JSON "
@@ -69,8 +79,12 @@ def is_native(path: Path) -> bool:
     return True
 
 
-def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int]) -> loading.Problem:
+def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
+                flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None) -> loading.Problem:
     """Read a native launch config into specs and a layout (dp derived).
+
+    flags: check's --micro-batch/--grad-accum/--global-batch/--precision, which fill a DeepSpeed JSON's
+    "auto" values (planner.files.ds_auto); notes: receives one line per assumption made and per setting read but not priced.
 
     model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
     cluster: preset or spec file (always needed); nodes: overrides the cluster's node count (a
@@ -81,19 +95,21 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     if launch:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
     kind = detect(path, text)
-    prob = load_native_text(text, kind, model, cluster, nodes, path)
+    prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes)
     seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
     return parplan_launch.with_seq(prob, seq)  # a DeepSpeed JSON has no sequence length: its launcher's
 
 
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
-                     path: Path = Path("config")) -> loading.Problem:
-    """load_native on text already read; `model`/`cluster` may also be loaded specs."""
+                     path: Path = Path("config"), flags: TrainerFlags = TrainerFlags(),
+                     notes: Optional[ReadNotes] = None) -> loading.Problem:
+    """load_native on text already read; `model`/`cluster` may also be loaded specs. Without `notes` a
+    config that does not fix its GPU count needs --nodes (with them, the cluster's size is assumed and said)."""
     if kind == "megatron":
         return _megatron(path, text, model, cluster, nodes)
     if kind == "deepspeed":
-        return _deepspeed(path, text, model, cluster, nodes)
-    return _torchtitan(path, text, model, cluster, nodes)
+        return _deepspeed(path, text, model, cluster, nodes, flags, notes)
+    return _torchtitan(path, text, model, cluster, nodes, notes)
 
 
 def _read_text(path: Path) -> str:
@@ -158,11 +174,17 @@ def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
     return spec
 
 
-def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str) -> ClusterSpec:
-    """The cluster sized by --nodes, else by the GPU count the config implies, else an error."""
+def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
+                   notes: Optional[ReadNotes] = None) -> ClusterSpec:
+    """The cluster sized by --nodes, else by the GPU count the config implies, else (with `notes`, which
+    records the assumption) the cluster as given, else an error."""
     if nodes is not None:
         return _load_cluster(cluster, nodes)
     base = _load_cluster(cluster)
+    if world is None and notes is not None:
+        notes.assumed.append(f"the config does not fix the GPU count (it would with {keys}): {base.num_nodes} "
+                             f"node(s) of {base.name}, {base.num_gpus} GPUs, assumed; set --nodes")
+        return base
     if world is None:
         raise UserError(f"{path}: give --nodes: the config does not fix the GPU count (it would with {keys})")
     if world % base.gpus_per_node and world > base.gpus_per_node:
@@ -207,14 +229,18 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
 
 # ---- DeepSpeed ----------------------------------------------------------------------------------
 
-def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+               flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None) -> loading.Problem:
     cfg = parse_json(text, str(path))
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
+    cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
+    if notes is not None:
+        notes.notes.extend(rc.ds_unpriced(cfg))
     spec = _need_model(model, path, "DeepSpeed")
     pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
     clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
-                          "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps")
+                          "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
     zero = rc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
@@ -223,7 +249,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     micro, gas, total = rc.ds_batch(cfg, path, dp)
     recompute = rc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
-             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed"}
+             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed", **rc.ds_offload(cfg, path, zero)}
     overlap = rc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
@@ -234,31 +260,35 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------
 
-def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
-    cfg = parse_toml(text, str(path))
+def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+                notes: Optional[ReadNotes] = None) -> loading.Problem:
+    given, notes = notes, ReadNotes() if notes is None else notes
+    launched = None
+    if titan_cli.is_titan_cli(text):  # torchtitan 0.3: a launch line, its preset's defaults under the flags
+        cfg, _ = titan_cli.cli_config(text, path, notes.notes)
+        launched = titan_cli.launch_world(text, path)
+    else:
+        cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
     par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, rc.tt_world(par, path), path,
-                          "data_parallel_shard_degree")
+    world = rc.tt_world(par, path) or launched
+    clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
+                          "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
     lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
     local = rc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
     lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
-    lay["recompute"] = rc.tt_recompute(cfg, path)
+    lay["recompute"] = tr.recompute(cfg, path, notes.notes)
+    compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
-             "precision": "bf16", "stack": "torchtitan" if _tt_compiled(cfg, training, path) else "torchtitan-eager"}
-    if rc.tt_bool(par, "enable_async_tensor_parallel", path):
+             **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
+             "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+    if loss_compiled:
+        train["fused_loss"] = True
+    if tr.async_tp(cfg, path, compile_on, notes.notes):
         train["tp_comm_overlap"] = True
     return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
-
-
-def _tt_compiled(cfg: dict, training: dict, path: Path) -> bool:
-    """torch.compile on: [compile] enable (torchtitan 0.2) or training.compile (older); off by default."""
-    enable = rc.section(cfg, "compile", path).get("enable", training.get("compile", False))
-    if not isinstance(enable, bool):
-        raise UserError(f"{path}: compile.enable={enable!r} must be true or false")
-    return enable
 
 
 def describe(kind: str) -> str:

@@ -17,6 +17,7 @@ readers take, so that `check` prices the file as the exporter priced it (planner
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -96,7 +97,7 @@ def with_seq(prob: loading.Problem, seq: Optional[int]) -> loading.Problem:
     if seq is None:
         return prob
     train = prob.train.model_copy(update={"seq_length": seq})
-    return loading.Problem(prob.model, prob.cluster, train, prob.layout)
+    return dataclasses.replace(prob, train=train)
 
 
 def seq_length_beside(json_path: Path) -> Optional[int]:

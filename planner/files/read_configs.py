@@ -37,7 +37,8 @@ def _ds_int(cfg: dict, key: str, path: Path, section: str = "", minimum: int = 0
     if value is None:
         return None
     if value == "auto":
-        raise UserError(f"{path}: {name}=\"auto\" is a Hugging Face Trainer convention; plain DeepSpeed needs a number")
+        raise UserError(f"{path}: {name}=\"auto\": the Hugging Face Trainer fills no such key (planner/files/"
+                        "ds_auto.py lists those it fills); give a number")
     if not _whole(value) or not minimum <= value <= MAX_COUNT:
         raise UserError(f"{path}: {name}={_short(value)} must be a whole number from {minimum} to {MAX_COUNT}")
     return value
@@ -73,16 +74,47 @@ def ds_zero(cfg: dict, path: Path, pp: int) -> int:
     stage = _ds_int(zero, "stage", path, "zero_optimization") or 0
     if stage > 3:
         raise UserError(f"{path}: zero_optimization.stage={stage} must be 0, 1, 2 or 3")
-    for key in ("offload_optimizer", "offload_param"):
-        device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
-        if not isinstance(device, (str, type(None))):
-            raise UserError(f"{path}: zero_optimization.{key}.device={_short(device)} must be a device name")
-        if device not in ("none", None):
-            raise UserError(f"{path}: zero_optimization.{key}.device={device!r}: offloading is not modelled by parplan")
     if stage >= 2 and pp > 1:
         raise UserError(f"{path}: zero_optimization.stage={stage} with pipeline.stages={pp}: DeepSpeed's pipeline "
                         "engine needs stage 0 or 1")
     return stage
+
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+
+
+def _offload_device(zero: dict, key: str, path: Path) -> str:
+    """zero_optimization.<key>.device: none, cpu or nvme ("none" when the section or the key is absent)."""
+    device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
+    if device is None:
+        return "none"
+    if not isinstance(device, str) or device.lower() not in OFFLOAD_DEVICES:
+        raise UserError(f"{path}: zero_optimization.{key}.device={_short(device)} must be none, cpu or nvme")
+    return device.lower()
+
+
+def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
+    """The TrainSpec offload fields of zero_optimization.offload_optimizer / offload_param (DeepSpeed
+    runtime/zero/offload_config.py: device none|cpu|nvme; offload_optimizer.ratio, the share of the
+    optimizer states stepped on the CPU, ZeRO-3 only, default 1). Optimizer offload needs ZeRO >= 1
+    and parameter offload ZeRO-3 (DeepSpeed asserts both: runtime/engine.py, zero/stage3.py)."""
+    zero = _ds_section(cfg, "zero_optimization", path)
+    opt, par = _offload_device(zero, "offload_optimizer", path), _offload_device(zero, "offload_param", path)
+    if opt != "none" and stage < 1:
+        raise UserError(f"{path}: zero_optimization.offload_optimizer.device={opt!r} needs zero_optimization.stage "
+                        f">= 1 (got {stage})")
+    if par != "none" and stage != 3:
+        raise UserError(f"{path}: zero_optimization.offload_param.device={par!r} needs zero_optimization.stage 3 "
+                        f"(got {stage})")
+    out = {"offload_optimizer": opt, "offload_params": par}
+    ratio = _ds_section(zero, "offload_optimizer", path, "zero_optimization").get("ratio")
+    if ratio is not None and opt != "none":
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise UserError(f"{path}: zero_optimization.offload_optimizer.ratio={_short(ratio)} must be from 0 to 1")
+        out["offload_optimizer_fraction"] = float(ratio)
+    return out
+
+
 
 
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
@@ -113,11 +145,15 @@ def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
 
 
 def ds_precision(cfg: dict, path: Path) -> str:
-    on = [k for k in ("bf16", "fp16") if _ds_bool(_ds_section(cfg, k, path), "enabled", path, k)]
-    if len(on) != 1:
-        raise UserError(f"{path}: exactly one of bf16.enabled / fp16.enabled must be true (got {on or 'neither'}); "
-                        "parplan models 16-bit mixed precision")
-    return on[0]
+    """bf16 or fp16 when its section is enabled; fp32 when neither is (DeepSpeed's default: its engine
+    trains in the model's dtype, fp32, without a bf16/fp16 section). "bfloat16" is DeepSpeed's old
+    name of "bf16" (runtime/constants.py BFLOAT16_OLD)."""
+    bf16 = cfg.get("bf16", cfg.get("bfloat16"))
+    on = [k for k, sec in (("bf16", bf16), ("fp16", cfg.get("fp16")))
+          if _ds_bool(_ds_section({k: sec}, k, path), "enabled", path, k)]
+    if len(on) > 1:
+        raise UserError(f"{path}: bf16.enabled and fp16.enabled are both true; DeepSpeed allows one")
+    return on[0] if on else "fp32"
 
 
 def ds_optimizer(cfg: dict, path: Path) -> str:
@@ -238,13 +274,6 @@ def titan_split(stages: int, layers: int, first: int, last: int) -> list[int]:
     return counts
 
 
-def tt_recompute(cfg: dict, path: Path) -> str:
-    mode = section(cfg, "activation_checkpoint", path).get("mode", "selective")
-    if mode not in ("none", "selective", "full"):
-        raise UserError(f"{path}: activation_checkpoint.mode={mode!r}: parplan models none, selective and full")
-    return mode
-
-
 def ds_sequence_parallel(cfg: dict, path: Path) -> int:
     """Ulysses degree: `sequence_parallel_size` (1 when absent)."""
     value = _ds_int(cfg, "sequence_parallel_size", path)
@@ -284,3 +313,26 @@ def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tu
             if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
                 out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
     return out
+
+
+# DeepSpeed keys that change memory or time but that parplan does not price (named, never silent):
+# ZeRO++ (quantized weights/gradients, hierarchical partitioning), activation partitioning and CPU
+# checkpointing, the gradient accumulation and communication dtypes, ZeRO-3's live-parameter and
+# prefetch limits (parplan's ZeRO-3 keeps the stack's units in flight).
+DS_UNPRICED = ("zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
+               "zero_optimization.zero_hpz_partition_size", "zero_optimization.stage3_max_live_parameters",
+               "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.sub_group_size",
+               "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing",
+               "data_types.grad_accum_dtype", "communication_data_type")
+
+
+def ds_unpriced(cfg: dict) -> list[str]:
+    """One note naming the DS_UNPRICED keys the config sets (to anything but false/null), or none."""
+    found = []
+    for dotted in DS_UNPRICED:
+        node = cfg
+        for name in dotted.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if node not in (None, False):
+            found.append(f"{dotted}={_short(node)}")
+    return [f"read but not priced by parplan: {', '.join(found)}"] if found else []
