@@ -21,8 +21,7 @@ from planner.errors import UserError
 from planner.exporters import run_export
 from planner.files import check_overrides as co
 from planner.files.ds_auto import ReadNotes
-from planner.files.native import detect, is_native, load_native
-from planner.files.safe_read import read_text
+from planner.files.native import config_kind, is_native, load_native
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
@@ -193,7 +192,7 @@ def check_cmd(
         prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
         spec, clus = prob.model, prob.cluster
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
-    if not (is_native(path) and detect(path, read_text(path)) == "deepspeed"):
+    if not (is_native(path) and config_kind(path) == "deepspeed"):
         train, lay = co.apply_batch(train, lay, clus, over)
     lay = co.apply_recompute(lay, over)
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)

@@ -230,7 +230,9 @@ def toml_str(text: str) -> str:
 
 
 def toml_value(value: object) -> str:
-    """A TOML scalar for bool, int, float or str."""
+    """A TOML value for bool, int, float, str or a list of them."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

@@ -161,15 +161,27 @@ def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
     return {"parallelism": par, "training": training}
 
 
+def compile_components(plan: ExportPlan) -> list[str]:
+    """What torch.compile covers, as priced: the model when the stack is compiled torchtitan, the loss when
+    the plan prices a fused cross entropy (no fp32 copy of the logits). Written out because torchtitan's
+    default, ["model", "loss"], would compile a loss the plan priced unfused (planner.files.titan_read)."""
+    return (["model"] if compiled(plan) else []) + (["loss"] if plan.train.loss_fused else [])
+
+
 def compile_settings(plan: ExportPlan) -> list[tuple[str, object]]:
-    """[compile] as priced: torch.compile per the stack, async TP per the plan (0.3.0 CompileConfig)."""
-    return [("enable", compiled(plan)), ("enable_async_tensor_parallel", async_tp(plan))]
+    """[compile] as priced: torch.compile of what compile_components names, async TP per the plan
+    (0.3.0 CompileConfig)."""
+    parts = compile_components(plan)
+    return ([("enable", bool(parts))] + ([("components", parts)] if parts else [])
+            + [("enable_async_tensor_parallel", async_tp(plan))])
 
 
 def cli_words(section: str, key: str, value) -> list:
     """One 0.3.0 override: `--section.key value`; a bool as tyro's flag pair `--section.key` / `--section.no-key`."""
     if isinstance(value, bool):
         return [f"--{section}.{key}" if value else f"--{section}.no-{key}"]
+    if isinstance(value, list):  # tyro: a list is the words up to the next flag
+        return [f"--{section}.{key}", *value]
     return [f"--{section}.{key}", value]
 
 
@@ -239,7 +251,7 @@ def toml(plan: ExportPlan) -> str:
         toml_table("training", settings(plan)["training"]),
         toml_table("parallelism", settings(plan)["parallelism"]
                    + [("enable_async_tensor_parallel", async_tp(plan))]),  # 0.2.x: here, not in [compile]
-        toml_table("compile", [("enable", compiled(plan))]),
+        toml_table("compile", [(k, v) for k, v in compile_settings(plan) if k != "enable_async_tensor_parallel"]),
         toml_table("activation_checkpoint", ac),
     ]
     return head + "\n" + "\n".join(parts)

@@ -63,6 +63,17 @@ def detect(path: Path, text: str) -> str:
                     "or torchtitan TOML")
 
 
+LAUNCH_KINDS = {"deepspeed-launch": "deepspeed", "torchrun-plan": "torchrun", "torchtitan-cli": "torchtitan"}
+
+
+def config_kind(path: Path) -> str:
+    """The framework a native config file is for, parplan's own launch scripts included (detect alone
+    does not know them)."""
+    text = _read_text(Path(path))
+    launch = parplan_launch.kind(path, text)
+    return LAUNCH_KINDS[launch] if launch else detect(Path(path), text)
+
+
 def is_native(path: Path) -> bool:
     """The CLI's routing for check: YAML is always a plan file; JSON is native when it has DeepSpeed's
     top-level keys and no plan-file keys; anything else (scripts, argument files, TOML) is native.

@@ -26,6 +26,7 @@ from typing import Optional
 from planner.errors import UserError
 from planner.files import loading
 from planner.files.safe_read import read_text
+from planner.files.titan_cli import LIST_KEYS
 from planner.files.shellread import find_launch, flag_dict, parse_flags, read_script, split_at_script
 
 KINDS = ("deepspeed-launch", "torchrun-plan", "torchtitan-cli")
@@ -166,10 +167,14 @@ def titan_sections(args: list[str], path: Path) -> dict[str, dict]:
     while i < len(args):
         word = args[i]
         if word.startswith("activation-checkpoint:"):
-            cfg.setdefault("activation_checkpoint", {})["mode"] = word.split(":", 1)[1].replace("-", "_")
+            mode = word.split(":", 1)[1].replace("-", "_")
+            ac = cfg.setdefault("activation_checkpoint", {})
+            ac["mode"] = mode
+            if mode == "selective":  # 0.3.0's SelectiveAC is the per-op policy, 0.2's selective_ac_option "op"
+                ac.setdefault("selective_ac_option", "op")
         elif word.startswith("--") and "." in word:
-            value, i = _titan_value(args, i)
             section, key = _titan_key(word)
+            value, i = _titan_list(args, i) if key in LIST_KEYS else _titan_value(args, i)
             cfg.setdefault(section, {})[key] = value
         i += 1
     if "enable_async_tensor_parallel" in cfg.get("compile", {}):
@@ -195,6 +200,17 @@ def _titan_value(args: list[str], i: int):
         return _scalar(nxt), i + 1
     m = TITAN_BOOL.match(word)
     return not (m and m.group(2)), i
+
+
+def _titan_list(args: list[str], i: int) -> tuple[list[str], int]:
+    """(items, index of the last): a tyro list is the words up to the next flag (`--compile.components
+    model loss`), or `--a.b=x` alone."""
+    if "=" in args[i]:
+        return [args[i].split("=", 1)[1]], i
+    j = i + 1
+    while j < len(args) and not args[j].startswith("-") and not args[j].startswith("activation-checkpoint:"):
+        j += 1
+    return args[i + 1:j], j - 1
 
 
 def _scalar(text: str):
