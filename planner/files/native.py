@@ -14,6 +14,7 @@ The software stack (hardware_profiles/stacks) follows the config: a Megatron scr
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -24,6 +25,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
+from planner.files import megatron_deepspeed as mds
 from planner.files import megatron_flags as mf
 from planner.files import read_configs as rc
 from planner.files.ds_partition import ds_stages
@@ -46,7 +48,7 @@ def detect(path: Path, text: str) -> str:
         return "torchtitan"
     if suffix == ".json" or stripped.startswith("{"):
         return "deepspeed"
-    if "--num-layers" in text or "pretrain_gpt" in text:
+    if "--num-layers" in text or "pretrain_gpt" in text or suffix in (".sh", ".bash", ".slurm", ".sbatch"):
         return "megatron"
     raise UserError(f"{path}: not a plan file, Megatron script/argument file (no --num-layers), DeepSpeed JSON "
                     "or torchtitan TOML")
@@ -68,7 +70,8 @@ def is_native(path: Path) -> bool:
     return True
 
 
-def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int]) -> loading.Problem:
+def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
+                gpus: Optional[int] = None) -> loading.Problem:
     """Read a native launch config into specs and a layout (dp derived).
 
     model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
@@ -76,14 +79,15 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     Megatron script's torchrun --nnodes, or #SBATCH --nodes, is used when given)."""
     path = Path(path)
     text = _read_text(path)
-    return load_native_text(text, detect(path, text), model, cluster, nodes, path)
+    return load_native_text(text, detect(path, text), model, cluster, nodes, path, gpus)
 
 
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
-                     path: Path = Path("config")) -> loading.Problem:
-    """load_native on text already read; `model`/`cluster` may also be loaded specs."""
+                     path: Path = Path("config"), gpus: Optional[int] = None) -> loading.Problem:
+    """load_native on text already read; `model`/`cluster` may also be loaded specs. `gpus` (--gpus)
+    is honoured for Megatron scripts."""
     if kind == "megatron":
-        return _megatron(path, text, model, cluster, nodes)
+        return _megatron(path, text, model, cluster, nodes, gpus)
     if kind == "deepspeed":
         return _deepspeed(path, text, model, cluster, nodes)
     return _torchtitan(path, text, model, cluster, nodes)
@@ -103,10 +107,11 @@ def _named(path: Path):
         raise UserError(f"{path}: {err}") from None
 
 
-def _sbatch_nodes(text: str, path: Path) -> Optional[int]:
-    """`#SBATCH --nodes N` as a count; None when absent or a range (2-4) or a variable."""
+def _sbatch_nodes(text, path: Path) -> Optional[int]:
+    """`#SBATCH --nodes N` (or `sbatch --nodes=N` in the script) as a count; None when absent or a range
+    (2-4) or a variable. `text`: the script, or its sbatch options already read."""
     with _named(path):
-        value = sbatch_options(text).get("--nodes", "")
+        value = (text if isinstance(text, dict) else sbatch_options(text)).get("--nodes", "")
     if not value.isdigit():
         return None
     if not value.isascii() or len(value) > 7:
@@ -140,15 +145,28 @@ def _load_cluster(cluster, nodes: Optional[int] = None, gpus: Optional[int] = No
 
 
 def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
-             script_nodes: Optional[int] = None, where: str = "") -> ClusterSpec:
+             script_nodes: Optional[int] = None, where: str = "", gpus: Optional[int] = None) -> ClusterSpec:
+    """The cluster for a script: the command line's --nodes/--gpus win over what the script's
+    environment defaults to (`NNODES=${SLURM_NNODES:-1}`), with a note saying so; else the script's
+    torchrun --nnodes/--nproc-per-node (or #SBATCH --nodes)."""
     if nodes is not None and script_nodes is not None and nodes != script_nodes:
-        raise UserError(f"{where}: torchrun --nnodes {script_nodes} but --nodes {nodes}; give one or make them agree")
+        note(where, f"--nodes {nodes} overrides the script's {script_nodes}")
+    if gpus is not None:
+        script_gpus = (script_nodes or 1) * per_node if per_node is not None else None
+        if script_gpus is not None and script_gpus != gpus:
+            note(where, f"--gpus {gpus} overrides the script's {script_gpus}")
+        return _load_cluster(cluster, nodes, gpus)
     spec = _load_cluster(cluster, nodes if nodes is not None else script_nodes)
     if per_node is not None and per_node != spec.gpus_per_node:
         data = spec.model_dump()
         data["gpus_per_node"] = per_node
         spec = loading.validate(ClusterSpec, data, f"{where}: cluster with torchrun --nproc-per-node {per_node}")
     return spec
+
+
+def note(where: str, message: str) -> None:
+    """One warning line on stderr: something read and not priced, or a command-line override."""
+    print(f"parplan: warning: {where}: {message}", file=sys.stderr)
 
 
 def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str) -> ClusterSpec:
@@ -177,22 +195,32 @@ def _layout(data: dict, where: str) -> Layout:
 
 # ---- Megatron -----------------------------------------------------------------------------------
 
-def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+              gpus: Optional[int] = None) -> loading.Problem:
+    """A Megatron-LM (or Megatron-DeepSpeed) launch script. With --model its shape flags are not read."""
     with _named(path):
-        args = mf.read_megatron(text)
-        shape = mf.model_data(args)
+        args = mf.read_megatron(text, path if path.is_file() else None)
+        shape = None if model else mf.model_data(args)
+    for warning in args.shell.warnings if args.shell else []:
+        note(str(path), warning)
     spec = _load_model(model) if model else loading.validate(
         ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
+    if shape is None:
+        shape = {"num_layers": spec.num_layers, "num_experts": spec.num_experts}
     with _named(path):
         script_nodes, per_node = mf.torchrun_size(args.torchrun)
-    sbatch = _sbatch_nodes(text, path)
+        if args.launcher == "deepspeed":
+            script_nodes, per_node = mds.launcher_size(args.launcher_opts)
+    sbatch = _sbatch_nodes(args.shell.sbatch if args.shell else text, path)
     if script_nodes is None and sbatch is not None:
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
-    clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path))
+    clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
     with _named(path):
         lay_data, train = mf.layout_data(args, shape), mf.train_data(args)
+        if mds.is_megatron_deepspeed(args):
+            mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"])
     lay = _layout(lay_data, str(path))
-    train["stack"] = "nemo" if train.get("tp_comm_overlap") else "megatron-core"
+    train.setdefault("stack", "nemo" if train.get("tp_comm_overlap") else "megatron-core")
     if "global_batch_size" not in train:
         train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
