@@ -26,11 +26,24 @@ from typing import Callable, Optional
 from planner.errors import UserError
 from planner.files.ds_partition import PARTITIONS, ds_split
 
-ZERO_FLAGS = ("--zero-stage",)
+LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method", "--deepspeed-activation-checkpointing")
+LEGACY = LEGACY_RECOMPUTE + ("--DDP-impl",)
 
 
 def is_megatron_deepspeed(a) -> bool:
     return a.has("--deepspeed") or a.has("--deepspeed_config") or a.has("--deepspeed-config")
+
+
+def legacy(a, layout: dict, train: dict) -> None:
+    """2021 Megatron-LM flags (Narayanan et al. SC'21 scripts, Megatron-DeepSpeed): `--checkpoint-activations`
+    or `--activations-checkpoint-method uniform|block` turn on full-layer recompute (Megatron-LM v2.x
+    megatron/arguments.py: the method set = every layer's input checkpointed; renamed --recompute-method
+    in 2022); any of them (or `--DDP-impl`) means the 2021 code, priced with the megatron-2021 stack."""
+    if not any(a.has(flag) for flag in LEGACY):
+        return
+    if any(a.has(flag) for flag in LEGACY_RECOMPUTE) and not a.has("--recompute-granularity"):
+        layout["recompute"] = "full"
+    train["stack"] = "megatron-2021"
 
 
 def launcher_size(opts: list[str]) -> tuple[Optional[int], Optional[int]]:
@@ -92,8 +105,7 @@ def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int
     layout["zero"] = max(stage, 1) if bf16 else stage  # BF16_Optimizer: its own stage-1 equivalent
     if bf16 or stage:
         train["grad_dtype"] = "fp32"
-    if a.has("--checkpoint-activations") or a.has("--deepspeed-activation-checkpointing"):
-        layout["recompute"] = "full"
+    legacy(a, layout, train)
     micro, total = _int(cfg, "train_micro_batch_size_per_gpu", "ds_config"), _int(cfg, "train_batch_size", "ds_config")
     if micro:
         layout["mbs"] = micro

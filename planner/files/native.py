@@ -200,8 +200,13 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     """A Megatron-LM (or Megatron-DeepSpeed) launch script. With --model its shape flags are not read."""
     with _named(path):
         args = mf.read_megatron(text, path if path.is_file() else None)
+    warnings = args.shell.warnings if args.shell else []
+    for warning in warnings:  # before any error: a file not found beside the script explains a missing flag
+        note(str(path), warning)
+    shown = len(warnings)
+    with _named(path):
         shape = None if model else mf.model_data(args)
-    for warning in args.shell.warnings if args.shell else []:
+    for warning in warnings[shown:]:
         note(str(path), warning)
     spec = _load_model(model) if model else loading.validate(
         ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
@@ -217,6 +222,7 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
     with _named(path):
         lay_data, train = mf.layout_data(args, shape), mf.train_data(args)
+        mds.legacy(args, lay_data, train)
         if mds.is_megatron_deepspeed(args):
             mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"])
     lay = _layout(lay_data, str(path))
