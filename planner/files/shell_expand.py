@@ -68,6 +68,7 @@ def _grow(room: list, value: str) -> str:
 def _text(sh, text: str, room: list, quoted: bool) -> list:
     """Pieces of one segment's text: literal runs unsplittable, expansion results splittable unless quoted."""
     out, lit, i, n = [], [], 0, len(text)
+    expanded = False  # `"${A[@]}"` of an empty array is no field at all, `""` is one empty field
     while i < n:
         c = text[i]
         if quoted and c == "\\" and i + 1 < n and text[i + 1] in "$`\\":
@@ -87,8 +88,8 @@ def _text(sh, text: str, room: list, quoted: bool) -> list:
             out.append(("".join(lit), False))
             lit = []
         out.extend(produced)
-        i = end
-    if lit or (quoted and not out):
+        expanded, i = True, end
+    if lit or (quoted and not out and not expanded):
         out.append(("".join(lit), False))
     return out
 
