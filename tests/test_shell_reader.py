@@ -207,3 +207,16 @@ def test_any_text_is_read_or_refused_with_a_user_error(text):
         read_script(text)
     except UserError:
         pass
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("if true; then\n" * 3000 + "A=1\n" + "fi\n" * 3000, "nested more than 64"),
+    ("{\n" * 3000 + "A=1\n" + "}\n" * 3000, "nested more than 64"),
+    ("A=" + "${X:-" * 3000 + "1" + "}" * 3000 + "\n", "nested more than 16"),
+    ('A="' + "${" * 20000 + '"\n', "unclosed ${"),  # scanned once, not once per ${
+    ('A="' + "$(" * 20000 + '"\n', "unclosed $("),
+    ("cat <<E > f\n" + "${" * 20000 + "\nE\n", "unclosed ${"),
+])
+def test_hostile_nesting_is_refused_not_a_recursion_error(text, needle):
+    with pytest.raises(UserError, match=needle.replace("$", r"\$").replace("{", r"\{").replace("(", r"\(")):
+        read_script(text, every_branch=False)

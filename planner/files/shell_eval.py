@@ -25,6 +25,7 @@ from planner.files.shell_expand import expand, expand_fields, fields, pieces
 from planner.files.shell_tokens import statements, tokens
 
 MAX_DEPTH = 6
+MAX_NESTING = 64  # if / { } inside one another (launch scripts nest two or three)
 ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 OPENERS = {"if", "then", "elif", "else", "fi", "for", "while", "until", "select", "case", "do", "done", "esac",
            "{", "}", "!", "function"}
@@ -67,8 +68,12 @@ def _split_keywords(stmts: list) -> list:
     return out
 
 
-def _parse(stmts: list, i: int, stops: set) -> tuple[list, int]:
+def _parse(stmts: list, i: int, stops: set, depth: int = 0) -> tuple[list, int]:
     """Nodes up to a statement whose keyword is in `stops` (returned index points at it)."""
+    if depth > MAX_NESTING:
+        words = stmts[min(i, len(stmts) - 1)][0]
+        raise UserError(f"cannot read the script: an if or {{ }} group nested more than {MAX_NESTING} deep "
+                        f"(near {words[0].text[:20]!r})")
     nodes = []
     while i < len(stmts):
         head = _head(stmts[i])
@@ -76,7 +81,7 @@ def _parse(stmts: list, i: int, stops: set) -> tuple[list, int]:
             return nodes, i
         pos = getattr(stmts[i][0][0], "pos", None)
         if head == "if":
-            node, i = _parse_if(stmts, i + 1, pos)
+            node, i = _parse_if(stmts, i + 1, pos, depth + 1)
         elif head in ("for", "while", "until", "select", "case"):
             end = _end(stmts, i, head)
             node, i = ("skip", head, _skip(stmts, i, head), pos, stmts[end - 1][1]), end
@@ -84,7 +89,7 @@ def _parse(stmts: list, i: int, stops: set) -> tuple[list, int]:
             i = _end_braces(stmts, i)
             continue
         elif head == "{":
-            body, i = _parse(stmts, i + 1, {"}"})
+            body, i = _parse(stmts, i + 1, {"}"}, depth + 1)
             node = ("group", body, None, pos, stmts[i][1] if i < len(stmts) else "\n")
             i += 1
         elif head in ("}", "fi", "done", "esac", "then", "do", "elif", "else", "!"):
@@ -96,18 +101,18 @@ def _parse(stmts: list, i: int, stops: set) -> tuple[list, int]:
     return nodes, i
 
 
-def _parse_if(stmts: list, i: int, pos) -> tuple:
+def _parse_if(stmts: list, i: int, pos, depth: int) -> tuple:
     branches, other = [], None
     while True:
-        cond, i = _parse(stmts, i, {"then"})
-        body, i = _parse(stmts, i + 1, {"elif", "else", "fi"})
+        cond, i = _parse(stmts, i, {"then"}, depth)
+        body, i = _parse(stmts, i + 1, {"elif", "else", "fi"}, depth)
         branches.append((cond, body))
         head = _head(stmts[i]) if i < len(stmts) else "fi"
         i += 1
         if head == "elif":
             continue
         if head == "else":
-            other, i = _parse(stmts, i, {"fi"})
+            other, i = _parse(stmts, i, {"fi"}, depth)
             i += 1
         sep = stmts[i - 1][1] if 0 < i <= len(stmts) else "\n"
         return ("if", branches, other, pos, sep), i

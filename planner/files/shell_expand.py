@@ -23,6 +23,7 @@ from planner.errors import UserError
 from planner.files.shell_tokens import Word, closing, line_at
 
 MAX_VALUE_CHARS = 64 * 1024
+MAX_NESTING = 16  # ${A:-${B:-...}} defaults within defaults
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]")
 PARAM = re.compile(r"(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(\[[^\]]*\])?(?:(:?[-=+?])(.*))?$", re.S)
 BREAK = object()  # a field boundary that `"${A[@]}"` forces between items
@@ -104,13 +105,13 @@ def _one(sh, text: str, i: int, room: list, quoted: bool) -> tuple[int, list]:
                 return end + 1, [(_grow(room, _arith(sh, text[i + 3:end - 1], text[i:end + 1])), split)]
         end = text.find("`", i + 1) if text[i] == "`" else closing(text, i + 1, "(", ")")
         if end < 0:
-            return i, []
+            raise UserError(f"cannot read the script: {sh.line(None)}: unclosed {text[i:i + 2]} (bash: bad substitution)")
         inner = text[i + 1:end] if text[i] == "`" else text[i + 2:end]
         return end + 1, [(_grow(room, _command(sh, inner, text[i:end + 1])), split)]
     if text.startswith("${", i):
         end = closing(text, i + 1, "{", "}")
         if end < 0:
-            return i, []
+            raise UserError(f"cannot read the script: {sh.line(None)}: unclosed ${{ (bash: bad substitution)")
         return end + 1, _param(sh, text[i + 2:end], text[i:end + 1], room, quoted)
     m = NAME.match(text, i + 1)
     if m:
@@ -176,7 +177,13 @@ def _param(sh, inner: str, written: str, room: list, quoted: bool) -> list:
     if op.endswith("?"):
         sh.unknown += 1
         return [(_grow(room, written), False)]
-    produced = _word(sh, word, room, quoted)
+    if sh.nesting >= MAX_NESTING:
+        raise UserError(f"cannot read the script: {sh.line(None)}: ${{...:-...}} nested more than {MAX_NESTING} deep")
+    sh.nesting += 1
+    try:
+        produced = _word(sh, word, room, quoted)
+    finally:
+        sh.nesting -= 1
     if op.endswith("=") and not name.isdigit():
         sh.scalars[name] = join(produced)
         sh.charge(name, len(sh.scalars[name]), None)

@@ -162,10 +162,11 @@ class _Lexer:
             if text.startswith("$(", j) or text.startswith("${", j) or text[j] == "`":
                 end = (text.find("`", j + 1) if text[j] == "`" else
                        closing(text, j + 1, "(", ")") if text[j + 1] == "(" else closing(text, j + 1, "{", "}"))
-                if end > 0:
-                    part.append(text[j:end + 1])
-                    j = end + 1
-                    continue
+                if end < 0:  # bash: "bad substitution" / unexpected EOF
+                    self.fail(f"unclosed {text[j:j + 2] if text[j] == '$' else '`'} inside double quotes", j)
+                part.append(text[j:end + 1])
+                j = end + 1
+                continue
             part.append(text[j])
             j += 1
         if j >= n:

@@ -50,6 +50,7 @@ class ShellScript:
     positional: list[str] = field(default_factory=list)  # $1 ...
     unknown: int = 0  # expansions that stayed as written (decides whether a test can be evaluated)
     depth: int = 0
+    nesting: int = 0  # ${X:-${Y:-...}} levels being expanded
     where: str = ""
     exited: bool = False
     every_branch: bool = False  # read every branch of an `if` (validators of written files) instead of evaluating
