@@ -220,3 +220,26 @@ def test_any_text_is_read_or_refused_with_a_user_error(text):
 def test_hostile_nesting_is_refused_not_a_recursion_error(text, needle):
     with pytest.raises(UserError, match=needle.replace("$", r"\$").replace("{", r"\{").replace("(", r"\(")):
         read_script(text, every_branch=False)
+
+
+@pytest.mark.parametrize("zero,precision,want", [
+    (0, '"bf16": {"enabled": true}', (1, "fp32")),  # BF16_Optimizer: ZeRO-1 equivalent, fp32 grad buffer
+    (1, '"bf16": {"enabled": true}', (1, None)),
+    (0, '"fp16": {"enabled": true}', (0, None)),
+    (2, '"fp16": {"enabled": true}', (2, None)),
+])
+def test_megatron_deepspeed_zero_and_gradients(tmp_path, zero, precision, want):
+    """deepspeed/runtime/bf16_optimizer.py (0.19.8): bf16 + stage 0 keeps fp32 master/Adam on 1/dp and a whole
+    fp32 gradient buffer; any other combination is DeepSpeed's ZeRO stage with the weights' gradient dtype."""
+    flag = "--bf16" if "bf16" in precision else "--fp16"
+    path = tmp_path / "run.slurm"
+    path.write_text(f"Z={zero}\nCFG=./ds.json\ncat <<EOT > $CFG\n{{\"train_batch_size\": 64, "
+                    f"\"train_micro_batch_size_per_gpu\": 2, \"zero_optimization\": {{\"stage\": $Z}}, {precision}}}\n"
+                    "EOT\npython -m torch.distributed.run --nproc_per_node 8 --nnodes 1 pretrain_gpt.py "
+                    "--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 512 --micro-batch-size 1 "
+                    f"--vocab-size 1000 --tensor-model-parallel-size 2 {flag} --checkpoint-activations "
+                    "--deepspeed --deepspeed_config $CFG --zero-stage $Z\n")
+    prob = load_native(path, None, "dgx-a100", None)
+    assert (prob.layout.zero, prob.train.grad_dtype) == want
+    assert (prob.layout.mbs, prob.train.global_batch_size, prob.layout.recompute) == (2, 64, "full")
+    assert prob.train.stack_spec.name == "megatron-2021"

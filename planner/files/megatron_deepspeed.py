@@ -9,7 +9,8 @@ What it maps to parplan's fields (layout and training dicts of planner.files.meg
   (`fp32_groups_gradients_flat`, grad_acc_dtype fp32), fp32 master weights and Adam states on this
   rank's 1/dp partition only (`fp32_groups_flat_partition`): ZeRO-1 with fp32 gradients, so zero=1,
   grad_dtype=fp32. BigScience's comment says it too: "bf16 must use z0! it implements its own zero
-  stage 1 equivalent". With fp16 DeepSpeed's stage-0 optimizer keeps fp32 master and states whole (zero=0).
+  stage 1 equivalent". With fp16 DeepSpeed's stage-0 optimizer keeps fp32 master and states whole (zero=0);
+  ZeRO stages 1-3 keep gradients in the weights' dtype (grad_dtype left to its default).
 - `--checkpoint-activations` (2021 Megatron) / `--deepspeed-activation-checkpointing`: full recompute.
 - `--pp-partition-method 'type:transformer|embedding'`: DeepSpeed's partitioner (planner.files.ds_partition).
 - micro and global batch: the config's train_micro_batch_size_per_gpu / train_batch_size when they are
@@ -102,9 +103,9 @@ def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int
     if stage > 3:
         raise UserError(f"zero_optimization.stage {stage}: DeepSpeed has stages 0 to 3")
     bf16 = isinstance(cfg.get("bf16"), dict) and cfg["bf16"].get("enabled") is True or a.has("--bf16")
-    layout["zero"] = max(stage, 1) if bf16 else stage  # BF16_Optimizer: its own stage-1 equivalent
-    if bf16 or stage:
-        train["grad_dtype"] = "fp32"
+    bf16_optimizer = bf16 and stage == 0  # DeepSpeed's BF16_Optimizer: its own stage-1 equivalent
+    layout["zero"] = 1 if bf16_optimizer else stage
+    train["grad_dtype"] = "fp32" if bf16_optimizer else None  # ZeRO 1-3 keep the weights' dtype
     legacy(a, layout, train)
     micro, total = _int(cfg, "train_micro_batch_size_per_gpu", "ds_config"), _int(cfg, "train_batch_size", "ds_config")
     if micro:
