@@ -49,7 +49,8 @@ def test_unknown_stays_as_written():
 
 def test_if_elif_on_known_values():
     text = ('SIZE=3.6B\nif [ ${SIZE} == "1.7B" ]; then\n  TP=1\nelif [ ${SIZE} == "3.6B" ]; then\n  TP=2\n'
-            'else\n  TP=8\nfi\n[[ "$TP" == 2 ]] && OK=yes || OK=no\nif [ "$TP" -gt 1 ] && [ -n "$SIZE" ]; then BIG=1; fi\n')
+            'else\n  TP=8\nfi\n[[ "$TP" == 2 ]] && OK=yes || OK=no\n'
+            'if [ "$TP" -gt 1 ] && [ -n "$SIZE" ]; then BIG=1; fi\n')
     sh = read_script(text, every_branch=False)
     assert (sh.scalars["TP"], sh.scalars["OK"], sh.scalars.get("BIG")) == ("2", "yes", "1")
     assert sh.warnings == []

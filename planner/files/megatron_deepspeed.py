@@ -27,7 +27,8 @@ from typing import Callable, Optional
 from planner.errors import UserError
 from planner.files.ds_partition import PARTITIONS, ds_split
 
-LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method", "--deepspeed-activation-checkpointing")
+LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method",
+                    "--deepspeed-activation-checkpointing")
 LEGACY = LEGACY_RECOMPUTE + ("--DDP-impl",)
 
 

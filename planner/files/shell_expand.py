@@ -105,7 +105,8 @@ def _one(sh, text: str, i: int, room: list, quoted: bool) -> tuple[int, list]:
                 return end + 1, [(_grow(room, _arith(sh, text[i + 3:end - 1], text[i:end + 1])), split)]
         end = text.find("`", i + 1) if text[i] == "`" else closing(text, i + 1, "(", ")")
         if end < 0:
-            raise UserError(f"cannot read the script: {sh.line(None)}: unclosed {text[i:i + 2]} (bash: bad substitution)")
+            raise UserError(f"cannot read the script: {sh.line(None)}: unclosed {text[i:i + 2]} "
+                            "(bash: bad substitution)")
         inner = text[i + 1:end] if text[i] == "`" else text[i + 2:end]
         return end + 1, [(_grow(room, _command(sh, inner, text[i:end + 1])), split)]
     if text.startswith("${", i):

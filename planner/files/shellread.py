@@ -24,8 +24,8 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.files import shell_eval
-from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields, pieces, join  # noqa: F401
-from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401
+from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields  # noqa: F401  (re-exported)
+from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401  (Word re-exported)
 
 MAX_TOTAL_CHARS = 16 * 2**20
 MAX_WARNINGS = 20
