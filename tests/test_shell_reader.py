@@ -244,3 +244,18 @@ def test_megatron_deepspeed_zero_and_gradients(tmp_path, zero, precision, want):
     assert (prob.layout.zero, prob.train.grad_dtype) == want
     assert (prob.layout.mbs, prob.train.global_batch_size, prob.layout.recompute) == (2, 64, "full")
     assert prob.train.stack_spec.name == "megatron-2021"
+
+
+def test_deepspeed_launcher_sizes_the_cluster(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("deepspeed --num_nodes 2 --num_gpus 4 pretrain_gpt.py --num-layers 4 --hidden-size 256 "
+                    "--num-attention-heads 8 --seq-length 512 --micro-batch-size 1 --vocab-size 1000 --bf16\n")
+    prob = load_native(path, None, "dgx-h100", None)
+    assert (prob.cluster.num_nodes, prob.cluster.gpus_per_node) == (2, 4)
+
+
+def test_script_without_any_launch_says_so(tmp_path):
+    path = tmp_path / "submit.sh"
+    path.write_text("source ./settings.sh\nsbatch --nodes=2 job.sh\n")
+    with pytest.raises(UserError, match="no Megatron launch found.*see the warnings above"):
+        load_native(path, None, "dgx-h100", None)

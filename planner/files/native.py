@@ -204,6 +204,9 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     for warning in warnings:  # before any error: a file not found beside the script explains a missing flag
         note(str(path), warning)
     shown = len(warnings)
+    if args.launcher is None and not args.has("--num-layers") and not model:
+        raise UserError(f"{path}: no Megatron launch found: no command runs a training script and no --num-layers "
+                        "is given" + (" (see the warnings above)" if warnings else ""))
     with _named(path):
         shape = None if model else mf.model_data(args)
     for warning in warnings[shown:]:
