@@ -83,7 +83,7 @@ def test_megatron_argument_file(tmp_path):
 @pytest.mark.parametrize("change,message", [
     (("--num-layers 32", "--num-layers thirty"), "--num-layers 'thirty'"),
     (("--bf16", "--fp16 --bf16"), "--bf16 and --fp16"),
-    (("--vocab-size 32000", ""), "--vocab-size is missing"),
+    (("--vocab-size 32000", ""), "gives no --vocab-size; add --vocab-size to the script or give --model"),
     (("--bf16", "--bf16 --recompute-granularity partial"), "--recompute-granularity 'partial'"),
     (("--bf16", "--bf16 --normalization BatchNorm"), "--normalization 'BatchNorm'"),
     (("--bf16", "--bf16 --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et*3|t*3L'"),
@@ -95,13 +95,15 @@ def test_megatron_errors_name_the_flag(tmp_path, change, message):
         load_native(path, None, "dgx-h100", 1)
 
 
-def test_torchrun_nodes_conflict(tmp_path):
+def test_torchrun_nodes_overridden(tmp_path, capsys):
+    """The command line wins over the script (issue 34): --nodes 3 replaces torchrun --nnodes 2, said on stderr."""
     text = f"torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py {MEGATRON_ARGS.splitlines()[1]} " \
            f"{MEGATRON_ARGS.splitlines()[2]}"
     path = _write(tmp_path, "run.sh", text)
     assert load_native(path, None, "dgx-h100", None).cluster.num_nodes == 2
-    with pytest.raises(UserError, match="--nnodes 2 but --nodes 3"):
-        load_native(path, None, "dgx-h100", 3)
+    assert "overrides" not in capsys.readouterr().err
+    assert load_native(path, None, "dgx-h100", 3).cluster.num_nodes == 3
+    assert "--nodes 3 overrides the script's 2" in capsys.readouterr().err
 
 
 DS = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,

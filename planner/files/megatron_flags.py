@@ -10,6 +10,7 @@ Every bad value raises UserError naming the flag and the value.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -17,8 +18,9 @@ from typing import Optional
 from planner.errors import UserError
 from planner.files import megatron_flag_table as flag_table
 from planner.files.megatron_names import NORM, POSITION, SWITCHES, ZERO_FSDP
+from planner.files.megatron_vocab import vocab_size
 from planner.files.shellread import (
-    find_launch, flag_dict, parse_flags, read_script, split_at_script,
+    ShellScript, flag_dict, parse_flags, read_script, split_at_script,
 )
 
 NORM_BACK = {v: k for k, v in NORM.items()}
@@ -36,6 +38,9 @@ class MegatronArgs:
     pairs: list = field(default_factory=list)
     torchrun: Optional[list[str]] = None
     env: dict = field(default_factory=dict)
+    launcher: Optional[str] = None  # torchrun, deepspeed, python (None: an argument file)
+    launcher_opts: list = field(default_factory=list)  # the launcher's own options
+    shell: Optional[ShellScript] = None  # the evaluated script: warnings, here-document files, #SBATCH
 
     @property
     def flags(self) -> dict:
@@ -66,16 +71,40 @@ class MegatronArgs:
         return self.int(flag)
 
 
-def read_megatron(text: str) -> MegatronArgs:
-    """The first launch of a .py script (torchrun or python), or every flag of an argument file."""
-    sh = read_script(text)
-    for launcher in ("torchrun", "python", "python3"):
-        for argv in find_launch(sh, launcher):
-            opts, script, args = split_at_script(argv)
+LAUNCHERS = ("torchrun", "deepspeed", "python", "python3")
+TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")  # `python -m torch.distributed.run` = torchrun
+
+
+def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str]]]:
+    """(launcher, its options, training script, script arguments) of every command running a script."""
+    found = []
+    for words in sh.commands:
+        for i, w in enumerate(words):
+            launcher = w.rsplit("/", 1)[-1]
+            if launcher not in LAUNCHERS:
+                continue
+            opts, script, args = split_at_script(words[i + 1:])
+            if script in TORCH_RUN:
+                launcher, (opts, script, args) = "torchrun", split_at_script(args)
             if script is not None:
-                return MegatronArgs(parse_flags(args, SWITCHES), opts if launcher == "torchrun" else None, sh.env)
+                found.append((launcher, opts, script, args))
+            break
+    return found
+
+
+def read_megatron(text: str, path=None) -> MegatronArgs:
+    """The launch of Megatron's training script (the first whose script is pretrain_*.py or that gives
+    --num-layers; else the first torchrun, then python launch), or every flag of an argument file.
+    `path`: the script's file, whose folder `source`d files are read from."""
+    sh = read_script(text, path, every_branch=False)
+    found = launches(sh)
+    main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
+    for launcher, opts, _, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
+        return MegatronArgs(parse_flags(args, SWITCHES), opts if launcher == "torchrun" else None, sh.env,
+                            launcher, opts, sh)
     words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
-    return MegatronArgs(parse_flags(words, SWITCHES), None, sh.env)
+    words += [w for value in sh.scalars.values() if "--num-layers" in value for w in value.split()]
+    return MegatronArgs(parse_flags(words, SWITCHES), None, sh.env, None, [], sh)
 
 
 def model_data(a: MegatronArgs) -> dict:
@@ -83,14 +112,18 @@ def model_data(a: MegatronArgs) -> dict:
     heads = a.require_int("--num-attention-heads")
     hidden = a.require_int("--hidden-size")
     data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
-            "vocab_size": a.require_int("--vocab-size"), "seq_length": seq_length(a),
+            "vocab_size": vocab_size(a), "seq_length": seq_length(a),
             "activation": "swiglu" if a.has("--swiglu") else "gelu",
             "norm": _choice(a, "--normalization", NORM_BACK, "LayerNorm"),
-            "position_embedding": _choice(a, "--position-embedding-type", POSITION_BACK, "learned_absolute"),
+            "position_embedding": _choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
+                                          "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
             "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
             "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout")),
             "mtp_num_layers": a.int("--mtp-num-layers", 0, minimum=0)}
+    if a.str("--position-embedding-type") == "alibi" and a.shell is not None:  # Megatron-DeepSpeed (BLOOM)
+        a.shell.warn("--position-embedding-type alibi: priced as no position embedding (ALiBi has no weights; "
+                     "its attention bias is not counted)")
     data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
     for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
         if a.has(flag):

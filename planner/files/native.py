@@ -18,6 +18,7 @@ The software stack (hardware_profiles/stacks) follows the config: a Megatron scr
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -28,6 +29,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
+from planner.files import megatron_deepspeed as mds
 from planner.files import megatron_flags as mf
 from planner.files import ds_auto
 from planner.files import parplan_launch
@@ -57,7 +59,7 @@ def detect(path: Path, text: str) -> str:
         return "deepspeed"
     if titan_cli.is_titan_cli(text):
         return "torchtitan"
-    if "--num-layers" in text or "pretrain_gpt" in text:
+    if "--num-layers" in text or "pretrain_gpt" in text or suffix in (".sh", ".bash", ".slurm", ".sbatch"):
         return "megatron"
     raise UserError(f"{path}: not a plan file, Megatron script/argument file (no --num-layers), DeepSpeed JSON "
                     "or torchtitan TOML")
@@ -91,7 +93,8 @@ def is_native(path: Path) -> bool:
 
 
 def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
-                flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None) -> loading.Problem:
+                flags: TrainerFlags = TrainerFlags(), notes: Optional[ReadNotes] = None,
+                gpus: Optional[int] = None) -> loading.Problem:
     """Read a native launch config into specs and a layout (dp derived).
 
     flags: check's --micro-batch/--grad-accum/--global-batch/--precision, which fill a DeepSpeed JSON's
@@ -106,18 +109,19 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     if launch:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
     kind = detect(path, text)
-    prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes)
+    prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes, gpus)
     seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
     return parplan_launch.with_seq(prob, seq)  # a DeepSpeed JSON has no sequence length: its launcher's
 
 
 def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
                      path: Path = Path("config"), flags: TrainerFlags = TrainerFlags(),
-                     notes: Optional[ReadNotes] = None) -> loading.Problem:
+                     notes: Optional[ReadNotes] = None, gpus: Optional[int] = None) -> loading.Problem:
     """load_native on text already read; `model`/`cluster` may also be loaded specs. Without `notes` a
-    config that does not fix its GPU count needs --nodes (with them, the cluster's size is assumed and said)."""
+    config that does not fix its GPU count needs --nodes (with them, the cluster's size is assumed and said).
+    `gpus` (--gpus) is honoured for Megatron scripts."""
     if kind == "megatron":
-        return _megatron(path, text, model, cluster, nodes)
+        return _megatron(path, text, model, cluster, nodes, gpus)
     if kind == "deepspeed":
         return _deepspeed(path, text, model, cluster, nodes, flags, notes)
     return _torchtitan(path, text, model, cluster, nodes, notes)
@@ -137,10 +141,11 @@ def _named(path: Path):
         raise UserError(f"{path}: {err}") from None
 
 
-def _sbatch_nodes(text: str, path: Path) -> Optional[int]:
-    """`#SBATCH --nodes N` as a count; None when absent or a range (2-4) or a variable."""
+def _sbatch_nodes(text, path: Path) -> Optional[int]:
+    """`#SBATCH --nodes N` (or `sbatch --nodes=N` in the script) as a count; None when absent or a range
+    (2-4) or a variable. `text`: the script, or its sbatch options already read."""
     with _named(path):
-        value = sbatch_options(text).get("--nodes", "")
+        value = (text if isinstance(text, dict) else sbatch_options(text)).get("--nodes", "")
     if not value.isdigit():
         return None
     if not value.isascii() or len(value) > 7:
@@ -174,15 +179,28 @@ def _load_cluster(cluster, nodes: Optional[int] = None, gpus: Optional[int] = No
 
 
 def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
-             script_nodes: Optional[int] = None, where: str = "") -> ClusterSpec:
+             script_nodes: Optional[int] = None, where: str = "", gpus: Optional[int] = None) -> ClusterSpec:
+    """The cluster for a script: the command line's --nodes/--gpus win over what the script's
+    environment defaults to (`NNODES=${SLURM_NNODES:-1}`), with a note saying so; else the script's
+    torchrun --nnodes/--nproc-per-node (or #SBATCH --nodes)."""
     if nodes is not None and script_nodes is not None and nodes != script_nodes:
-        raise UserError(f"{where}: torchrun --nnodes {script_nodes} but --nodes {nodes}; give one or make them agree")
+        note(where, f"--nodes {nodes} overrides the script's {script_nodes}")
+    if gpus is not None:
+        script_gpus = (script_nodes or 1) * per_node if per_node is not None else None
+        if script_gpus is not None and script_gpus != gpus:
+            note(where, f"--gpus {gpus} overrides the script's {script_gpus}")
+        return _load_cluster(cluster, nodes, gpus)
     spec = _load_cluster(cluster, nodes if nodes is not None else script_nodes)
     if per_node is not None and per_node != spec.gpus_per_node:
         data = spec.model_dump()
         data["gpus_per_node"] = per_node
         spec = loading.validate(ClusterSpec, data, f"{where}: cluster with torchrun --nproc-per-node {per_node}")
     return spec
+
+
+def note(where: str, message: str) -> None:
+    """One warning line on stderr: something read and not priced, or a command-line override."""
+    print(f"parplan: warning: {where}: {message}", file=sys.stderr)
 
 
 def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
@@ -217,22 +235,41 @@ def _layout(data: dict, where: str) -> Layout:
 
 # ---- Megatron -----------------------------------------------------------------------------------
 
-def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes) -> loading.Problem:
+def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
+              gpus: Optional[int] = None) -> loading.Problem:
+    """A Megatron-LM (or Megatron-DeepSpeed) launch script. With --model its shape flags are not read."""
     with _named(path):
-        args = mf.read_megatron(text)
-        shape = mf.model_data(args)
+        args = mf.read_megatron(text, path if path.is_file() else None)
+    warnings = args.shell.warnings if args.shell else []
+    for warning in warnings:  # before any error: a file not found beside the script explains a missing flag
+        note(str(path), warning)
+    shown = len(warnings)
+    if args.launcher is None and not args.has("--num-layers") and not model:
+        raise UserError(f"{path}: no Megatron launch found: no command runs a training script and no --num-layers "
+                        "is given" + (" (see the warnings above)" if warnings else ""))
+    with _named(path):
+        shape = None if model else mf.model_data(args)
+    for warning in warnings[shown:]:
+        note(str(path), warning)
     spec = _load_model(model) if model else loading.validate(
         ModelSpec, {"name": path.stem, **shape}, f"{path}: model from flags")
+    if shape is None:
+        shape = {"num_layers": spec.num_layers, "num_experts": spec.num_experts}
     with _named(path):
         script_nodes, per_node = mf.torchrun_size(args.torchrun)
-    sbatch = _sbatch_nodes(text, path)
+        if args.launcher == "deepspeed":
+            script_nodes, per_node = mds.launcher_size(args.launcher_opts)
+    sbatch = _sbatch_nodes(args.shell.sbatch if args.shell else text, path)
     if script_nodes is None and sbatch is not None:
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
-    clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path))
+    clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
     with _named(path):
         lay_data, train = mf.layout_data(args, shape), mf.train_data(args)
+        mds.legacy(args, lay_data, train)
+        if mds.is_megatron_deepspeed(args):
+            mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"])
     lay = _layout(lay_data, str(path))
-    train["stack"] = "nemo" if train.get("tp_comm_overlap") else "megatron-core"
+    train.setdefault("stack", "nemo" if train.get("tp_comm_overlap") else "megatron-core")
     if "global_batch_size" not in train:
         train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
     return loading.Problem(spec, clus, _train(train, str(path)), lay, mf.unpriced_warnings(args))

@@ -1,51 +1,75 @@
 """Read launch flags back out of a shell script or argument file, without running anything.
 
 Used by the validators (planner.exporters.check_written) and by `parplan check` on native configs
-(planner.files.native). It understands what launch scripts do in practice (launch_formats.md, Megatron
-and SLURM sections): scalar assignments (`X=1`, `export X=1`), arrays (`ARGS=( --a 1 ... )`),
-line continuations, comments, `${X}`, `${X:-default}` and `"${ARGS[@]}"`. Anything else (loops,
-command substitution) is skipped. Variables the script does not assign stay as written (`$SLURM_NNODES`).
+(planner.files.native). The script is split into words (planner.files.shell_tokens), evaluated on what
+it assigns (planner.files.shell_eval: assignments, arrays, `if` on known values, `source`, `bash -c`,
+here-documents) with bash's expansion and word splitting (planner.files.shell_expand). SLURM's
+variables (`$SLURM_NNODES`, `$SLURM_JOB_NUM_NODES`, `$SLURM_GPUS_ON_NODE`, ...) come from the script's
+`#SBATCH` lines. What cannot be known (an unassigned variable, `$(scontrol ...)`) stays as written
+(`$SLURM_JOB_ID`); what is skipped is listed in `ShellScript.warnings`, one line each.
 
 Expansion is bounded (a 300-byte script doubling `A=$A$A` forty times would need a terabyte): a value
 or an array may hold at most MAX_VALUE_CHARS characters, the whole script's expansions at most
-MAX_TOTAL_CHARS; past that, and on an unclosed quote, a UserError names the line.
+MAX_TOTAL_CHARS, a script at most MAX_WORDS words (nested files included); past that, and on an
+unclosed quote, a UserError names the line.
 """
 
 from __future__ import annotations
 
-import re
+import posixpath
 import shlex
 from dataclasses import dataclass, field
-from functools import cached_property
+from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
+from planner.files import shell_eval
+from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields  # noqa: F401  (re-exported)
+from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401  (Word re-exported)
 
-SEPARATORS = {";", "&&", "||", "|", "&", ";;"}
-KEYWORDS = {"then", "else", "do", "if", "elif", "while", "until", "!", "{", "}", "time"}
-ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
-VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-ARRAY_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
-MAX_VALUE_CHARS = 64 * 1024
 MAX_TOTAL_CHARS = 16 * 2**20
-MAX_WORDS = 200_000  # a launch script has a few thousand
+MAX_WARNINGS = 20
 
 
 @dataclass
 class ShellScript:
-    """What a script assigns and which simple commands it runs (words expanded)."""
+    """What a script assigns, which simple commands it runs (words expanded), and what was not read."""
 
     scalars: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, list[str]] = field(default_factory=dict)
     commands: list[list[str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # exported or command-prefix assignments
     expanded: int = 0  # characters produced by expansion so far (bounded by MAX_TOTAL_CHARS)
-    text: str = ""  # the script, for line numbers in messages
+    text: str = ""  # the text being read, for line numbers in messages
+    warnings: list[str] = field(default_factory=list)  # one line per thing skipped
+    files: dict[str, str] = field(default_factory=dict)  # `cat <<EOT > NAME`: NAME -> the body, expanded
+    heredocs: list[str] = field(default_factory=list)  # every here-document body, expanded, in order
+    sbatch: dict[str, str] = field(default_factory=dict)  # #SBATCH lines and `sbatch --opt` of the script
+    script_dir: Optional[str] = None  # the folder sourced files are looked for in (None: none are read)
+    script_name: str = "script"  # $0
+    positional: list[str] = field(default_factory=list)  # $1 ...
+    unknown: int = 0  # expansions that stayed as written (decides whether a test can be evaluated)
+    depth: int = 0
+    nesting: int = 0  # ${X:-${Y:-...}} levels being expanded
+    where: str = ""
+    exited: bool = False
+    every_branch: bool = False  # read every branch of an `if` (validators of written files) instead of evaluating
+    budget: list = field(default_factory=lambda: [MAX_WORDS])  # words left to read, nested files included
 
     def line_of(self, word) -> str:
-        """'line N' of a word (its offset in the script), '' when unknown."""
+        """'line N' of a word (its offset in the text being read), '' when unknown."""
         pos = getattr(word, "pos", None)
-        return "" if pos is None else f"line {self.text.count(chr(10), 0, pos) + 1}"
+        return self.line(pos) if pos is not None else ""
+
+    def line(self, pos) -> str:
+        if pos is None:
+            return "a line"
+        place = f"line {line_at(self.text, pos)}"
+        return f"{self.where} {place}" if self.depth > 1 and self.where else place
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings and len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(message)
 
     def charge(self, name: str, value_len: int, word) -> None:
         """Count `value_len` expanded characters for `name`; refuse a value or a total past the bounds."""
@@ -53,234 +77,64 @@ class ShellScript:
         if value_len > MAX_VALUE_CHARS or self.expanded > MAX_TOTAL_CHARS:
             limit = MAX_VALUE_CHARS if value_len > MAX_VALUE_CHARS else MAX_TOTAL_CHARS
             shown = "".join(c if c.isprintable() else "?" for c in name[:40])
-            raise UserError(f"cannot read the script: {self.line_of(word)}: {shown} expands past {limit} characters "
-                            "(variable expansion is bounded)")
+            raise UserError(f"cannot read the script: {self.line_of(word) or 'a line'}: {shown} expands past {limit} "
+                            "characters (variable expansion is bounded)")
 
 
-class Word(tuple):
-    """A shell word as segments (text, expandable): single-quoted text is never expanded."""
-
-    @cached_property
-    def text(self) -> str:
-        return "".join(t for t, _ in self)
-
-    @property
-    def plain(self) -> bool:
-        """Written without quotes or escapes (so `(`, `)`, keywords and separators count)."""
-        return len(self) == 1 and self[0][1] == "bare"
+SLURM_FROM_SBATCH = {"--nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
+                     "--ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
+                     "--gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"),
+                     "--cpus-per-task": ("SLURM_CPUS_PER_TASK",), "--ntasks": ("SLURM_NTASKS",),
+                     "--job-name": ("SLURM_JOB_NAME",)}
 
 
-def _tokens(text: str) -> list:
-    """Split like bash: quotes, backslashes, comments, newlines and `;&|()` as separators."""
-    out: list = []
-    segs: list = []
-    buf: list[str] = []
-    kind = "bare"
-    i, n = 0, len(text)
-    start = [0]
-
-    def flush_seg(k):
-        if buf:
-            segs.append(("".join(buf), k))
-            buf.clear()
-
-    def flush_word():
-        flush_seg(kind)
-        if segs:
-            out.append(_word(tuple(segs), start[0]))
-            segs.clear()
-            if len(out) > MAX_WORDS:
-                raise UserError(f"cannot read the script: line {_line(text, i)}: more than {MAX_WORDS} words "
-                                "(launch scripts are far shorter)")
-
-    while i < n:
-        c = text[i]
-        if not buf and not segs:
-            start[0] = i
-        if c == "\\" and i + 1 < n:
-            if text[i + 1] != "\n":
-                flush_seg(kind)
-                segs.append((text[i + 1], "lit"))
-            i += 2
-            continue
-        if c == "'":
-            flush_seg(kind)
-            j = text.find("'", i + 1)
-            if j < 0:
-                raise UserError(f"cannot read the script: line {_line(text, i)}: unclosed single quote")
-            segs.append((text[i + 1:j], "lit"))
-            i = j + 1
-            continue
-        if c == '"':
-            flush_seg(kind)
-            j, part = i + 1, []
-            while j < n and text[j] != '"':
-                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`\n':
-                    part.append("" if text[j + 1] == "\n" else text[j + 1])
-                    j += 2
-                    continue
-                part.append(text[j])
-                j += 1
-            if j >= n:
-                raise UserError(f"cannot read the script: line {_line(text, i)}: unclosed double quote")
-            segs.append(("".join(part), "dq"))
-            i = j + 1
-            continue
-        if c == "#" and not buf and not segs:
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if c in " \t\r":
-            flush_word()
-            i += 1
-            continue
-        if c == "$" and text.startswith("$(", i):
-            depth, j = 0, i + 1
-            while j < n:
-                depth += {"(": 1, ")": -1}.get(text[j], 0)
-                if depth == 0:
-                    break
-                j += 1
-            buf.append(text[i:j + 1])
-            i = j + 1
-            continue
-        if c in "\n;&|()":
-            flush_word()
-            two = text[i:i + 2]
-            tok = two if two in ("&&", "||", ";;") else c
-            out.append(_word(((tok, "bare"),), i))
-            i += len(tok)
-            continue
-        buf.append(c)
-        i += 1
-    flush_word()
-    return out
+def slurm_env(options: dict[str, str]) -> dict[str, str]:
+    """SLURM's output environment variables implied by #SBATCH options (sbatch(1), OUTPUT ENVIRONMENT
+    VARIABLES): a node count `--nodes=24` gives SLURM_NNODES=SLURM_JOB_NUM_NODES=24, `--gres=gpu:8` or
+    `--gpus-per-node=8` gives SLURM_GPUS_ON_NODE=8. A range (`2-4`) or a placeholder sets nothing."""
+    env = {}
+    for flag, names in SLURM_FROM_SBATCH.items():
+        value = options.get(flag, "")
+        if value and (flag == "--job-name" or value.isdigit()):
+            env.update({name: value for name in names})
+    gres = options.get("--gres", "")
+    gpus = gres.rsplit(":", 1)[-1] if gres.startswith("gpu:") else ""
+    if gpus.isdigit():
+        env.setdefault("SLURM_GPUS_ON_NODE", gpus)
+        env.setdefault("SLURM_GPUS_PER_NODE", gpus)
+    return env
 
 
-def _word(segs: tuple, pos: int) -> Word:
-    word = Word(segs)
-    word.pos = pos
-    return word
-
-
-def _line(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-def _statements(tokens: list) -> list[list]:
-    stmts: list[list] = []
-    cur: list = []
-    depth = 0
-    for tok in tokens:
-        if tok.plain and tok.text == "(":
-            depth += 1
-        elif tok.plain and tok.text == ")":
-            depth = max(0, depth - 1)
-        if depth == 0 and tok.plain and (tok.text in SEPARATORS or tok.text == "\n"):
-            if cur:
-                stmts.append(cur)
-            cur = []
-            continue
-        if not (tok.plain and tok.text == "\n"):
-            cur.append(tok)
-    if cur:
-        stmts.append(cur)
-    return stmts
-
-
-def read_script(text: str) -> ShellScript:
-    """Parse `text` into assignments and expanded simple commands."""
-    sh = ShellScript(text=text)
-    for stmt in _statements(_tokens(text)):
-        while stmt and stmt[0].plain and stmt[0].text in KEYWORDS:
-            stmt = stmt[1:]
-        if stmt and stmt[0].plain and stmt[0].text in ("export", "local", "readonly", "declare"):
-            stmt = [w for w in stmt[1:] if not w.text.startswith("-")]
-            _assignments(sh, stmt, exported=True)
-            continue
-        rest = _assignments(sh, stmt, exported=False)
-        if rest:
-            sh.commands.append(expand_words(sh, rest))
+def read_script(text: str, path: Optional[Path] = None, args: Optional[list[str]] = None,
+                every_branch: bool = True) -> ShellScript:
+    """Evaluate `text` into assignments and expanded simple commands. `path`: the script's file (its
+    folder is where `source`d files are read from, and $0); `args`: its positional arguments.
+    every_branch: read the commands of every `if` branch (what the validators of written files check:
+    a script offering a static and a c10d launch has both); False evaluates the conditions, as bash
+    would (what `check` does on a user's script)."""
+    sh = ShellScript(text=text, positional=list(args or []), every_branch=every_branch)
+    if path is not None:
+        sh.script_dir, sh.script_name = str(Path(path).parent), str(path)
+    sh.sbatch.update(sbatch_options(text))
+    if not every_branch:  # the validators check the script as written (`--nnodes "$SLURM_NNODES"`)
+        sh.scalars.update(slurm_env(sh.sbatch))
+    shell_eval.run(sh, text, posixpath.basename(sh.script_name))
     return sh
 
 
-def _is_paren(word, ch: str) -> bool:
-    return word.plain and word.text == ch
-
-
-def _assignments(sh: ShellScript, stmt: list, exported: bool) -> list:
-    """Consume leading assignments; return the command words that follow them."""
-    i = 0
-    while i < len(stmt):
-        m = ASSIGN.match(stmt[i][0][0]) if stmt[i][0][1] == "bare" else None
-        if not m:
-            break
-        name, append, first = m.groups()
-        word = _word(((first, "bare"),) + tuple(stmt[i][1:]), getattr(stmt[i], "pos", None))
-        if not word.text and i + 1 < len(stmt) and _is_paren(stmt[i + 1], "("):
-            end = next((j for j in range(i + 2, len(stmt)) if _is_paren(stmt[j], ")")), len(stmt))
-            items = (sh.arrays.get(name, []) if append else []) + expand_words(sh, stmt[i + 2:end])
-            sh.charge(name, sum(len(x) + 1 for x in items), stmt[i])
-            sh.arrays[name] = items
-            i = end + 1
-            continue
-        val = (sh.scalars.get(name, "") if append else "") + expand(sh, word)
-        sh.charge(name, len(val), stmt[i])
-        sh.scalars[name] = val
-        if exported or i + 1 < len(stmt):
-            sh.env[name] = sh.scalars[name]
-        i += 1
-    return stmt[i:]
-
-
-def _expand_text(sh: ShellScript, text: str, room: list) -> str:
-    """`text` with variables substituted; room[0] counts down the characters a word may still grow by."""
-    def sub(m: re.Match) -> str:
-        name = m.group(1) or m.group(4)
-        colon = (m.group(2) or "").startswith(":")
-        if name in sh.scalars and (sh.scalars[name] or not colon):
-            value = sh.scalars[name]
-        elif m.group(2):
-            value = m.group(3) or ""
-        else:
-            value = m.group(0)
-        room[0] -= len(value)
-        if room[0] < 0:
-            raise _TooLong
-        return value
-    return VAR.sub(sub, text)
-
-
-class _TooLong(Exception):
-    """A word's expansion passed MAX_VALUE_CHARS (re-raised as a UserError naming the line)."""
-
-
 def expand(sh: ShellScript, word) -> str:
-    """Substitute the variables the script assigned (`${X:-d}` gives d when X is unknown);
-    single-quoted and escaped text stays literal. A word grows to at most MAX_VALUE_CHARS."""
-    if isinstance(word, str):
-        word = Word(((word, "bare"),))
-    room = [MAX_VALUE_CHARS]
-    try:
-        return "".join(t if k == "lit" else _expand_text(sh, t, room) for t, k in word)
-    except _TooLong:
-        raise UserError(f"cannot read the script: {sh.line_of(word) or 'a word'}: expands past {MAX_VALUE_CHARS} "
-                        "characters (variable expansion is bounded)") from None
+    """A word expanded without word splitting; single-quoted and escaped text stays literal."""
+    from planner.files.shell_expand import expand as _expand
+    return _expand(sh, word)
 
 
 def expand_words(sh: ShellScript, words: list) -> list[str]:
-    """Expand every word; `${ARR[@]}` becomes the array's items."""
+    """Every word expanded and split into fields as bash does (`${ARR[@]}` becomes the array's items)."""
     out: list[str] = []
     for w in words:
-        m = ARRAY_REF.match(w.text) if len(w) == 1 and w[0][1] != "lit" else None
-        if m:
-            items = sh.arrays.get(m.group(1), [])
-            sh.charge(w.text, sum(len(x) + 1 for x in items), w)
-            out.extend(items)
-        else:
-            value = expand(sh, w)
-            sh.charge(w.text[:40], len(value), w)
-            out.append(value)
+        produced = expand_fields(sh, w)
+        sh.charge(w.text[:40], sum(len(x) + 1 for x in produced), w)
+        out.extend(produced)
     return out
 
 
