@@ -12,9 +12,10 @@ the states allocated once (costmodels.device_memory), so each fit is of (R - A) 
    communicators per rank; all Megatron), least squares with C, N >= 0 and each within its physical
    range (CONTEXT_MAX_MIB, NCCL_MAX_MIB). Megatron stacks take C (which
    also holds whatever those runs allocate outside PyTorch's allocator: Transformer Engine and cuBLAS
-   workspaces, userbuffers) and N; the torch stacks take N and TORCH_CONTEXT_MIB: 1 GiB, an
-   allowance until benchmarks/gpu/measure_memory.py has run on a GPU (it writes
-   benchmarks/data/measured/gpu_memory_h200.csv, whose median context this script then takes).
+   workspaces, userbuffers) and N; the torch stacks take N and the measured context. When the rows cannot
+   separate C from N (C's standard error exceeds the measured context), C is the measurement
+   (benchmarks/data/measured/gpu_memory_h100.csv: a PyTorch process after its first GEMM on one H100,
+   benchmarks/gpu/measure_memory.py) for every stack, and only N is fitted.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
 MEGATRON = ("megatron-core", "megatron-2021", "nemo")
 TORCH = ("torchtitan", "torchtitan-eager", "fsdp", "automodel", "deepspeed")
 MIB = 2**20
-GPU_CSV = Path(__file__).resolve().parent / "data" / "measured" / "gpu_memory_h200.csv"
+GPU_CSV = Path(__file__).resolve().parent / "data" / "measured" / "gpu_memory_h100.csv"
 # Physical ranges of the device terms (the fit is held inside them; what the rows need beyond is the model's
 # error, left visible as bias rather than hidden in a context of 7 GiB):
 # - C, the CUDA context and library workspaces of one training process: 0.3-0.6 GiB of CUDA context on
@@ -110,10 +111,19 @@ def fit_device_terms() -> tuple[float, float, tuple[float, float]]:
     if sol.min() < 0:  # clamp one term at zero and refit the other
         fits = [(float(np.mean(b)), 0.0), (0.0, float(np.sum(a[:, 1] * b) / np.sum(a[:, 1] ** 2)))]
         sol = min(fits, key=lambda s: float(np.sum((a @ np.array(s) - b) ** 2)))
-    if sol[0] > CONTEXT_MAX_MIB:  # past its physical range: C held at the bound, N refitted within its own
-        n = float(np.sum(a[:, 1] * (b - CONTEXT_MAX_MIB)) / np.sum(a[:, 1] ** 2))
-        sol = np.array([CONTEXT_MAX_MIB, min(NCCL_MAX_MIB, max(0.0, n))])
-    return max(0.0, float(sol[0])), max(0.0, float(sol[1])), standard_errors(a, b, np.array(sol))
+    se = standard_errors(a, b, np.array(sol))
+    measured = torch_context_mib() if GPU_CSV.exists() else None
+    if measured is not None and se[0] > measured:  # the rows cannot tell C from N: C measured, N fitted
+        sol = np.array([measured, _fit_nccl(a, b, measured)])
+    elif sol[0] > CONTEXT_MAX_MIB:  # past its physical range: C held at the bound, N refitted within its own
+        sol = np.array([CONTEXT_MAX_MIB, _fit_nccl(a, b, CONTEXT_MAX_MIB)])
+    return max(0.0, float(sol[0])), max(0.0, float(sol[1])), se
+
+
+def _fit_nccl(a: np.ndarray, b: np.ndarray, context_mib: float) -> float:
+    """N by least squares with C fixed, held within 0..NCCL_MAX_MIB."""
+    n = float(np.sum(a[:, 1] * (b - context_mib)) / np.sum(a[:, 1] ** 2))
+    return min(NCCL_MAX_MIB, max(0.0, n))
 
 
 def standard_errors(a: np.ndarray, b: np.ndarray, sol: np.ndarray) -> tuple[float, float]:
@@ -152,9 +162,14 @@ def main() -> None:
     note = (f"device terms: least squares of measured device - predicted reserved on {', '.join(sorted(DEVICE))} "
             f"(standard errors: context {se_ctx:.0f} MiB, NCCL {se_nccl:.0f} MiB per communicator; physical ranges, "
             f"held: context 512-{CONTEXT_MAX_MIB:.0f} MiB, NCCL 100-{NCCL_MAX_MIB:.0f} MiB per communicator)")
-    update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)}, note)
+    measured = GPU_CSV.exists() and abs(ctx - torch_context_mib()) < 0.1
+    update_stacks(MEGATRON, {"context_mib": round(ctx, 1), "nccl_mib_per_group": round(nccl, 1)},
+                  note + (f"; context measured, not fitted: the rows leave it undetermined (standard error above "
+                          f"the measured value), so it is the median device use of a PyTorch process after its "
+                          f"first GEMM in {GPU_CSV.name} (CUDA context + cuBLAS workspace, H100, torch 2.11)"
+                          if measured else ""))
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
-                  note + " (NCCL only), context " + ("median of benchmarks/data/measured/gpu_memory_h200.csv"
+                  note + " (NCCL only), context " + (f"median of benchmarks/data/measured/{GPU_CSV.name}"
                                                       if GPU_CSV.exists() else "1 GiB allowance, not measured"))
     print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} ± {se_ctx:.0f} MiB, "
           f"NCCL {nccl:.0f} ± {se_nccl:.0f} MiB per communicator")

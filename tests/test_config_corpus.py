@@ -7,7 +7,7 @@ model shape. Every file must be read as published: exit 0 (fits) or 1 (does not 
 a traceback. Where the run is known to have fitted (configs README: BLOOM-176B on 48 x 8 A100-80GB;
 NVIDIA's Llama 3 8B FP8 examples on one DGX-H100; the torchtitan presets on their stated hardware;
 Megatron's SC'21 Table 1, 1.7B on 32 A100-80GB, Narayanan et al. 2021), the verdict must be "fits".
-Rows that still fail here for a reason owned elsewhere are xfail(strict=False) naming the owner.
+A row may be marked xfail(strict=True) with the reason it is still misjudged; none is today.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from planner.cli import app
 DATA = Path(__file__).parent / "data" / "configs"
 MODELS = Path(__file__).parent / "data" / "config_models"
 runner = CliRunner()
-DSTITAN = "DeepSpeed 'auto' values (Hugging Face Trainer JSONs) are read on branch h-dstitan"
 
 
 @dataclass
@@ -41,19 +40,16 @@ ROWS = [
     Row("bs_tr11f_6B3.slurm", ["--cluster", "dgx-a100"]),  # ran on 32 x 4 V100-32GB; no V100 preset
     Row("bs_tr1_13B.slurm", ["--cluster", "dgx-a100"]),  # ran on 128 x 4 V100-32GB
     Row("bs_tr11_176B_ds_config.json", ["--model", "bloom-176b", "--cluster", "dgx-a100", "--nodes", "1"]),
-    Row("ds_alpaca_offload_z3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"], xfail=DSTITAN),
-    Row("ds_fastchat_s3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"], xfail=DSTITAN),
-    Row("ds_hf_zero2_bf16.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"], xfail=DSTITAN),
-    Row("ds_hf_zero3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"], xfail=DSTITAN),
+    Row("ds_alpaca_offload_z3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
+    Row("ds_fastchat_s3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
+    Row("ds_hf_zero2_bf16.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
+    Row("ds_hf_zero3.json", ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
     Row("dsx_training_autotuning_hf_dsconfigs_ds_config_z3.json",
-        ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"], xfail=DSTITAN),
+        ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
     Row("dsx_training_pipeline_parallelism_ds_config.json",
-        ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"],
-        xfail="fp32 DeepSpeed configs (neither bf16 nor fp16) are read on branch h-dstitan"),
+        ["--model", "llama2-7b", "--cluster", "dgx-a100", "--nodes", "1"]),
     Row("mlm_gpt3_175b.sh", ["--cluster", "dgx-h100", "--nodes", "16"]),  # tp8 x pp16 = 128 GPUs
-    Row("mlm_llama3_8b_fp8.sh", ["--cluster", "dgx-h100"], fits=True,
-        xfail="memory model (branch h-megatron): predicted 112.8 GiB on the device against 78.6 usable "
-              "(seq 8192, no recompute, fp8 with --fp8-param-gather)"),
+    Row("mlm_llama3_8b_fp8.sh", ["--cluster", "dgx-h100"], fits=True),
     Row("mlm_llama3_8b_mfsdp_fp8.sh", ["--cluster", "dgx-h100"], fits=True),
     Row("mlm_mfsdp_deepseek_v3.sbatch.sh", ["--cluster", "dgx-h100", "--nodes", "32"]),  # its #SBATCH are placeholders
     Row("mlm_mixtral_8x7b.sh", ["--cluster", "dgx-h100", "--nodes", "4"]),  # ep8 x pp4 = 32 GPUs
@@ -63,8 +59,9 @@ ROWS = [
     Row("tt_llama3_8b.toml", ["--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1"], fits=True),
     Row("tt_llama3_70b.toml", ["--model", "llama3-70b", "--cluster", "dgx-a100", "--nodes", "8"], fits=True),
     Row("tt_llama3_405b.toml", ["--model", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "16"], fits=True),
-    Row("tt_qwen3_32b.toml", ["--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "1"]),
-    Row("tt_deepseek_v3_16b.toml", ["--model", "deepseek-v3", "--cluster", "dgx-h100", "--nodes", "1"]),
+    Row("tt_qwen3_32b.toml", ["--model", "qwen3-32b", "--cluster", str(MODELS / "h100-96gb-node.yaml")], fits=True),
+    # torchtitan issue #1789: 8 x H100 80 GB
+    Row("tt_deepseek_v3_16b.toml", ["--model", "deepseek-v3-16b", "--cluster", "dgx-h100", "--nodes", "1"], fits=True),
 ]
 
 
@@ -76,7 +73,7 @@ def _check(path: Path, args: list[str]):
 
 
 def _marks(row: Row):
-    return [pytest.mark.xfail(strict=False, reason=row.xfail)] if row.xfail else []
+    return [pytest.mark.xfail(strict=True, reason=row.xfail)] if row.xfail else []
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.file, marks=_marks(r)) for r in ROWS])

@@ -1,7 +1,7 @@
 """DeepSpeed JSON as Hugging Face Trainer users write it: "auto" values filled from check's flags or
 TrainingArguments' defaults (transformers integrations/deepspeed.py trainer_config_process), offload
 sections and fp32 (neither bf16 nor fp16) read, every default named. The corpus files are unedited
-(tests/data/corpus_ds_tt/SOURCES.tsv)."""
+(tests/data/configs/SOURCES.tsv)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from planner.files import loading
 from planner.files.ds_auto import ReadNotes, TrainerFlags, resolve
 from planner.files.native import load_native
 
-CORPUS = Path(__file__).parent / "data" / "corpus_ds_tt"
+CORPUS = Path(__file__).parent / "data" / "configs"
 runner = CliRunner()
 
 

@@ -1,6 +1,6 @@
 """torchtitan TOML read as its users run it (planner/files/titan_read.py): converters, float8 recipe,
 compile components, async TP, activation checkpoint modes, CPU offload; and the five corpus presets
-(tests/data/corpus_ds_tt, unedited) judged on the hardware they ran on."""
+(tests/data/configs, unedited) judged on the hardware they ran on."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from planner.files import loading
 from planner.files.ds_auto import ReadNotes
 from planner.files.native import load_native
 
-CORPUS = Path(__file__).parent / "data" / "corpus_ds_tt"
+CORPUS = Path(__file__).parent / "data" / "configs"
 GIB = 2**30
 BASE = "[parallelism]\ndata_parallel_shard_degree = 8\n[training]\nlocal_batch_size = 1\nseq_len = 2048\n"
 
