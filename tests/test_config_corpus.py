@@ -115,9 +115,18 @@ def test_sc21_table1_in_its_folder_picks_the_1_7b_model(tmp_path):
     assert code == 0, message[-1500:]
 
 
-def test_sc21_table1_without_its_folder_names_the_missing_file():
-    """Vendored alone, CONFIG.sh is not beside it: one warning naming it, then one error line."""
+def test_sc21_table1_as_vendored_reads_its_renamed_siblings():
+    """Vendored flat (mlm_sc21_table1.sh beside mlm_sc21_CONFIG.sh and mlm_sc21_SBATCH.sh, as in the
+    reference folder), `. CONFIG.sh` finds the file under the script's prefix and says so: read, and it fits."""
     code, message = _check(DATA / "mlm_sc21_table1.sh", ["--cluster", "dgx-a100"])
+    assert code == 0, message[-1500:]
+    assert "sources 'CONFIG.sh': read 'mlm_sc21_CONFIG.sh' beside the script" in message
+
+
+def test_sc21_table1_alone_names_the_missing_file(tmp_path):
+    """Without CONFIG.sh under either name: one warning naming it, then one error line."""
+    shutil.copy(DATA / "mlm_sc21_table1.sh", tmp_path / "mlm_sc21_table1.sh")
+    code, message = _check(tmp_path / "mlm_sc21_table1.sh", ["--cluster", "dgx-a100"])
     assert code == 2
     assert "CONFIG.sh', not found beside the script" in message and "no Megatron launch found" in message
     assert len([line for line in message.splitlines() if "error" in line]) == 1

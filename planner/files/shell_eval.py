@@ -241,6 +241,11 @@ def _source(sh, args: list[str], word):
         return True
     name = posixpath.basename(args[0])
     path = Path(sh.script_dir) / name if sh.script_dir and name and "$" not in name and "`" not in name else None
+    if path is not None and not path.is_file():
+        path = _renamed_sibling(path, sh.script_name)
+        if path is not None:
+            sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {name!r}: read {path.name!r} beside the "
+                    "script (the same name under the script's prefix)")
     if path is None or not path.is_file():
         sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {args[0][:80]!r}, not found beside the script; "
                 "the settings it makes are not read")
@@ -255,6 +260,19 @@ def _source(sh, args: list[str], word):
     finally:
         sh.positional = saved
     return True
+
+
+def _renamed_sibling(path: Path, script: str):
+    """A file a flattened collection renamed with its script's prefix: `CONFIG.sh` sourced by
+    `mlm_sc21_table1.sh` found as `mlm_sc21_CONFIG.sh` beside it (each prefix of the script's name that
+    ends in '_' or '-', longest first). None when there is none."""
+    stem = posixpath.basename(script)
+    cuts = [i + 1 for i, c in enumerate(stem) if c in "_-"]
+    for cut in sorted(cuts, reverse=True):
+        candidate = path.with_name(stem[:cut] + path.name)
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _test(argv: list[str], name: str):
