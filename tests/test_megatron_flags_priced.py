@@ -151,3 +151,15 @@ def test_megatron_deepspeed_bf16_optimizer_is_zero1_and_legacy_recompute_is_full
     assert _problem("--deepspeed --zero-stage 2").layout.zero == 2
     with pytest.raises(UserError, match="--zero-stage 4"):
         _problem("--deepspeed --zero-stage 4")
+
+
+def test_recompute_modules_given_as_separate_words_are_all_read():
+    """--recompute-modules is argparse nargs='+': `--recompute-modules mlp moe layernorm` names three
+    modules (NVIDIA's Megatron-FSDP DeepSeek-V3 script), not one followed by stray words."""
+    from planner.files.megatron_flags import layout_data, model_data, read_megatron
+    script = ("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+              "--vocab-size 1000 --micro-batch-size 1 --bf16 --recompute-granularity selective "
+              "--recompute-modules mlp moe layernorm --use-distributed-optimizer\n")
+    args = read_megatron(script)
+    assert layout_data(args, model_data(args))["recompute_modules"] == ["mlp", "moe", "layernorm"]
+    assert args.has("--use-distributed-optimizer")

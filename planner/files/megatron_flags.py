@@ -27,6 +27,7 @@ NORM_BACK = {v: k for k, v in NORM.items()}
 POSITION_BACK = {v: k for k, v in POSITION.items()}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
+LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope"}  # argparse nargs="+" (megatron/training/arguments.py)
 VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                  "--pipeline-model-parallel-layout")
 
@@ -100,11 +101,11 @@ def read_megatron(text: str, path=None) -> MegatronArgs:
     found = launches(sh)
     main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
     for launcher, opts, _, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
-        return MegatronArgs(parse_flags(args, SWITCHES), opts if launcher == "torchrun" else None, sh.env,
+        return MegatronArgs(parse_flags(args, SWITCHES, LIST_FLAGS), opts if launcher == "torchrun" else None, sh.env,
                             launcher, opts, sh)
     words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
     words += [w for value in sh.scalars.values() if "--num-layers" in value for w in value.split()]
-    return MegatronArgs(parse_flags(words, SWITCHES), None, sh.env, None, [], sh)
+    return MegatronArgs(parse_flags(words, SWITCHES, LIST_FLAGS), None, sh.env, None, [], sh)
 
 
 def model_data(a: MegatronArgs) -> dict:

@@ -162,9 +162,11 @@ def split_at_script(argv: list[str]) -> tuple[list[str], Optional[str], list[str
     return argv, None, []
 
 
-def parse_flags(words: list[str], switches: set[str] = frozenset()) -> list[tuple[str, Optional[str]]]:
+def parse_flags(words: list[str], switches: set[str] = frozenset(),
+                lists: set[str] = frozenset()) -> list[tuple[str, Optional[str]]]:
     """`--flag value`, `--flag=value` and bare switches, in order. A word not starting with '-'
-    after a flag is its value unless the flag is a known switch."""
+    after a flag is its value unless the flag is a known switch; a flag in `lists` (argparse nargs='+')
+    takes every such word up to the next flag, joined by spaces."""
     out: list[tuple[str, Optional[str]]] = []
     i = 0
     while i < len(words):
@@ -172,6 +174,12 @@ def parse_flags(words: list[str], switches: set[str] = frozenset()) -> list[tupl
         if w.startswith("--") and "=" in w:
             flag, value = w.split("=", 1)
             out.append((flag, value))
+        elif w in lists:
+            j = i + 1
+            while j < len(words) and not words[j].startswith("-"):
+                j += 1
+            out.append((w, " ".join(words[i + 1:j]) if j > i + 1 else None))
+            i = j - 1
         elif w.startswith("-") and not _number(w):
             nxt = words[i + 1] if i + 1 < len(words) else None
             takes = nxt is not None and (not nxt.startswith("-") or _number(nxt)) and w not in switches
