@@ -146,6 +146,16 @@ def test_infeasible_points_are_shown_as_such():
     assert "nothing fits" in render_sweep_html(doc)
 
 
+@pytest.mark.parametrize("model, nodes, code", [("llama3-70b", "1,8", 0), ("llama3.1-405b", "1", 1)])
+def test_a_first_point_that_fits_nowhere_is_a_row_not_a_crash(model, nodes, code):
+    """Issue 36: the table read the first point's whole-run source, None when it fits nowhere: exit 3.
+    The row says why, the pick comes from the points that fit, and the exit is 0 (1 when none fits)."""
+    result = invoke("sweep", model, "--cluster", "dgx-h100", "--nodes", nodes, "--tokens", "1e12", "-j", "1")
+    assert result.exit_code == code, result.output[-2000:]
+    assert "internal error" not in result.output and "dgx-h100 x 1: nothing fits" in result.stdout
+    assert ("pick (cheapest" in result.stdout) == (code == 0)
+
+
 def test_report_is_never_clobbered(tmp_path: Path):
     page = tmp_path / "sweep.html"
     page.write_text("mine")
