@@ -2,7 +2,8 @@
 
 Exit codes (docs/design.md section 5): 0 success / fits, 1 does not fit or nothing fits,
 2 bad input (one message naming field and value on stderr; `--debug` shows the traceback),
-3 an internal error (a bug in parplan: please report it). The commands live beside this file:
+3 an internal error (a bug in parplan: please report it), 4 the output could not be written (full
+disk), 141 the reader of the output went away (a closed pipe; planner.cli_main). The commands live beside this file:
 cli_layout (estimate, export, report, check), cli_plan (plan), cli_tools (calibrate, sweep and the
 listings), sharing cli_common.
 """
@@ -14,9 +15,9 @@ import sys
 import typer
 
 from planner import cli_layout, cli_plan, cli_tools
-from planner.cli_common import STATE
+from planner.cli_main import ParplanGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
+app = typer.Typer(cls=ParplanGroup, add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0])
 COMMANDS = [("estimate", cli_layout.estimate_cmd), ("plan", cli_plan.plan_cmd), ("export", cli_layout.export_cmd),
             ("report", cli_layout.report_cmd), ("check", cli_layout.check_cmd),
             ("calibrate", cli_tools.calibrate_cmd), ("models", cli_tools.models_cmd),
@@ -26,9 +27,10 @@ for _name, _command in COMMANDS:
 
 
 @app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (anywhere on the line).")
+          ) -> None:
     """parplan: plan, estimate and check parallel layouts for training large transformers."""
-    STATE["debug"] = debug
+    # planner.cli_main reads --debug wherever it stands, before Typer parses the line
 
 
 def _safe_streams() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
@@ -21,6 +22,7 @@ from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner import trainopts as to
+from planner.cli_main import STATE, OutputFailed, is_output_error
 from planner.errors import UserError, describe_validation_error
 from planner.safetext import plain, visible
 from planner.report.render import print_estimate
@@ -28,9 +30,16 @@ from planner.report.runblock import print_whole_run
 from planner.trainopts import TrainOptions
 
 
-out = Console(width=110)
-err = Console(stderr=True)
-STATE = {"debug": False}
+class _Console(Console):
+    """Rich's console, but a closed pipe is an error for planner.cli_main to exit on (141), not
+    rich's own exit 1, which `check` would read as "does not fit"."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+out = _Console(width=110)
+err = _Console(stderr=True)
 DEFAULT_PLAN_BATCH = 512
 
 
@@ -55,6 +64,11 @@ def user_errors(fn):
         except ValidationError as exc:
             maybe_trace()
             fail(describe_validation_error(exc, "input"))
+        except OSError as exc:
+            if is_output_error(exc):  # stdout closed or full: planner.cli_main exits 141 or 4
+                raise OutputFailed(exc) from exc
+            maybe_trace()
+            fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
         except Exception as exc:  # a bug in parplan, not the user's input
             maybe_trace()
             fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
@@ -82,6 +96,7 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
     if seq_len is not None:
         data["seq_length"] = seq_len
     if precision is not None:
+        to.check_choice("precision", precision)
         data["precision"] = precision
     if "global_batch_size" not in data:
         lay = layout or Layout()
@@ -89,6 +104,23 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
         data["global_batch_size"] = lay.mbs * dp * (4 * lay.pp if lay.pp > 1 else 1)
         err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences", highlight=False)
     return to.apply(loading.validate(TrainSpec, data, "train"), opts)
+
+
+def check_layout_text(text: Optional[str]) -> None:
+    """`--layout` as given: not empty, no empty item (`tp=8,,pp=1`), no newline or other control
+    character (a pasted line break would otherwise be read as part of a value)."""
+    if text is None:
+        return
+    items = text.split(",")
+    if not text.strip() or not all(i.strip() for i in items) or not text.isprintable():
+        raise UserError(f"--layout {text[:80]!r}: expected key=value items separated by single "
+                        "commas on one line, e.g. tp=8,pp=4,mbs=1")
+
+
+def layout_option(text: Optional[str], default: Layout) -> Layout:
+    """The Layout `--layout` gives (checked by `check_layout_text`), else `default`."""
+    check_layout_text(text)
+    return default if text is None else loading.parse_layout(text)
 
 
 def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:

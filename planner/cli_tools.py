@@ -10,7 +10,7 @@ import typer
 from planner.report import listing
 from planner.files import loading
 from planner import trainopts as to
-from planner.cli_common import (GBS_OPT, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
+from planner.cli_common import (GBS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
                                 user_errors)
 from planner.schema import json_schema
 from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOptions
@@ -42,6 +42,8 @@ def calibrate_cmd(
     profile that --stack-file accepts everywhere."""
     from planner.calibration import command as cal
 
+    check_layout_text(layout)
+
     opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes),
                        cal.layout_keys(layout), global_batch, seq_len, precision,
                        to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)))
@@ -52,6 +54,7 @@ def calibrate_cmd(
     cal.show(data, out, err)
 
 
+@user_errors
 def models_cmd(as_json: bool = JSON_OPT) -> None:
     """List the model presets (with their sources in --json)."""
     rows = listing.model_rows()
@@ -60,6 +63,7 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
     out.print(listing.models_table(rows))
 
 
+@user_errors
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     """List GPU profiles, cluster presets, software stacks and frameworks."""
     stacks, frameworks = to.stack_rows(), listing.framework_rows()
@@ -71,6 +75,7 @@ def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     out.print(listing.frameworks_table(frameworks))
 
 
+@user_errors
 def schema_cmd(
     name: Optional[str] = typer.Argument(None, help="Print only this definition (e.g. Estimate, PlanFile)."),
 ) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import sys
+import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -117,14 +119,55 @@ def chosen_stack(opts: TrainOptions) -> Optional[Stack]:
     return load_stack_name(opts.stack) if opts.stack is not None else None
 
 
+OPTION_OF = {"optimizer": "--optimizer", "grad_dtype": "--grad-dtype", "fp8_recipe": "--fp8-recipe",
+             "precision": "--precision"}
+
+
+def choices(field: str) -> tuple[str, ...]:
+    """The words a TrainSpec field of Literal type accepts (empty for other types)."""
+    found: list[str] = []
+    stack = [TrainSpec.model_fields[field].annotation]
+    while stack:
+        kind = stack.pop()
+        args = typing.get_args(kind)
+        if typing.get_origin(kind) is typing.Literal:
+            found += [a for a in args if isinstance(a, str)]
+        else:
+            stack += list(args)
+    return tuple(found)
+
+
+def check_choice(field: str, value: Optional[str]) -> None:
+    """A word option (`--fp8-recipe`, `--optimizer`, `--grad-dtype`, `--precision`) names one of its
+    choices; else one line naming the option, the value, the choices and the closest ones."""
+    words = choices(field)
+    if value is None or not words or value in words:
+        return
+    close = difflib.get_close_matches(str(value), words, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UserError(f"{OPTION_OF[field]} {str(value)[:40]!r}: expected {', '.join(words)}{hint}")
+
+
+def note_fp8_recipe(train: TrainSpec, opts: TrainOptions) -> None:
+    """--fp8-recipe given with a precision other than fp8 changes nothing: say so (a thing parplan reads
+    but does not price gets a warning). Warned, not refused: a script may pass one recipe to runs of
+    several precisions, and nothing it asks for is impossible, only unused."""
+    if opts.fp8_recipe is not None and train.precision != "fp8":
+        sys.stderr.write(f"warning: --fp8-recipe {opts.fp8_recipe} is ignored: precision is {train.precision} "
+                         "(give --precision fp8 to price FP8 GEMMs)\n")
+
+
 def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
     """`train` with the options over it, validated, and its stack resolved: with --framework X, a stack
     of X (the one given, the base's when it is X's, else X's default)."""
+    for name in OPTION_OF:
+        check_choice(name, getattr(opts, name, None))
     stack = chosen_stack(opts)
     given = opts.train_fields()
     if given:
         train = loading.validate(TrainSpec, {**train.model_dump(), **given, "stack": train.stack}, "train")
     resolved = loading.resolve_train(train, stack)
+    note_fp8_recipe(resolved, opts)
     fw = frameworks.load(opts.framework)
     if fw is None or resolved.stack_spec.framework == fw.name:
         return resolved

@@ -318,3 +318,65 @@ def test_names_the_console_cannot_encode_are_escaped(name: str, tmp_path: Path):
     assert rc == 0, err
     assert time.monotonic() - start < LIMIT_S + 10
     assert "\\u" in out or "\\x" in out
+
+
+# ---- issue 36: nonsense on the command line, refused in ONE line naming the option and the value ----------
+
+EST8 = ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "8"]
+SWEEP8 = ["sweep", "llama3-8b", "--cluster", "dgx-h100", "--tokens", "1e9", "-j", "1"]
+# id: (argv, exit code, substrings the one line must hold)
+ONE_LINE = {
+    "layout-empty": (EST8 + ["--layout", ""], 2, ["--layout ''"]),
+    "layout-empty-item": (EST8 + ["--layout", "tp=8,,pp=1"], 2, ["--layout 'tp=8,,pp=1'"]),
+    "layout-newline": (EST8 + ["--layout", "tp=8\npp=1"], 2, ["--layout", "\\n"]),
+    "layout-trailing-newline": (EST8 + ["--layout", "tp=8\n"], 2, ["--layout", "\\n"]),
+    "global-batch-float": (EST8[:-2] + ["--layout", "tp=8", "--global-batch", "64.0"], 2, ["--global-batch '64.0'"]),
+    "global-batch-arabic": (EST8[:-2] + ["--layout", "tp=8", "--global-batch=\u0668"], 2, ["--global-batch"]),
+    "tokens-fullwidth": (EST8 + ["--layout", "tp=8", "--tokens", "\uff12"], 2, ["--tokens"]),
+    "fp8-recipe-typo": (EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwis"], 2,
+                        ["--fp8-recipe 'rowwis'", "did you mean rowwise"]),
+    "precision-typo": (EST8 + ["--layout", "tp=8", "--precision", "bf61"], 2, ["--precision 'bf61'", "bf16"]),
+    "sweep-arabic-nodes": (SWEEP8 + ["--nodes", "\u0668..16"], 2, ["--nodes"]),
+    "sweep-step-past-end": (SWEEP8 + ["--nodes", "1..8:x999999999"], 2, ["--nodes '1..8:x999999999'", "jumps past"]),
+    "sweep-fullwidth-price": (SWEEP8 + ["--nodes", "1", "--price-per-gpu-hour", "\uff12"], 2,
+                              ["--price-per-gpu-hour"]),
+    "sweep-fullwidth-budget": (SWEEP8 + ["--nodes", "1", "--price-per-gpu-hour", "2", "--budget", "\uff12M"], 2,
+                               ["--budget"]),
+    # Typer's own checks: one line, the option and the value, never the framed usage box
+    "nodes-zero": (EST8 + ["--layout", "tp=8", "--nodes", "0"], 2, ["--nodes '0'", "greater than or equal to 1"]),
+    "nodes-word": (EST8 + ["--layout", "tp=8", "--nodes=abc"], 2, ["--nodes 'abc'"]),
+    "time-limit-nan": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "nan"], 2,
+                       ["--time-limit 'nan'", "finite"]),
+    "time-limit-inf": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "inf"], 2, ["finite"]),
+    "unknown-option": (EST8 + ["--bogus"], 2, ["--bogus"]),
+    "missing-argument": (["estimate"], 2, ["model"]),
+    "missing-option-value": (EST8 + ["--layout"], 2, ["--layout"]),
+    "unknown-command": (["frob"], 2, ["frob"]),
+    "extra-argument": (EST8 + ["x"], 2, ["x"]),
+    "jobs-zero": (SWEEP8[:-2] + ["--nodes", "1", "-j", "0"], 2, ["--jobs '0'"]),
+    # --debug anywhere on the line: the message stays, the traceback comes
+    "debug-after-subcommand": (EST8 + ["--layout", "tp=8", "--debug", "--cluster", "nosuch"], 2, ["nosuch"]),
+}
+
+
+@pytest.mark.parametrize("case", ONE_LINE)
+def test_command_line_mistake_is_one_line(case: str, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "20")  # Typer's box grew to 10 lines here
+    argv, code, needles = ONE_LINE[case]
+    result, _ = invoke(argv)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if "--debug" in argv:
+        assert result.exit_code == code and "Traceback" in result.stderr and needles[0] in lines[-1]
+        return
+    assert result.exit_code == code and len(lines) == 1, (result.exit_code, result.stderr)
+    assert lines[0].startswith("parplan: error: ") and "╭" not in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_fp8_recipe_without_fp8_is_a_warning_not_silence():
+    """--fp8-recipe with bf16 changes no number: warned (a thing read but not priced), not refused."""
+    result, _ = invoke(EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwise", "--json"])
+    assert result.exit_code == 0 and "--fp8-recipe rowwise is ignored: precision is bf16" in result.stderr
+    quiet, _ = invoke(EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwise", "--precision", "fp8", "--json"])
+    assert quiet.exit_code == 0 and "ignored" not in quiet.stderr

@@ -282,3 +282,38 @@ def test_a_name_like_an_option_stays_a_value(here):
     joined = (here / "out" / "launch_megatron.sh").read_text()
     assert "--wandb-exp-name=--num-layers=1" in joined
     assert "--model-name=--num-layers=1" in (here / "out" / "ds" / "launch_deepspeed.sh").read_text()
+
+
+# ---- issue 36: output that cannot be written has its own exit code -------------------------------------
+
+def _cli(args: list[str], stdout, **kw):
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, "-m", "planner.cli", *args], stdout=stdout, stderr=subprocess.PIPE,
+                            cwd=root, env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "120"}, **kw)
+
+
+def test_a_closed_pipe_exits_141_silently(tmp_path):
+    """`parplan check plan.json | head -1` exited 1 ("does not fit") for a plan that fits: the reader
+    goes away before the table is written. Here the pipe is closed before anything is written."""
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"model": "llama3-8b", "cluster": {"preset": "dgx-h100"},
+                                "train": {"global_batch_size": 8}, "layout": {"tp": 8}}))
+    read, write = os.pipe()
+    os.close(read)
+    proc = _cli(["check", str(plan)], write)
+    os.close(write)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and err.strip() == b"", err[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("args", [["models", "--json"], ["models"]])
+def test_a_full_disk_exits_4_in_one_line(args):
+    with open("/dev/full", "wb") as full:
+        proc = _cli(args, full)
+        _, err = proc.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1, err[-2000:]
+    assert lines[0].startswith("parplan: error: could not write the output") and "No space left" in lines[0]
