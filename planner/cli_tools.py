@@ -47,7 +47,7 @@ def calibrate_cmd(
     opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes),
                        cal.layout_keys(layout), global_batch, seq_len, precision,
                        to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)))
-    names = [p.strip() for p in params.split(",") if p.strip()] if params else None
+    names = None if params is None else [p.strip() for p in params.split(",")]
     data = cal.calibrate(cal.Request(list(logs), opts, names, out_file, force))
     if as_json:
         return print_json(data)

@@ -380,3 +380,58 @@ def test_fp8_recipe_without_fp8_is_a_warning_not_silence():
     assert result.exit_code == 0 and "--fp8-recipe rowwise is ignored: precision is bf16" in result.stderr
     quiet, _ = invoke(EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwise", "--precision", "fp8", "--json"])
     assert quiet.exit_code == 0 and "ignored" not in quiet.stderr
+
+
+# ---- issue 36: calibrate refuses logs and parameters it cannot fit on, in one line ----------------------
+
+GPT24 = {"name": "gpt-h2048-l24", "num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+         "vocab_size": 50304, "seq_length": 1024, "tied_embeddings": True}
+A100_NODE = {"name": "a100-node", "gpu": "a100-80gb", "gpus_per_node": 8, "num_nodes": 1,
+             "scale_up_gb_per_s": 300.0, "scale_out_gb_per_s": 12.5}
+
+
+def _meg_log(step_ms: float, tp: int = 1) -> str:
+    from log_render import megatron_log
+    return megatron_log(tp=tp, pp=1, dp=8 // tp, mbs=4, gbs=32, layers=24, hidden=2048, heads=16, seq=1024,
+                        step_ms=step_ms)
+
+
+def _calibrate(tmp_path: Path, monkeypatch, files: dict, *argv: str):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"m.json": json.dumps(GPT24), "c.json": json.dumps(A100_NODE), **files})
+    result, _ = invoke(["calibrate", *argv, "--model", "m.json", "--cluster", "c.json"])
+    return result, [line for line in result.stderr.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("step_ms, shown", [(0.0, "took 0 s"), (-400.0, "took -"), (4e12, "took 1.2"),
+                                            (1e-9, "took 0 s")])
+def test_calibrate_refuses_zero_negative_and_absurd_step_times(step_ms, shown, tmp_path, monkeypatch):
+    """Zero step times divided the fit's error by zero (exit 3); negative and absurd ones were fitted with
+    a warning. Each is refused naming the file and the line."""
+    result, lines = _calibrate(tmp_path, monkeypatch, {"bad.log": _meg_log(step_ms)}, "bad.log")
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("parplan: error: bad.log:") and shown in lines[0] and "between" in lines[0]
+
+
+def test_calibrate_counts_the_same_log_once(tmp_path, monkeypatch):
+    log = _meg_log(400.0)
+    result, lines = _calibrate(tmp_path, monkeypatch, {"a.log": log}, "a.log", "./a.log", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["runs"]) == 1 and any("same file" in n and "counted once" in n for n in data["notes"])
+
+
+def test_calibrate_refuses_logs_of_two_frameworks(tmp_path, monkeypatch):
+    from log_render import torchtitan_log
+    files = {"m.log": _meg_log(400.0), "t.log": torchtitan_log(local_batch=2, global_batch=16, seq=1024, tps=5000)}
+    result, lines = _calibrate(tmp_path, monkeypatch, files, "m.log", "t.log")
+    assert result.exit_code == 2 and len(lines) == 1 and "different frameworks" in lines[0], result.output
+    assert "m.log: megatron" in lines[0] and "t.log: torchtitan" in lines[0]
+
+
+@pytest.mark.parametrize("params, needle", [("", "unknown parameter ''"), ("gemm_scale,,attn_scale", "''"),
+                                            ("gemm_scal", "'gemm_scal'"),
+                                            ("gemm_scale,step_overhead_s", "2 parameters from 1 run")])
+def test_calibrate_refuses_params_it_cannot_fit(params, needle, tmp_path, monkeypatch):
+    result, lines = _calibrate(tmp_path, monkeypatch, {"a.log": _meg_log(400.0)}, "a.log", "--params", params)
+    assert result.exit_code == 2 and len(lines) == 1 and "--params" in lines[0] and needle in lines[0], result.output
