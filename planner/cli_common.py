@@ -112,7 +112,9 @@ def check_layout_text(text: Optional[str]) -> None:
     if text is None:
         return
     items = text.split(",")
-    if not text.strip() or not all(i.strip() for i in items) or not text.isprintable():
+    if not any(i.strip() for i in items):
+        raise UserError(f"--layout {text[:80]!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
+    if not all(i.strip() for i in items) or not text.isprintable():
         raise UserError(f"--layout {text[:80]!r}: expected key=value items separated by single "
                         "commas on one line, e.g. tp=8,pp=4,mbs=1")
 

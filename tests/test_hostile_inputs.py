@@ -326,7 +326,7 @@ EST8 = ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "8"]
 SWEEP8 = ["sweep", "llama3-8b", "--cluster", "dgx-h100", "--tokens", "1e9", "-j", "1"]
 # id: (argv, exit code, substrings the one line must hold)
 ONE_LINE = {
-    "layout-empty": (EST8 + ["--layout", ""], 2, ["--layout ''"]),
+    "layout-empty": (EST8 + ["--layout", ""], 2, ["--layout '' names no key=value"]),
     "layout-empty-item": (EST8 + ["--layout", "tp=8,,pp=1"], 2, ["--layout 'tp=8,,pp=1'"]),
     "layout-newline": (EST8 + ["--layout", "tp=8\npp=1"], 2, ["--layout", "\\n"]),
     "layout-trailing-newline": (EST8 + ["--layout", "tp=8\n"], 2, ["--layout", "\\n"]),
@@ -435,3 +435,64 @@ def test_calibrate_refuses_logs_of_two_frameworks(tmp_path, monkeypatch):
 def test_calibrate_refuses_params_it_cannot_fit(params, needle, tmp_path, monkeypatch):
     result, lines = _calibrate(tmp_path, monkeypatch, {"a.log": _meg_log(400.0)}, "a.log", "--params", params)
     assert result.exit_code == 2 and len(lines) == 1 and "--params" in lines[0] and needle in lines[0], result.output
+
+
+# ---- issue 36: files whose errors printed 2-4 lines, a name 10,000 characters long ----------------------
+
+GPU0 = {"name": "g", "hbm_gib": 80, "hbm_gb_per_s": 2000, "bf16_tflops": 0, "fp16_tflops": 0}
+MLA0 = {"q_lora_rank": 0, "kv_lora_rank": 0, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0}
+# id: (argv, files, substrings of the one line)
+FILE_ONE_LINE = {
+    "yaml-nul": (est("m.yaml"), {"m.yaml": "num_layers: 4\0\nhidden_size: 256\n"}, ["m.yaml", "#x0000"]),
+    "ffn-zero": (est("m.json"), {"m.json": js(MODEL, ffn_hidden_size=0)}, ["m.json.ffn_hidden_size", "(got 0)"]),
+    "tflops-zero": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, gpu=GPU0)}, ["bf16_tflops", "and 1 more"]),
+    "mla-zeros": (est("m.json"), {"m.json": js(MODEL, mla=MLA0)}, ["m.json.mla.", "(got 0)", "more"]),
+    "spec-missing-fields": (est("m.json"), {"m.json": js({"name": "m"})}, ["missing", "num_layers", "vocab_size"]),
+    "hf-empty": (est("config.json"), {"config.json": "{}"}, ["num_hidden_layers", "model_type", "intermediate_size"]),
+    "hf-no-model-type": (est("config.json"), {"config.json": js({k: v for k, v in HF.items() if k != "model_type"})},
+                         ["needs model_type", "llama"]),
+    "name-10000": (est("m.json"), {"m.json": js(MODEL, name="x" * 10_000)}, ["m.json.name", "at most 200"]),
+    "cluster-name-10000": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, name="c" * 10_000)},
+                           ["c.json.name", "at most 200"]),
+}
+
+
+@pytest.mark.parametrize("case", FILE_ONE_LINE)
+def test_file_error_is_one_line(case: str, tmp_path: Path, monkeypatch):
+    argv, files, needles = FILE_ONE_LINE[case]
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, files)
+    result, _ = invoke(argv)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.stderr)
+    assert "num_layers" not in lines[0] or not case.startswith("hf-")  # Hugging Face keys, not parplan's
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert len(lines[0]) < 400
+
+
+def test_export_refuses_a_symlinked_out_folder(tmp_path: Path, monkeypatch):
+    """`export --out link` wrote through the link into the folder it points to."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"p.json": js(PLAN)})
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", "link")
+    result, _ = invoke(["export", "p.json", "--format", "megatron", "--out", "link"])
+    assert result.exit_code == 2 and "--out: folder 'link' is a symbolic link" in result.stderr, result.output
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_slurm_script_keeps_a_name_with_a_line_break_on_one_line(tmp_path: Path, monkeypatch):
+    """A model name 'm\\n#SBATCH --x=1' put an '#SBATCH' line inside the quoted --wandb-exp-name, which
+    sbatch reads as a directive. It is written as one $'...' word, which bash reads back unchanged."""
+    name = "m\n#SBATCH --x=1 'q' \\"
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"p.json": js(PLAN, model={**MODEL, "name": name}, layout={"tp": 1})})
+    result, _ = invoke(["export", "p.json", "--format", "slurm", "--out", "out"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "launch_slurm.sbatch").read_text()
+    directives = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert all(not line.startswith("#SBATCH --x") for line in directives) and len(directives) == 5
+    word = next(line.strip().split(" ", 1)[1] for line in text.splitlines() if "--wandb-exp-name" in line)
+    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True)
+    assert echoed.stdout == name
