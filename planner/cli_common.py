@@ -44,8 +44,10 @@ DEFAULT_PLAN_BATCH = 512
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]parplan: error:[/] {escape(visible(message, keep_newlines=True))}", highlight=False,
-              soft_wrap=True)
+    """`parplan: error: MESSAGE` on stderr as ONE line (the parts of a multi-line message joined by '; '),
+    then exit `code`."""
+    one = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    err.print(f"[bold red]parplan: error:[/] {escape(visible(one))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
