@@ -9,25 +9,27 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from costmodels.estimate import Estimate
 from costmodels.errors import SpecError
-from costmodels.layout import Layout
-from costmodels.train_spec import TrainSpec
-from planner.files import loading
 from planner import trainopts as to
 from planner.cli_main import STATE, OutputFailed, is_output_error
 from planner.errors import UserError, describe_validation_error
 from planner.safetext import plain, visible
-from planner.report.render import print_estimate
-from planner.report.runblock import print_whole_run
 from planner.trainopts import TrainOptions
+
+# The cost model, the file readers and the report are imported in the functions that use them, so that
+# `parplan --help` and the listings start without them (tests/test_cli_startup.py).
+if TYPE_CHECKING:
+    from costmodels.estimate import Estimate
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    from planner.files import loading
 
 
 class _Console(Console):
@@ -92,6 +94,10 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
                opts: TrainOptions = TrainOptions()) -> TrainSpec:
     """TrainSpec from options over a base, its stack resolved (planner.trainopts); without a batch,
     one that gives 4*pp micro-batches (1 at pp=1)."""
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    from planner.files import loading
+
     data = {**base.model_dump(), "stack": base.stack} if base else {}
     if global_batch is not None:
         data["global_batch_size"] = global_batch
@@ -123,11 +129,16 @@ def check_layout_text(text: Optional[str]) -> None:
 
 def layout_option(text: Optional[str], default: Layout) -> Layout:
     """The Layout `--layout` gives (checked by `check_layout_text`), else `default`."""
+    from planner.files import loading
+
     check_layout_text(text)
     return default if text is None else loading.parse_layout(text)
 
 
 def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
+    """The model, cluster (resized by --nodes/--gpus), and a plan file's train and layout."""
+    from planner.files import loading
+
     if loading.is_plan_file(model):
         prob = loading.load_plan(Path(model))
         resized = loading.resize_cluster(prob.cluster, nodes, gpus)
@@ -152,6 +163,10 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds
 
 
 def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None) -> None:
+    """An estimate (and its whole run) as JSON or as the tables."""
+    from planner.report.render import print_estimate
+    from planner.report.runblock import print_whole_run
+
     if as_json:
         extra = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
         print_json({**result.model_dump(mode="json"), **extra})

@@ -3,6 +3,8 @@
 - Every command-line mistake Typer finds (a bad value, an unknown option, a missing argument) is ONE
   line on stderr naming the option and the value given, exit 2: never Typer's framed usage box.
 - `--debug` is read anywhere on the line (before or after the subcommand, before a `--`).
+- Commands are imported when named (`COMMANDS`): `parplan --help` lists them from their one-line
+  help here, and `parplan models` never imports the search (OR-Tools, pandas) or the cost model.
 - Output that cannot be written: a closed pipe (`parplan check plan.json | head -1`) exits 141 (as a
   shell reports a process ended by SIGPIPE) silently; a full disk or quota (`> /dev/full`) exits 4
   with one line. Neither is 0, 1 or 2, whose meanings the output would then contradict.
@@ -10,7 +12,9 @@
 
 from __future__ import annotations
 
+import difflib
 import errno
+import importlib
 import math
 import os
 import re
@@ -28,6 +32,8 @@ BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: the reader went away (`| head`)
 OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 DEBUG_FLAG = "--debug"
 STATE = {"debug": False}  # shared with planner.cli_common (which re-exports it)
+# name -> (module, function, one-line help as the listing shows it); planner.cli fills it, in order
+COMMANDS: dict[str, tuple[str, str, str]] = {}
 
 
 class OutputFailed(Exception):
@@ -103,7 +109,7 @@ def _subcommand(group: Any, args: Sequence[str]) -> Any:
     """The command the line names (the first word not an option), or None."""
     for arg in args:
         if not arg.startswith("-"):
-            return getattr(group, "commands", {}).get(arg)
+            return group.get_command(None, arg)
     return None
 
 
@@ -181,8 +187,56 @@ def output_failed(exc: OSError) -> int:
     return OUTPUT_FAILED_EXIT
 
 
+def build_command(name: str) -> Any:
+    """The Typer command `name`, its module imported now."""
+    import typer
+
+    module, attr, _ = COMMANDS[name]
+    app = typer.Typer(add_completion=False, rich_markup_mode=None)  # plain help, as planner.cli's
+    app.command(name)(getattr(importlib.import_module(module), attr))
+    return typer.main.get_command(app)
+
+
+def listing_command(name: str) -> Any:
+    """A stand-in carrying only the name and the one-line help, for the command list of `--help`."""
+    return _Listing(name, COMMANDS[name][2])
+
+
+class _Listing:
+    """What Typer's help listing reads of a command: its name, help and panel."""
+
+    hidden = False
+    deprecated = False
+
+    def __init__(self, name: str, text: str):
+        self.name, self.help, self.short_help = name, text, text
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return self.short_help
+
+
 class ParplanGroup(TyperGroup):
-    """Typer's group with parplan's error lines and exit codes (module docstring)."""
+    """Typer's group with parplan's error lines and exit codes, its commands imported when named
+    (module docstring)."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(dict.fromkeys([*COMMANDS, *super().list_commands(ctx)]))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            if self._listing:
+                return listing_command(cmd_name)
+            self.commands[cmd_name] = build_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def main(self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -199,7 +253,7 @@ class ParplanGroup(TyperGroup):
         except click_exc.NoArgsIsHelpError as exc:
             return self._help(exc)
         except click_exc.UsageError as exc:
-            error_line(f"{usage_line(exc, argv)}{_see_help(exc, argv)}")
+            error_line(f"{_suggest(usage_line(exc, argv), argv)}{_see_help(exc, argv)}")
             return 2
         except Abort:
             error_line("aborted")
@@ -221,5 +275,15 @@ class ParplanGroup(TyperGroup):
 
 
 def _see_help(exc: Exception, args: Sequence[str] = ()) -> str:
-    name = _command_of(exc) or next((f" {a}" for a in args if not a.startswith("-")), "")
+    named = next((a for a in args if not a.startswith("-")), "")
+    name = _command_of(exc) or (f" {named}" if named in COMMANDS else "")
     return f" (see parplan{name} --help)"
+
+
+def _suggest(line: str, args: Sequence[str]) -> str:
+    """'No such command 'esimate'' with the closest command names."""
+    named = next((a for a in args if not a.startswith("-")), "")
+    if not line.startswith("No such command") or named in COMMANDS:
+        return line
+    close = difflib.get_close_matches(named, list(COMMANDS), n=2, cutoff=0.6)
+    return f"{line}; did you mean {' or '.join(close)}?" if close else f"{line} (commands: {', '.join(COMMANDS)})"

@@ -7,12 +7,9 @@ from typing import Optional
 
 import typer
 
-from planner.report import listing
-from planner.files import loading
 from planner import trainopts as to
 from planner.cli_common import (GBS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
                                 user_errors)
-from planner.schema import json_schema
 from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOptions
 
 
@@ -41,6 +38,7 @@ def calibrate_cmd(
     Prints each run's measured and predicted step time and error before -> after; --out writes a
     profile that --stack-file accepts everywhere."""
     from planner.calibration import command as cal
+    from planner.files import loading
 
     check_layout_text(layout)
 
@@ -57,6 +55,8 @@ def calibrate_cmd(
 @user_errors
 def models_cmd(as_json: bool = JSON_OPT) -> None:
     """List the model presets (with their sources in --json)."""
+    from planner.report import listing
+
     rows = listing.model_rows()
     if as_json:
         return print_json(rows)
@@ -66,6 +66,8 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
 @user_errors
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     """List GPU profiles, cluster presets, software stacks and frameworks."""
+    from planner.report import listing
+
     stacks, frameworks = to.stack_rows(), listing.framework_rows()
     if as_json:
         return print_json({**listing.hardware_data(), "stacks": stacks, "frameworks": frameworks})
@@ -80,6 +82,8 @@ def schema_cmd(
     name: Optional[str] = typer.Argument(None, help="Print only this definition (e.g. Estimate, PlanFile)."),
 ) -> None:
     """Print the JSON Schema of spec files and of parplan's JSON output."""
+    from planner.schema import json_schema
+
     schema = json_schema()
     if name is None:
         return print_json(schema)

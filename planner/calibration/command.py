@@ -17,8 +17,8 @@ from rich.table import Table
 
 from costmodels.stack import Stack
 from planner.calibration import fit as fitting
-from planner.calibration.runs import (Options, Run, build, layout_keys, same_framework,  # noqa: F401 (the CLI
-                                      same_stack)  # uses them)
+from planner.calibration.runs import Options, Run, build, layout_keys, same_stack  # noqa: F401 (the CLI uses them)
+from planner.calibration.runs import same_framework
 from planner.errors import UserError
 from planner.files.guarded_write import Target, check_target, write_all
 from planner.files.logs import read_log
