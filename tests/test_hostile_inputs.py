@@ -1,5 +1,6 @@
 """The input side of the attacker's battery: every class of hostile file or value exits 0, 1 or 2 (never
-3, the internal-error code) within 10 seconds, with the field or the file named and no traceback.
+3, the internal-error code), with the field or the file named and no traceback. No test asserts on a
+clock (issue 36): a SIGALRM of HANG_S only stops a run that would never end.
 
 One case per distinct failure the issue reported (and a few found beside them): nesting, number
 sizes and ranges, FIFOs and symlinks, duplicate keys, the preset+gpu cluster override, strict types
@@ -15,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 
 runner = CliRunner()
-LIMIT_S = 10
+HANG_S = 120  # a guard against a run that never ends, not a speed bound
 REPO = Path(__file__).resolve().parents[1]
 
 MODEL = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000}
@@ -221,7 +221,7 @@ class _Slow(Exception):
 
 
 def _alarm(signum, frame):
-    raise _Slow(f"over {LIMIT_S} s")
+    raise _Slow(f"still running after {HANG_S} s: a hang")
 
 
 def _write(tmp_path: Path, files: dict) -> None:
@@ -232,22 +232,21 @@ def _write(tmp_path: Path, files: dict) -> None:
 
 
 def invoke(argv: list[str]):
-    """Run the CLI in-process under a SIGALRM deadline; (result, seconds)."""
+    """Run the CLI in-process under a SIGALRM hang guard; (result, None): the second item is kept for the
+    callers' unpacking and is no timing."""
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(LIMIT_S + 5)
-    start = time.monotonic()
+    signal.alarm(HANG_S)
     try:
         result = runner.invoke(app, argv)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    return result, time.monotonic() - start
+    return result, None
 
 
-def assert_clean(result, seconds: float, codes: set, needles: list[str]) -> str:
+def assert_clean(result, _unused, codes: set, needles: list[str]) -> str:
     message = result.stderr + result.stdout
     assert result.exit_code in codes, (result.exit_code, message[:2000])
-    assert seconds < LIMIT_S, seconds
     assert "Traceback" not in message and "internal error" not in message
     for needle in needles:
         assert needle in message, (needle, message[:2000])
@@ -304,7 +303,7 @@ def test_symlink_to_a_secret_file_echoes_nothing(tmp_path: Path, monkeypatch):
 
 def _subprocess(argv: list[str], cwd: Path, env: dict) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "planner.cli", *argv], cwd=cwd, capture_output=True,
-                          timeout=LIMIT_S + 20, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+                          timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(REPO), **env})
     return proc.returncode, proc.stdout.decode("ascii", "replace"), proc.stderr.decode("ascii", "replace")
 
 
@@ -312,11 +311,9 @@ def _subprocess(argv: list[str], cwd: Path, env: dict) -> tuple[int, str, str]:
 def test_names_the_console_cannot_encode_are_escaped(name: str, tmp_path: Path):
     """A model name printed under an ASCII locale (or a lone surrogate anywhere) is escaped, not exit 3."""
     (tmp_path / "m.json").write_text(json.dumps({**MODEL, "name": name}))
-    start = time.monotonic()
     rc, out, err = _subprocess(["estimate", "m.json", "--cluster", "dgx-h100", "--layout", "tp=8",
                                 "--global-batch", "8"], tmp_path, {"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
     assert rc == 0, err
-    assert time.monotonic() - start < LIMIT_S + 10
     assert "\\u" in out or "\\x" in out
 
 
