@@ -14,7 +14,8 @@ import sys
 
 import typer
 
-from planner.cli_main import COMMANDS, ParplanGroup
+from planner.cli_main import ParplanGroup
+from planner.cli_registry import COMMANDS
 
 # rich_markup_mode=None: plain help text, without importing Rich's markdown and traceback machinery
 # (typer.rich_utils, ~0.15 s of the start-up)

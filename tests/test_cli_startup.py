@@ -1,6 +1,6 @@
 """Start-up (issue 36): `parplan --help` and `parplan models` do not pay for OR-Tools, pandas, the cost
 model's search or Rich's help machinery. Checked by what a fresh interpreter has imported, not by a clock:
-each command's module is imported when the command is named (planner.cli_main.COMMANDS)."""
+each command's module is imported when the command is named (planner.cli_registry.COMMANDS)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_command_list_is_each_commands_own_help():
     they must be the start of the command's docstring."""
     import importlib
 
-    from planner.cli_main import COMMANDS
+    from planner.cli_registry import COMMANDS
 
     for name, (module, attr, listed) in COMMANDS.items():
         doc = " ".join((getattr(importlib.import_module(module), attr).__doc__ or "").split())
