@@ -64,3 +64,17 @@ def test_a_command_runs_after_the_lazy_import():
 
     result = CliRunner().invoke(app, ["models", "--json"])
     assert result.exit_code == 0 and any(row["name"] == "llama3-8b" for row in json.loads(result.stdout))
+
+
+def test_presets_read_by_libyaml_equal_the_pure_python_reading():
+    """hardware_profiles reads presets with CSafeLoader when present (start-up): same data as safe_load."""
+    from importlib import resources
+
+    import yaml
+
+    import hardware_profiles as hp
+
+    for kind in ("models", "gpus", "clusters", "stacks", "frameworks"):
+        for name in hp._names(kind):
+            text = (resources.files("hardware_profiles") / kind / f"{name}.yaml").read_text()
+            assert yaml.load(text, Loader=hp.SAFE_LOADER) == yaml.safe_load(text), (kind, name)  # noqa: S506
