@@ -11,7 +11,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from costmodels.errors import SpecError
+from costmodels.errors import Name, SpecError
 
 GIB = 2**30
 GB = 1e9
@@ -104,7 +104,7 @@ class GPUProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    name: str = Field(..., description="Profile name, e.g. h100-sxm.")
+    name: Name = Field(..., description="Profile name, e.g. h100-sxm (at most 200 characters).")
     hbm_gib: float = Field(
         ..., ge=MIN_HBM_GIB, le=65536,
         description="Device memory in GiB as the driver reports it.")
@@ -151,7 +151,7 @@ class ClusterSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    name: str = Field("custom", description="Cluster name, e.g. dgx-h100.")
+    name: Name = Field("custom", description="Cluster name, e.g. dgx-h100 (at most 200 characters).")
     gpu: Union[str, GPUProfile] = Field(..., description="GPU profile name or inline profile.")
     gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs in one node (scale-up domain).")
     num_nodes: int = Field(1, ge=1, le=1_000_000, description="Number of nodes.")

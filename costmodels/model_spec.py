@@ -16,6 +16,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from costmodels.errors import Name
+
 # Sane upper bounds: nobody trains beyond these; they keep arithmetic and searches bounded.
 MAX_LAYERS = 10_000
 MAX_WIDTH = 1_000_000
@@ -56,7 +58,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    name: str = Field("custom", description="Human-readable model name.")
+    name: Name = Field("custom", description="Human-readable model name (at most 200 characters).")
     num_layers: int = Field(..., ge=1, le=MAX_LAYERS, description="Transformer layers (L).")
     hidden_size: int = Field(..., ge=1, le=MAX_WIDTH, description="Model width h.")
     num_attention_heads: int = Field(..., ge=1, le=MAX_WIDTH, description="Query heads a.")

@@ -33,6 +33,11 @@ def _names(kind: str) -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+# libyaml's safe loader when PyYAML has it: the same constructor and resolver as yaml.safe_load, ~10x
+# faster to scan (the 23 model presets of `parplan models` took 40 ms of its start-up in pure Python)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @lru_cache(maxsize=None)
 def _read(kind: str, name: str) -> dict:
     names = _names(kind)
@@ -41,7 +46,7 @@ def _read(kind: str, name: str) -> dict:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownPresetError(f"unknown {kind[:-1]} preset {name!r}{hint} (known: {', '.join(names)})")
     text = (resources.files(__package__) / kind / f"{name}.yaml").read_text()
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
 def forget_loaded() -> None:

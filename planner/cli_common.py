@@ -3,40 +3,53 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from costmodels.estimate import Estimate
 from costmodels.errors import SpecError
-from costmodels.layout import Layout
-from costmodels.train_spec import TrainSpec
-from planner.files import loading
 from planner import trainopts as to
+from planner.cli_main import STATE, OutputFailed, is_output_error
 from planner.errors import UserError, describe_validation_error
 from planner.safetext import plain, visible
-from planner.report.render import print_estimate
-from planner.report.runblock import print_whole_run
 from planner.trainopts import TrainOptions
 
+# The cost model, the file readers and the report are imported in the functions that use them, so that
+# `parplan --help` and the listings start without them (tests/test_cli_startup.py).
+if TYPE_CHECKING:
+    from costmodels.estimate import Estimate
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    from planner.files import loading
 
-out = Console(width=110)
-err = Console(stderr=True)
-STATE = {"debug": False}
+
+class _Console(Console):
+    """Rich's console, but a closed pipe is an error for planner.cli_main to exit on (141), not
+    rich's own exit 1, which `check` would read as "does not fit"."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+out = _Console(width=110)
+err = _Console(stderr=True)
 DEFAULT_PLAN_BATCH = 512
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]parplan: error:[/] {escape(visible(message, keep_newlines=True))}", highlight=False,
-              soft_wrap=True)
+    """`parplan: error: MESSAGE` on stderr as ONE line (the parts of a multi-line message joined by '; '),
+    then exit `code`."""
+    one = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    err.print(f"[bold red]parplan: error:[/] {escape(visible(one))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -55,6 +68,11 @@ def user_errors(fn):
         except ValidationError as exc:
             maybe_trace()
             fail(describe_validation_error(exc, "input"))
+        except OSError as exc:
+            if is_output_error(exc):  # stdout closed or full: planner.cli_main exits 141 or 4
+                raise OutputFailed(exc) from exc
+            maybe_trace()
+            fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
         except Exception as exc:  # a bug in parplan, not the user's input
             maybe_trace()
             fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
@@ -76,12 +94,17 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
                opts: TrainOptions = TrainOptions()) -> TrainSpec:
     """TrainSpec from options over a base, its stack resolved (planner.trainopts); without a batch,
     one that gives 4*pp micro-batches (1 at pp=1)."""
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    from planner.files import loading
+
     data = {**base.model_dump(), "stack": base.stack} if base else {}
     if global_batch is not None:
         data["global_batch_size"] = global_batch
     if seq_len is not None:
         data["seq_length"] = seq_len
     if precision is not None:
+        to.check_choice("precision", precision)
         data["precision"] = precision
     if "global_batch_size" not in data:
         lay = layout or Layout()
@@ -91,7 +114,31 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
     return to.apply(loading.validate(TrainSpec, data, "train"), opts)
 
 
+def check_layout_text(text: Optional[str]) -> None:
+    """`--layout` as given: not empty, no empty item (`tp=8,,pp=1`), no newline or other control
+    character (a pasted line break would otherwise be read as part of a value)."""
+    if text is None:
+        return
+    items = text.split(",")
+    if not any(i.strip() for i in items):
+        raise UserError(f"--layout {text[:80]!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
+    if not all(i.strip() for i in items) or not text.isprintable():
+        raise UserError(f"--layout {text[:80]!r}: expected key=value items separated by single "
+                        "commas on one line, e.g. tp=8,pp=4,mbs=1")
+
+
+def layout_option(text: Optional[str], default: Layout) -> Layout:
+    """The Layout `--layout` gives (checked by `check_layout_text`), else `default`."""
+    from planner.files import loading
+
+    check_layout_text(text)
+    return default if text is None else loading.parse_layout(text)
+
+
 def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
+    """The model, cluster (resized by --nodes/--gpus), and a plan file's train and layout."""
+    from planner.files import loading
+
     if loading.is_plan_file(model):
         prob = loading.load_plan(Path(model))
         resized = loading.resize_cluster(prob.cluster, nodes, gpus)
@@ -120,6 +167,9 @@ def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False
     """The estimate as tables, or as JSON with `extra` top-level keys (check's "assumed" and "notes");
     `warnings` (check: what the config sets that is not priced) also go to stderr, one line each, and
     under "warnings" in the JSON."""
+    from planner.report.render import print_estimate
+    from planner.report.runblock import print_whole_run
+
     for line in warnings or []:
         err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     if as_json:

@@ -16,7 +16,7 @@ from planner.files import loading
 from planner.search import stage_split
 from planner import trainopts as to
 from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT, PREC_OPT, SEQ_OPT,
-                                TOKENS_OPT, err, load_problem, make_train, out, report_export, show, user_errors)
+                                TOKENS_OPT, err, layout_option, load_problem, make_train, out, report_export, show, user_errors)
 from planner.errors import UserError
 from planner.exporters import run_export
 from planner.files import check_overrides as co
@@ -57,7 +57,7 @@ def estimate_cmd(
     attention scores counted in full without causal halving)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = load_problem(model, cluster, nodes, gpus)
-    lay = loading.parse_layout(layout) if layout else (prob.layout or Layout())
+    lay = layout_option(layout, prob.layout or Layout())
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)

@@ -7,12 +7,9 @@ from typing import Optional
 
 import typer
 
-from planner.report import listing
-from planner.files import loading
 from planner import trainopts as to
-from planner.cli_common import (GBS_OPT, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
+from planner.cli_common import (GBS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
                                 user_errors)
-from planner.schema import json_schema
 from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOptions
 
 
@@ -41,27 +38,36 @@ def calibrate_cmd(
     Prints each run's measured and predicted step time and error before -> after; --out writes a
     profile that --stack-file accepts everywhere."""
     from planner.calibration import command as cal
+    from planner.files import loading
+
+    check_layout_text(layout)
 
     opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes),
                        cal.layout_keys(layout), global_batch, seq_len, precision,
                        to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)))
-    names = [p.strip() for p in params.split(",") if p.strip()] if params else None
+    names = None if params is None else [p.strip() for p in params.split(",")]
     data = cal.calibrate(cal.Request(list(logs), opts, names, out_file, force))
     if as_json:
         return print_json(data)
     cal.show(data, out, err)
 
 
+@user_errors
 def models_cmd(as_json: bool = JSON_OPT) -> None:
     """List the model presets (with their sources in --json)."""
+    from planner.report import listing
+
     rows = listing.model_rows()
     if as_json:
         return print_json(rows)
     out.print(listing.models_table(rows))
 
 
+@user_errors
 def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     """List GPU profiles, cluster presets, software stacks and frameworks."""
+    from planner.report import listing
+
     stacks, frameworks = to.stack_rows(), listing.framework_rows()
     if as_json:
         return print_json({**listing.hardware_data(), "stacks": stacks, "frameworks": frameworks})
@@ -71,10 +77,13 @@ def hardware_cmd(as_json: bool = JSON_OPT) -> None:
     out.print(listing.frameworks_table(frameworks))
 
 
+@user_errors
 def schema_cmd(
     name: Optional[str] = typer.Argument(None, help="Print only this definition (e.g. Estimate, PlanFile)."),
 ) -> None:
     """Print the JSON Schema of spec files and of parplan's JSON output."""
+    from planner.schema import json_schema
+
     schema = json_schema()
     if name is None:
         return print_json(schema)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 
-MAX_LINES = 12  # a message of a million lines (one per bad list item) helps nobody
+MAX_NAMED = 4  # further problems named by field after the first (a million bad list items help nobody)
 
 
 class UserError(Exception):
@@ -24,27 +24,39 @@ def _part(part) -> str:
 
 
 def describe_validation_error(err: ValidationError, where: str) -> str:
-    """Turn a Pydantic error into short lines: `where.field: problem (got value)`. Unknown keys are
-    named once (the first, and how many more), never with their values."""
-    lines, extra = [], []
+    """A Pydantic error as ONE line: the first problem as `where.field: problem (got value)`, then how many
+    more and their fields; missing fields are named together. Unknown keys are named once (the first,
+    and how many more), never with their values."""
+    problems, missing, extra = [], [], []
     for e in err.errors(include_url=False):
         loc = _loc(e.get("loc", ()))
         field = f"{where}.{loc}" if loc else where
         if e.get("type") == "extra_forbidden":
             extra.append(_extra(where, e.get("loc", ())))
-            continue
-        if _other_branch(e):
-            continue
-        msg = e.get("msg", "invalid").removeprefix("Value error, ")
-        got = e.get("input")
-        shown = "" if isinstance(got, dict) or e.get("type") == "missing" else f" (got {_short(got)})"
-        lines.append(f"{field}: {msg}{shown}")
+        elif e.get("type") == "missing":
+            missing.append(loc or where)
+        elif not _other_branch(e):
+            msg = e.get("msg", "invalid").removeprefix("Value error, ")
+            got = e.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {_short(got)})"
+            problems.append((field, f"{field}: {msg}{shown}"))
+    if missing:
+        problems.append((f"{where}.{missing[0]}", f"{where}: missing required field(s) {', '.join(missing)}"))
     if extra:
         more = f" (and {len(extra) - 1} more unknown keys)" if len(extra) > 1 else ""
-        lines.append(f"{extra[0]}: Extra inputs are not permitted{more}")
-    if len(lines) > MAX_LINES:
-        lines = lines[:MAX_LINES] + [f"(and {len(lines) - MAX_LINES} more problems)"]
-    return "\n".join(lines)
+        problems.append((extra[0], f"{extra[0]}: Extra inputs are not permitted{more}"))
+    return _one_line(problems)
+
+
+def _one_line(problems: list[tuple[str, str]]) -> str:
+    """The first problem's text, then '(and N more: field, field, ...)'."""
+    if not problems:
+        return "invalid input"
+    first, rest = problems[0][1], [field for field, _ in problems[1:]]
+    if not rest:
+        return first
+    named = ", ".join(rest[:MAX_NAMED]) + (", ..." if len(rest) > MAX_NAMED else "")
+    return f"{first} (and {len(rest)} more: {named})"
 
 
 def _extra(where: str, loc: tuple) -> str:

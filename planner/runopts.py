@@ -85,14 +85,14 @@ def _check_finite(opts: RunOptions) -> None:
 
 
 def _describe(exc: ValidationError, opts: RunOptions) -> str:
-    """'--gpu-failure-rate: Input should be greater than 0 (got -1)', one line per problem."""
+    """'--gpu-failure-rate: Input should be greater than 0 (got -1)', problems joined on one line."""
     shown = {"restart_s": opts.restart_min}
     lines = []
     for e in exc.errors(include_url=False):
         field = str(e["loc"][0]) if e.get("loc") else "tokens"
         value = shown.get(field, e.get("input"))
         lines.append(f"{OPTION_OF.get(field, field)}: {e['msg']} (got {value!r})")
-    return "\n".join(lines)
+    return "; ".join(lines)  # one line (the CLI promises one)
 
 
 def whole_run_of(estimate: Optional[Estimate], model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,

@@ -57,6 +57,7 @@ class Point:
     search_s: float
     cut: list[str] = field(default_factory=list)
     reason: Optional[str] = None
+    layouts_considered: int = 0  # the search's work (planner.search.engine.SearchStats), not its clock
     run: dict = field(default_factory=dict)  # days, gpu_hours, cost_usd, goodput, ... (run_numbers)
 
     @property
@@ -80,7 +81,7 @@ def plan_point(job: PointJob) -> Point:
         reason = time_limit_note(result)[0]
     return Point(job.index, job.cluster_arg, job.cluster.name, job.cluster.gpu_profile.name, job.cluster.num_nodes,
                  job.cluster.num_gpus, job.train.global_batch_size, result.status, best,
-                 time.perf_counter() - start, list(result.stats.cut), reason)
+                 time.perf_counter() - start, list(result.stats.cut), reason, result.stats.layouts_considered)
 
 
 RUN_KEYS = ("days", "gpu_hours", "cost_usd", "days_failure_free", "gpu_hours_failure_free",
@@ -171,6 +172,7 @@ def point_json(point: Point, front: set[int], picked: Optional[int], position: i
     return {"cluster": point.cluster, "cluster_arg": point.cluster_arg, "gpu": point.gpu, "nodes": point.nodes,
             "gpus": point.gpus, "global_batch": point.global_batch, "status": point.status, "fits": point.fits,
             "cut_short": point.cut, "reason": point.reason, "search_s": point.search_s,
+            "layouts_considered": point.layouts_considered,
             "layout": layout_text(est.layout) if est else None,
             "step_s": est.time.step_s if est else None,
             "step_rel_error_p50": u.rel_error_p50 if u is not None else None,

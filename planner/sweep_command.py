@@ -61,6 +61,7 @@ def _model_and_base(arg: str, global_batch: Optional[int]):
 
 def _train(base: TrainSpec, batch: int, args: SweepArgs, cache: dict) -> TrainSpec:
     """The point's TrainSpec: the base with the options over it and `batch` sequences (resolved once per batch)."""
+    to.check_choice("precision", args.precision)
     if batch not in cache:
         data = {**base.model_dump(), "stack": base.stack, "global_batch_size": batch}
         data.update({k: v for k, v in (("seq_length", args.seq_len), ("precision", args.precision)) if v is not None})

@@ -19,8 +19,9 @@ from planner.errors import UserError
 MAX_POINTS = 512  # node counts per cluster: a sweep of more is a typo, not a question
 MAX_NODES = 1_000_000  # ClusterSpec.num_nodes' bound
 DEFAULT_BATCH = 1024  # sequences per step when --global-batch is not given (see default_batch)
-_RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(x|\+)?(\d+))?$")
-_DURATION = re.compile(r"^(\d+(?:\.\d*)?(?:e\d+)?)\s*(w|d|h|m|s)$", re.IGNORECASE)
+_RANGE = re.compile(r"^(\d{1,18})\.\.(\d{1,18})(?::(x|\+)?(\d{1,18}))?$", re.ASCII)  # ASCII: int() reads '٨' too
+_DURATION = re.compile(r"^(\d+(?:\.\d*)?(?:e\d+)?)\s*(w|d|h|m|s)$", re.IGNORECASE | re.ASCII)
+_NUMBER = re.compile(r"[0-9]+\.?[0-9]*(e[+-]?[0-9]+)?|\.[0-9]+(e[+-]?[0-9]+)?", re.IGNORECASE | re.ASCII)
 SECONDS_PER = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _MONEY_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9}
 
@@ -39,7 +40,7 @@ def parse_nodes(text: str) -> list[int]:
 
 
 def _nodes_item(item: str, text: str) -> list[int]:
-    if item.isdigit():
+    if item.isascii() and item.isdigit() and len(item) <= 18:
         return [_node_count(int(item), text)]
     m = _RANGE.match(item)
     if not m:
@@ -52,6 +53,9 @@ def _nodes_item(item: str, text: str) -> list[int]:
         raise UserError(f"--nodes {text!r}: step {kind}{step} never advances (use x2 or more, +1 or more)")
     if kind == "+" and (end - start) // step + 1 > MAX_POINTS:
         raise UserError(f"--nodes {text!r}: more than {MAX_POINTS} node counts")
+    if end > start and (start * step if kind == "x" else start + step) > end:
+        raise UserError(f"--nodes {text!r}: step {kind}{step} jumps past {end} from {start} (a range of one count; "
+                        f"give {start} alone or a smaller step)")
     return _geometric(start, end, step) if kind == "x" else list(range(start, end + 1, step))
 
 
@@ -96,10 +100,7 @@ def parse_money(text: Optional[str], option: str = "--budget") -> Optional[float
     raw = str(text).strip().lstrip("$").replace(",", "").replace("_", "")
     scale = _MONEY_SUFFIX.get(raw[-1:].lower(), 1.0) if raw else 1.0
     number = raw[:-1] if scale != 1.0 else raw
-    try:
-        value = float(number) * scale
-    except ValueError:
-        value = -1.0
+    value = float(number) * scale if _NUMBER.fullmatch(number) else -1.0
     if not (0 < value < 1e15):
         raise UserError(f"{option} {text!r}: expected a positive amount in dollars, e.g. 2e6, $2,000,000, 2M")
     return value
@@ -138,10 +139,8 @@ def _names_match(key: str, names: tuple[str, ...]) -> bool:
 
 
 def _price(value: str, text: str) -> float:
-    try:
-        price = float(str(value).strip().lstrip("$"))
-    except ValueError:
-        price = -1.0
+    number = str(value).strip().lstrip("$")
+    price = float(number) if _NUMBER.fullmatch(number) else -1.0  # ASCII: float() reads '２' as 2
     if not (0 < price < 1e6):
         raise UserError(f"--price-per-gpu-hour {text!r}: {value!r} is not a positive price in dollars per GPU-hour")
     return price

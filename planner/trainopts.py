@@ -12,20 +12,23 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import sys
+import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.table import Table
 
-import hardware_profiles as hp
-from costmodels.stack import Stack
-from costmodels.train_spec import TrainSpec
-from planner.search import frameworks
-from planner.files import loading
-from costmodels.uncertainty import validated_regimes
 from planner.errors import UserError
+
+# The cost model, the presets and the framework tables are imported inside the functions below: this
+# module's options and TrainOptions are read by `parplan --help` and `models`, which need none of them.
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from costmodels.stack import Stack
+    from costmodels.train_spec import TrainSpec
 
 STACK_OPT = typer.Option(None, "--stack", help="Software stack whose mechanisms and fitted efficiencies the time "
                          "model uses (parplan hardware lists them); default: the plan's, else megatron-core.")
@@ -94,6 +97,8 @@ def with_train_options(fn):
 
 def load_stack_name(name: str) -> Stack:
     """`--stack NAME`: a shipped profile; unknown names list the known ones with a close match."""
+    import hardware_profiles as hp
+
     try:
         return hp.load_stack(name)
     except hp.UnknownPresetError:
@@ -105,6 +110,9 @@ def load_stack_name(name: str) -> Stack:
 
 def load_stack_file(path: Path) -> Stack:
     """`--stack-file PROFILE`: a Stack mapping, validated strictly (errors name the field)."""
+    from costmodels.stack import Stack
+    from planner.files import loading
+
     return loading.validate(Stack, loading.read_mapping(Path(path)), f"--stack-file {path}: stack")
 
 
@@ -117,14 +125,61 @@ def chosen_stack(opts: TrainOptions) -> Optional[Stack]:
     return load_stack_name(opts.stack) if opts.stack is not None else None
 
 
+OPTION_OF = {"optimizer": "--optimizer", "grad_dtype": "--grad-dtype", "fp8_recipe": "--fp8-recipe",
+             "precision": "--precision"}
+
+
+def choices(field: str) -> tuple[str, ...]:
+    """The words a TrainSpec field of Literal type accepts (empty for other types)."""
+    from costmodels.train_spec import TrainSpec
+
+    found: list[str] = []
+    stack = [TrainSpec.model_fields[field].annotation]
+    while stack:
+        kind = stack.pop()
+        args = typing.get_args(kind)
+        if typing.get_origin(kind) is typing.Literal:
+            found += [a for a in args if isinstance(a, str)]
+        else:
+            stack += list(args)
+    return tuple(found)
+
+
+def check_choice(field: str, value: Optional[str]) -> None:
+    """A word option (`--fp8-recipe`, `--optimizer`, `--grad-dtype`, `--precision`) names one of its
+    choices; else one line naming the option, the value, the choices and the closest ones."""
+    words = choices(field)
+    if value is None or not words or value in words:
+        return
+    close = difflib.get_close_matches(str(value), words, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UserError(f"{OPTION_OF[field]} {str(value)[:40]!r}: expected {', '.join(words)}{hint}")
+
+
+def note_fp8_recipe(train: TrainSpec, opts: TrainOptions) -> None:
+    """--fp8-recipe given with a precision other than fp8 changes nothing: say so (a thing parplan reads
+    but does not price gets a warning). Warned, not refused: a script may pass one recipe to runs of
+    several precisions, and nothing it asks for is impossible, only unused."""
+    if opts.fp8_recipe is not None and train.precision != "fp8":
+        sys.stderr.write(f"warning: --fp8-recipe {opts.fp8_recipe} is ignored: precision is {train.precision} "
+                         "(give --precision fp8 to price FP8 GEMMs)\n")
+
+
 def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
     """`train` with the options over it, validated, and its stack resolved: with --framework X, a stack
     of X (the one given, the base's when it is X's, else X's default)."""
+    from costmodels.train_spec import TrainSpec
+    from planner.files import loading
+    from planner.search import frameworks
+
+    for name in OPTION_OF:
+        check_choice(name, getattr(opts, name, None))
     stack = chosen_stack(opts)
     given = opts.train_fields()
     if given:
         train = loading.validate(TrainSpec, {**train.model_dump(), **given, "stack": train.stack}, "train")
     resolved = loading.resolve_train(train, stack)
+    note_fp8_recipe(resolved, opts)
     fw = frameworks.load(opts.framework)
     if fw is None or resolved.stack_spec.framework == fw.name:
         return resolved
@@ -136,6 +191,8 @@ def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
 def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
     """A plan document with the options written into its `train` (export, report). Its saved
     `estimate` is dropped when anything changed, so that numbers are computed again."""
+    from planner.search import frameworks
+
     stack, given = chosen_stack(opts), opts.train_fields()
     fw = frameworks.load(opts.framework)
     if stack is None and fw is not None and _document_framework(doc) != fw.name:
@@ -153,6 +210,8 @@ def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
 
 def _document_framework(doc: dict) -> Optional[str]:
     """The framework of a plan document's stack (None when it names none or an unknown one)."""
+    import hardware_profiles as hp
+
     train = doc.get("train")
     ref = train.get("stack") if isinstance(train, dict) else None
     if isinstance(ref, str) and ref in hp.list_stacks():
@@ -162,6 +221,9 @@ def _document_framework(doc: dict) -> Optional[str]:
 
 def stack_rows() -> list[dict]:
     """One row per stack profile: name, framework, description, how it was fitted, validated regimes."""
+    import hardware_profiles as hp
+    from costmodels.uncertainty import validated_regimes
+
     rows = []
     for name in hp.list_stacks():
         s = hp.load_stack(name)
@@ -172,6 +234,8 @@ def stack_rows() -> list[dict]:
 
 def stacks_table(rows: list[dict]) -> Table:
     """The stacks, one line each."""
+    from rich.table import Table
+
     table = Table(title="Software stacks (--stack; default megatron-core)")
     for col in ("name", "framework", "description"):
         table.add_column(col, overflow="fold")

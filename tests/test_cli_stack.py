@@ -162,8 +162,8 @@ def test_fp8_recipe_flag_changes_step_time():
 
 
 @pytest.mark.parametrize("flag, value, field", [("--optimizer", "lamb", "optimizer"),
-                                                ("--grad-dtype", "fp8", "grad_dtype"),
-                                                ("--fp8-recipe", "perblock", "fp8_recipe")])
+                                                ("--grad-dtype", "fp8", "--grad-dtype"),
+                                                ("--fp8-recipe", "perblock", "--fp8-recipe")])
 def test_bad_switch_values_exit_2(flag: str, value: str, field: str):
     assert_bad_input(invoke(*EST, flag, value), field, repr(value))
 

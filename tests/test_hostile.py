@@ -115,7 +115,7 @@ CASES = {
     "shard-group-arabic-digit": (EST + ["--layout", "tp=8,dp=8,zero=3,shard_group=\u0668"], {},
                                  ["shard_group", "ASCII digits"]),
     "layout-arabic-digit": (EST + ["--layout", "tp=\u0668"], {}, ["tp=", "ASCII digits"]),
-    "fp8-recipe-unknown": (EST + ["--layout", L70, "--fp8-recipe", "fp4"], {}, ["fp8_recipe", "fp4"]),
+    "fp8-recipe-unknown": (EST + ["--layout", L70, "--fp8-recipe", "fp4"], {}, ["--fp8-recipe", "fp4"]),
 }
 
 

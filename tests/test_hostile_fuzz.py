@@ -1,10 +1,10 @@
 """Fuzz every file reader with hypothesis-generated JSON, YAML and TOML of random shape: model and
 cluster specs, plan files, stack files (--stack-file), Hugging Face config.json, DeepSpeed JSON and
-torchtitan TOML (both through `check`). Whatever the content, parplan answers 0, 1 or 2 within the
-time bound: never 3 (an internal error), never a traceback. The documents are valid ones with random
+torchtitan TOML (both through `check`). Whatever the content, parplan answers 0, 1 or 2: never 3 (an
+internal error), never a traceback (a run that hangs is stopped by test_hostile_inputs' guard). The documents are valid ones with random
 keys replaced, added or nested deeply, so that the readers get past their first check.
 
-Bounded for CI: a few examples per reader, no per-example deadline (the bound is asserted instead).
+Bounded for CI: a few examples per reader, no per-example deadline and no clock asserted (issue 36).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_hostile_inputs import DS, HF, LIMIT_S, MODEL, PLAN, assert_clean, invoke
+from test_hostile_inputs import DS, HF, MODEL, PLAN, assert_clean, invoke
 
 EXAMPLES = int(os.environ.get("PARPLAN_FUZZ_EXAMPLES", "12"))  # more for a local bug hunt
 CLUSTER = {"name": "c", "gpu": "h100-sxm", "gpus_per_node": 8, "num_nodes": 1, "scale_up_gb_per_s": 450.0,
@@ -117,6 +117,5 @@ def test_any_document_exits_0_1_or_2(reader: str, data):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / name
         path.write_text(_text(name, doc), encoding="utf-8", errors="surrogatepass")
-        result, seconds = invoke([a.replace("{f}", str(path)) for a in argv])
-    assert_clean(result, seconds, {0, 1, 2}, [])
-    assert seconds < LIMIT_S
+        result, _ = invoke([a.replace("{f}", str(path)) for a in argv])
+    assert_clean(result, None, {0, 1, 2}, [])

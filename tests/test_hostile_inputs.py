@@ -1,5 +1,6 @@
 """The input side of the attacker's battery: every class of hostile file or value exits 0, 1 or 2 (never
-3, the internal-error code) within 10 seconds, with the field or the file named and no traceback.
+3, the internal-error code), with the field or the file named and no traceback. No test asserts on a
+clock (issue 36): a SIGALRM of HANG_S only stops a run that would never end.
 
 One case per distinct failure the issue reported (and a few found beside them): nesting, number
 sizes and ranges, FIFOs and symlinks, duplicate keys, the preset+gpu cluster override, strict types
@@ -15,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 
 runner = CliRunner()
-LIMIT_S = 10
+HANG_S = 120  # a guard against a run that never ends, not a speed bound
 REPO = Path(__file__).resolve().parents[1]
 
 MODEL = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "vocab_size": 1000}
@@ -221,7 +221,7 @@ class _Slow(Exception):
 
 
 def _alarm(signum, frame):
-    raise _Slow(f"over {LIMIT_S} s")
+    raise _Slow(f"still running after {HANG_S} s: a hang")
 
 
 def _write(tmp_path: Path, files: dict) -> None:
@@ -232,22 +232,21 @@ def _write(tmp_path: Path, files: dict) -> None:
 
 
 def invoke(argv: list[str]):
-    """Run the CLI in-process under a SIGALRM deadline; (result, seconds)."""
+    """Run the CLI in-process under a SIGALRM hang guard; (result, None): the second item is kept for the
+    callers' unpacking and is no timing."""
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(LIMIT_S + 5)
-    start = time.monotonic()
+    signal.alarm(HANG_S)
     try:
         result = runner.invoke(app, argv)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    return result, time.monotonic() - start
+    return result, None
 
 
-def assert_clean(result, seconds: float, codes: set, needles: list[str]) -> str:
+def assert_clean(result, _unused, codes: set, needles: list[str]) -> str:
     message = result.stderr + result.stdout
     assert result.exit_code in codes, (result.exit_code, message[:2000])
-    assert seconds < LIMIT_S, seconds
     assert "Traceback" not in message and "internal error" not in message
     for needle in needles:
         assert needle in message, (needle, message[:2000])
@@ -304,7 +303,7 @@ def test_symlink_to_a_secret_file_echoes_nothing(tmp_path: Path, monkeypatch):
 
 def _subprocess(argv: list[str], cwd: Path, env: dict) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "planner.cli", *argv], cwd=cwd, capture_output=True,
-                          timeout=LIMIT_S + 20, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+                          timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(REPO), **env})
     return proc.returncode, proc.stdout.decode("ascii", "replace"), proc.stderr.decode("ascii", "replace")
 
 
@@ -312,9 +311,185 @@ def _subprocess(argv: list[str], cwd: Path, env: dict) -> tuple[int, str, str]:
 def test_names_the_console_cannot_encode_are_escaped(name: str, tmp_path: Path):
     """A model name printed under an ASCII locale (or a lone surrogate anywhere) is escaped, not exit 3."""
     (tmp_path / "m.json").write_text(json.dumps({**MODEL, "name": name}))
-    start = time.monotonic()
     rc, out, err = _subprocess(["estimate", "m.json", "--cluster", "dgx-h100", "--layout", "tp=8",
                                 "--global-batch", "8"], tmp_path, {"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
     assert rc == 0, err
-    assert time.monotonic() - start < LIMIT_S + 10
     assert "\\u" in out or "\\x" in out
+
+
+# ---- issue 36: nonsense on the command line, refused in ONE line naming the option and the value ----------
+
+EST8 = ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "8"]
+SWEEP8 = ["sweep", "llama3-8b", "--cluster", "dgx-h100", "--tokens", "1e9", "-j", "1"]
+# id: (argv, exit code, substrings the one line must hold)
+ONE_LINE = {
+    "layout-empty": (EST8 + ["--layout", ""], 2, ["--layout '' names no key=value"]),
+    "layout-empty-item": (EST8 + ["--layout", "tp=8,,pp=1"], 2, ["--layout 'tp=8,,pp=1'"]),
+    "layout-newline": (EST8 + ["--layout", "tp=8\npp=1"], 2, ["--layout", "\\n"]),
+    "layout-trailing-newline": (EST8 + ["--layout", "tp=8\n"], 2, ["--layout", "\\n"]),
+    "global-batch-float": (EST8[:-2] + ["--layout", "tp=8", "--global-batch", "64.0"], 2, ["--global-batch '64.0'"]),
+    "global-batch-arabic": (EST8[:-2] + ["--layout", "tp=8", "--global-batch=\u0668"], 2, ["--global-batch"]),
+    "tokens-fullwidth": (EST8 + ["--layout", "tp=8", "--tokens", "\uff12"], 2, ["--tokens"]),
+    "fp8-recipe-typo": (EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwis"], 2,
+                        ["--fp8-recipe 'rowwis'", "did you mean rowwise"]),
+    "precision-typo": (EST8 + ["--layout", "tp=8", "--precision", "bf61"], 2, ["--precision 'bf61'", "bf16"]),
+    "sweep-arabic-nodes": (SWEEP8 + ["--nodes", "\u0668..16"], 2, ["--nodes"]),
+    "sweep-step-past-end": (SWEEP8 + ["--nodes", "1..8:x999999999"], 2, ["--nodes '1..8:x999999999'", "jumps past"]),
+    "sweep-fullwidth-price": (SWEEP8 + ["--nodes", "1", "--price-per-gpu-hour", "\uff12"], 2,
+                              ["--price-per-gpu-hour"]),
+    "sweep-fullwidth-budget": (SWEEP8 + ["--nodes", "1", "--price-per-gpu-hour", "2", "--budget", "\uff12M"], 2,
+                               ["--budget"]),
+    # Typer's own checks: one line, the option and the value, never the framed usage box
+    "nodes-zero": (EST8 + ["--layout", "tp=8", "--nodes", "0"], 2, ["--nodes '0'", "greater than or equal to 1"]),
+    "nodes-word": (EST8 + ["--layout", "tp=8", "--nodes=abc"], 2, ["--nodes 'abc'"]),
+    "time-limit-nan": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "nan"], 2,
+                       ["--time-limit 'nan'", "finite"]),
+    "time-limit-inf": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "inf"], 2, ["finite"]),
+    "unknown-option": (EST8 + ["--bogus"], 2, ["--bogus"]),
+    "missing-argument": (["estimate"], 2, ["model"]),
+    "missing-option-value": (EST8 + ["--layout"], 2, ["--layout"]),
+    "unknown-command": (["frob"], 2, ["frob"]),
+    "extra-argument": (EST8 + ["x"], 2, ["x"]),
+    "jobs-zero": (SWEEP8[:-2] + ["--nodes", "1", "-j", "0"], 2, ["--jobs '0'"]),
+    # --debug anywhere on the line: the message stays, the traceback comes
+    "debug-after-subcommand": (EST8 + ["--layout", "tp=8", "--debug", "--cluster", "nosuch"], 2, ["nosuch"]),
+}
+
+
+@pytest.mark.parametrize("case", ONE_LINE)
+def test_command_line_mistake_is_one_line(case: str, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "20")  # Typer's box grew to 10 lines here
+    argv, code, needles = ONE_LINE[case]
+    result, _ = invoke(argv)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if "--debug" in argv:
+        assert result.exit_code == code and "Traceback" in result.stderr and needles[0] in lines[-1]
+        return
+    assert result.exit_code == code and len(lines) == 1, (result.exit_code, result.stderr)
+    assert lines[0].startswith("parplan: error: ") and "╭" not in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_fp8_recipe_without_fp8_is_a_warning_not_silence():
+    """--fp8-recipe with bf16 changes no number: warned (a thing read but not priced), not refused."""
+    result, _ = invoke(EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwise", "--json"])
+    assert result.exit_code == 0 and "--fp8-recipe rowwise is ignored: precision is bf16" in result.stderr
+    quiet, _ = invoke(EST8 + ["--layout", "tp=8", "--fp8-recipe", "rowwise", "--precision", "fp8", "--json"])
+    assert quiet.exit_code == 0 and "ignored" not in quiet.stderr
+
+
+# ---- issue 36: calibrate refuses logs and parameters it cannot fit on, in one line ----------------------
+
+GPT24 = {"name": "gpt-h2048-l24", "num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+         "vocab_size": 50304, "seq_length": 1024, "tied_embeddings": True}
+A100_NODE = {"name": "a100-node", "gpu": "a100-80gb", "gpus_per_node": 8, "num_nodes": 1,
+             "scale_up_gb_per_s": 300.0, "scale_out_gb_per_s": 12.5}
+
+
+def _meg_log(step_ms: float, tp: int = 1) -> str:
+    from log_render import megatron_log
+    return megatron_log(tp=tp, pp=1, dp=8 // tp, mbs=4, gbs=32, layers=24, hidden=2048, heads=16, seq=1024,
+                        step_ms=step_ms)
+
+
+def _calibrate(tmp_path: Path, monkeypatch, files: dict, *argv: str):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"m.json": json.dumps(GPT24), "c.json": json.dumps(A100_NODE), **files})
+    result, _ = invoke(["calibrate", *argv, "--model", "m.json", "--cluster", "c.json"])
+    return result, [line for line in result.stderr.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("step_ms, shown", [(0.0, "took 0 s"), (-400.0, "took -"), (4e12, "took 1.2"),
+                                            (1e-9, "took 0 s")])
+def test_calibrate_refuses_zero_negative_and_absurd_step_times(step_ms, shown, tmp_path, monkeypatch):
+    """Zero step times divided the fit's error by zero (exit 3); negative and absurd ones were fitted with
+    a warning. Each is refused naming the file and the line."""
+    result, lines = _calibrate(tmp_path, monkeypatch, {"bad.log": _meg_log(step_ms)}, "bad.log")
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("parplan: error: bad.log:") and shown in lines[0] and "between" in lines[0]
+
+
+def test_calibrate_counts_the_same_log_once(tmp_path, monkeypatch):
+    log = _meg_log(400.0)
+    result, lines = _calibrate(tmp_path, monkeypatch, {"a.log": log}, "a.log", "./a.log", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["runs"]) == 1 and any("same file" in n and "counted once" in n for n in data["notes"])
+
+
+def test_calibrate_refuses_logs_of_two_frameworks(tmp_path, monkeypatch):
+    from log_render import torchtitan_log
+    files = {"m.log": _meg_log(400.0), "t.log": torchtitan_log(local_batch=2, global_batch=16, seq=1024, tps=5000)}
+    result, lines = _calibrate(tmp_path, monkeypatch, files, "m.log", "t.log")
+    assert result.exit_code == 2 and len(lines) == 1 and "different frameworks" in lines[0], result.output
+    assert "m.log: megatron" in lines[0] and "t.log: torchtitan" in lines[0]
+
+
+@pytest.mark.parametrize("params, needle", [("", "unknown parameter ''"), ("gemm_scale,,attn_scale", "''"),
+                                            ("gemm_scal", "'gemm_scal'"),
+                                            ("gemm_scale,step_overhead_s", "2 parameters from 1 run")])
+def test_calibrate_refuses_params_it_cannot_fit(params, needle, tmp_path, monkeypatch):
+    result, lines = _calibrate(tmp_path, monkeypatch, {"a.log": _meg_log(400.0)}, "a.log", "--params", params)
+    assert result.exit_code == 2 and len(lines) == 1 and "--params" in lines[0] and needle in lines[0], result.output
+
+
+# ---- issue 36: files whose errors printed 2-4 lines, a name 10,000 characters long ----------------------
+
+GPU0 = {"name": "g", "hbm_gib": 80, "hbm_gb_per_s": 2000, "bf16_tflops": 0, "fp16_tflops": 0}
+MLA0 = {"q_lora_rank": 0, "kv_lora_rank": 0, "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0}
+# id: (argv, files, substrings of the one line)
+FILE_ONE_LINE = {
+    "yaml-nul": (est("m.yaml"), {"m.yaml": "num_layers: 4\0\nhidden_size: 256\n"}, ["m.yaml", "#x0000"]),
+    "ffn-zero": (est("m.json"), {"m.json": js(MODEL, ffn_hidden_size=0)}, ["m.json.ffn_hidden_size", "(got 0)"]),
+    "tflops-zero": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, gpu=GPU0)}, ["bf16_tflops", "and 1 more"]),
+    "mla-zeros": (est("m.json"), {"m.json": js(MODEL, mla=MLA0)}, ["m.json.mla.", "(got 0)", "more"]),
+    "spec-missing-fields": (est("m.json"), {"m.json": js({"name": "m"})}, ["missing", "num_layers", "vocab_size"]),
+    "hf-empty": (est("config.json"), {"config.json": "{}"}, ["num_hidden_layers", "model_type", "intermediate_size"]),
+    "hf-no-model-type": (est("config.json"), {"config.json": js({k: v for k, v in HF.items() if k != "model_type"})},
+                         ["needs model_type", "llama"]),
+    "name-10000": (est("m.json"), {"m.json": js(MODEL, name="x" * 10_000)}, ["m.json.name", "at most 200"]),
+    "cluster-name-10000": (est("llama3-8b", "c.json"), {"c.json": js(CLUSTER, name="c" * 10_000)},
+                           ["c.json.name", "at most 200"]),
+}
+
+
+@pytest.mark.parametrize("case", FILE_ONE_LINE)
+def test_file_error_is_one_line(case: str, tmp_path: Path, monkeypatch):
+    argv, files, needles = FILE_ONE_LINE[case]
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, files)
+    result, _ = invoke(argv)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.stderr)
+    assert "num_layers" not in lines[0] or not case.startswith("hf-")  # Hugging Face keys, not parplan's
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert len(lines[0]) < 400
+
+
+def test_export_refuses_a_symlinked_out_folder(tmp_path: Path, monkeypatch):
+    """`export --out link` wrote through the link into the folder it points to."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"p.json": js(PLAN)})
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", "link")
+    result, _ = invoke(["export", "p.json", "--format", "megatron", "--out", "link"])
+    assert result.exit_code == 2 and "--out: folder 'link' is a symbolic link" in result.stderr, result.output
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_slurm_script_keeps_a_name_with_a_line_break_on_one_line(tmp_path: Path, monkeypatch):
+    """A model name 'm\\n#SBATCH --x=1' put an '#SBATCH' line inside the quoted --wandb-exp-name, which
+    sbatch reads as a directive. It is written as one $'...' word, which bash reads back unchanged."""
+    name = "m\n#SBATCH --x=1 'q' \\"
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, {"p.json": js(PLAN, model={**MODEL, "name": name}, layout={"tp": 1})})
+    result, _ = invoke(["export", "p.json", "--format", "slurm", "--out", "out"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "launch_slurm.sbatch").read_text()
+    directives = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert all(not line.startswith("#SBATCH --x") for line in directives) and len(directives) == 5
+    word = next(line.strip().split(" ", 1)[1] for line in text.splitlines() if "--wandb-exp-name" in line)
+    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True)
+    assert echoed.stdout == name

@@ -1,7 +1,9 @@
 """Hostile outputs (issue: writes, deadlines, long pipelines, names): one case per distinct failure.
 
 Every case asserts the exit code (0, 1 or 2, never 3), the option, path or field the message names,
-no traceback, that a refused command wrote nothing, and a wall-time bound.
+no traceback, and that a refused command wrote nothing. Deadlines are checked by what the search
+reports (its status, "time limit reached", the layouts it looked at) and long pipelines by the work the
+report does (the stages it simulates), never by a clock (issue 36).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import time
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,8 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(args: list[str], limit_s: float = 10.0):
-    start = time.perf_counter()
+def run(args: list[str]):
     result = runner.invoke(app, args)
-    took = time.perf_counter() - start
-    assert took < limit_s, f"{args} took {took:.1f} s (limit {limit_s} s)"
     text = result.stdout + result.stderr
     assert "Traceback" not in text and "internal error" not in text, text
     assert result.exit_code in (0, 1, 2), (result.exit_code, text)
@@ -166,9 +164,9 @@ def test_control_characters_in_a_path_are_shown_escaped(here):
 # ---- a deadline that holds -----------------------------------------------------------------------
 
 def test_time_limit_bounds_a_huge_search():
-    """Was 40 s for --time-limit 5: CP-SAT groups past the limit, one candidate at a time."""
-    limit = 3.0
-    result = run(HUGE + ["--time-limit", str(limit), "--json"], limit_s=limit + 2)
+    """Was 40 s for --time-limit 5: CP-SAT groups past the limit, one candidate at a time. The search
+    says it stopped at the limit (feasible, time_limit_reached) before it had looked at every layout."""
+    result = run(HUGE + ["--time-limit", "3", "--json"])
     data = json.loads(result.stdout)
     assert data["status"] == "feasible" and data["search"]["time_limit_reached"]
     if data["plans"]:
@@ -178,20 +176,20 @@ def test_time_limit_bounds_a_huge_search():
 
 
 def test_time_limit_says_partial_in_the_table():
-    result = run(HUGE + ["--time-limit", "2"], limit_s=4)
+    result = run(HUGE + ["--time-limit", "2"])
     assert "time limit reached" in result.stdout
 
 
 def test_tiny_time_limit_on_a_huge_cluster_offers_no_impossible_degree():
     """dp above costmodels.layout.MAX_DEGREE was offered and failed as 'input.dp' (exit 2)."""
-    result = run(HUGE + ["--time-limit", "0.1"], limit_s=2.1)
+    result = run(HUGE + ["--time-limit", "0.1"])
     assert result.exit_code in (0, 1) and "input.dp" not in result.stderr
 
 
 def test_nothing_fits_explanations_stop_at_the_deadline():
     """why_nothing_fits enumerated up to 64x bigger clusters with no deadline."""
     result = run(["plan", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "720720",
-                  "--time-limit", "1", "--json"], limit_s=3)
+                  "--time-limit", "1", "--json"])
     data = json.loads(result.stdout)
     assert result.exit_code == 1 and any("time limit" in r for r in data["reasons"])
 
@@ -199,8 +197,13 @@ def test_nothing_fits_explanations_stop_at_the_deadline():
 def test_objectives_beyond_64_bit_integers():
     """A million-token sequence on 240,000 GPUs: CP-SAT's Z domain overflowed int64 (exit 3)."""
     result = run(["plan", "llama3.1-405b", "--cluster", "dgx-a100", "--nodes", "30000", "--global-batch", "2400000",
-                  "--seq-len", "1048576", "--time-limit", "3"], limit_s=5)
+                  "--seq-len", "1048576", "--time-limit", "3"])
     assert result.exit_code in (0, 1)
+
+
+def data_limit() -> int:
+    from planner.report.data import MAX_SIMULATED_STAGES
+    return MAX_SIMULATED_STAGES
 
 
 # ---- long pipelines --------------------------------------------------------------------------------
@@ -216,23 +219,41 @@ def deep_plan(tmp_path_factory) -> Path:
     return path
 
 
-def test_terminal_report_of_ten_thousand_stages(deep_plan):
-    """Was 2 minutes (the timeline simulation is quadratic in the stages)."""
-    result = run(["report", str(deep_plan)], limit_s=10)
+@pytest.fixture
+def simulated(monkeypatch) -> list[int]:
+    """The stage count of every pipeline timeline the report simulates (quadratic in the stages)."""
+    from planner.report import data
+
+    counts: list[int] = []
+
+    def counting(schedule, stage_s, num_microbatches, vpp=1):
+        counts.append(len(stage_s))
+        return real(schedule, stage_s, num_microbatches, vpp)
+
+    real = data.simulate
+    monkeypatch.setattr(data, "simulate", counting)
+    return counts
+
+
+def test_terminal_report_of_ten_thousand_stages(deep_plan, simulated):
+    """Was 2 minutes: the timeline simulation is quadratic in the stages, and ran on all 10,000."""
+    result = run(["report", str(deep_plan)])
+    assert all(n <= data_limit() for n in simulated)
     assert result.exit_code == 0 and len(result.stdout.splitlines()) < 60
     assert "not drawn for pp=10,000" in result.stdout and "of 10,000 stages" in result.stdout
 
 
-def test_html_report_of_ten_thousand_stages(deep_plan, tmp_path):
+def test_html_report_of_ten_thousand_stages(deep_plan, tmp_path, simulated):
     out = tmp_path / "deep.html"
-    assert run(["report", str(deep_plan), "-o", str(out)], limit_s=10).exit_code == 0
+    assert run(["report", str(deep_plan), "-o", str(out)]).exit_code == 0
+    assert all(n <= data_limit() for n in simulated)
     html = out.read_text()
     assert len(html) < 200_000 and "64 of 10,000 stages drawn" in html and "Not drawn for pp=10,000" in html
 
 
 def test_estimate_table_of_ten_thousand_stages(deep_plan):
     """Was 15 s and 10,000 table rows."""
-    result = run(["estimate", str(deep_plan)], limit_s=10)
+    result = run(["estimate", str(deep_plan)])
     assert result.exit_code == 0 and len(result.stdout.splitlines()) < 80
     assert "9,992 of 10,000 stages not listed" in result.stdout
 
@@ -282,3 +303,38 @@ def test_a_name_like_an_option_stays_a_value(here):
     joined = (here / "out" / "launch_megatron.sh").read_text()
     assert "--wandb-exp-name=--num-layers=1" in joined
     assert "--model-name=--num-layers=1" in (here / "out" / "ds" / "launch_deepspeed.sh").read_text()
+
+
+# ---- issue 36: output that cannot be written has its own exit code -------------------------------------
+
+def _cli(args: list[str], stdout, **kw):
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, "-m", "planner.cli", *args], stdout=stdout, stderr=subprocess.PIPE,
+                            cwd=root, env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "120"}, **kw)
+
+
+def test_a_closed_pipe_exits_141_silently(tmp_path):
+    """`parplan check plan.json | head -1` exited 1 ("does not fit") for a plan that fits: the reader
+    goes away before the table is written. Here the pipe is closed before anything is written."""
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"model": "llama3-8b", "cluster": {"preset": "dgx-h100"},
+                                "train": {"global_batch_size": 8}, "layout": {"tp": 8}}))
+    read, write = os.pipe()
+    os.close(read)
+    proc = _cli(["check", str(plan)], write)
+    os.close(write)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and err.strip() == b"", err[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("args", [["models", "--json"], ["models"]])
+def test_a_full_disk_exits_4_in_one_line(args):
+    with open("/dev/full", "wb") as full:
+        proc = _cli(args, full)
+        _, err = proc.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1, err[-2000:]
+    assert lines[0].startswith("parplan: error: could not write the output") and "No space left" in lines[0]

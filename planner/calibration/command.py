@@ -5,6 +5,7 @@ the stack, print each run's error before and after (a table, or JSON) and write 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.table import Table
 from costmodels.stack import Stack
 from planner.calibration import fit as fitting
 from planner.calibration.runs import Options, Run, build, layout_keys, same_stack  # noqa: F401 (the CLI uses them)
+from planner.calibration.runs import same_framework
 from planner.errors import UserError
 from planner.files.guarded_write import Target, check_target, write_all
 from planner.files.logs import read_log
@@ -38,13 +40,37 @@ class Request:
     force: bool = False
 
 
-def load_runs(req: Request) -> list[Run]:
-    """One run per log, in the order given."""
+def distinct_logs(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The logs in the order given, each file once (by device and inode: `a.log ./a.log` or a link to
+    it are the same run, which counted twice would weigh double in the fit), and a note per repeat."""
+    seen: dict[tuple[int, int], Path] = {}
+    kept, notes = [], []
+    for path in paths:
+        try:
+            info = os.stat(path)
+            key = (info.st_dev, info.st_ino)
+        except OSError:
+            key = (-1, len(kept))  # the reader names what is wrong with it
+        if key in seen:
+            notes.append(f"note: {visible(path)} is the same file as {visible(seen[key])}; counted once")
+            continue
+        seen[key] = path
+        kept.append(path)
+    return kept, notes
+
+
+def load_runs(req: Request, notes: Optional[list[str]] = None) -> list[Run]:
+    """One run per distinct log, in the order given (repeats noted in `notes`), all of one framework."""
     if not req.logs:
         raise UserError("give at least one training log")
     if len(req.logs) > MAX_LOGS:
         raise UserError(f"{len(req.logs)} logs: at most {MAX_LOGS} per calibration")
-    return [build(read_log(path), req.options) for path in req.logs]
+    paths, repeats = distinct_logs(req.logs)
+    if notes is not None:
+        notes += repeats
+    logs = [read_log(path) for path in paths]
+    same_framework(logs)
+    return [build(log, req.options) for log in logs]
 
 
 def profile_name(out: Optional[Path], base: Stack) -> str:
@@ -128,6 +154,8 @@ def param_table(data: dict) -> Table:
 
 def show(data: dict, console: Console, note: Console) -> None:
     """The tables, the notes of each log, and where the profile went."""
+    for line in data.get("notes", []):
+        note.print(line, highlight=False, markup=False)
     console.print(run_table(data))
     console.print(param_table(data))
     for r in data["runs"]:
@@ -147,10 +175,11 @@ def calibrate(req: Request) -> dict:
     """Read, fit, write: the JSON result (the caller prints it or the tables)."""
     if req.out is not None:
         check_target(Target(req.out, "", option="--out"), req.force)  # refuse before the fit, not after
-    runs = load_runs(req)
+    notes: list[str] = []
+    runs = load_runs(req, notes)
     base = same_stack(runs)
     fitted = fitting.fit(runs, base, fitting.choose(len(runs), req.params))
     profile = fitted_stack(fitted, runs, req.out)
     if req.out is not None:
         write_all([Target(req.out, profile_text(profile), option="--out")], req.force)
-    return result_json(runs, fitted, profile, req.out)
+    return {**result_json(runs, fitted, profile, req.out), "notes": notes}

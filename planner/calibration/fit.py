@@ -62,11 +62,17 @@ class Fitted:
 def choose(n_runs: int, names: list[str] | None = None) -> list[Free]:
     """The parameters to fit: those named, else the first max(1, runs - 1) of the default four."""
     by_name = {f.field: f for f in FREE}
-    if names:
+    if names is not None:
         unknown = [n for n in names if n not in by_name]
-        if unknown:
-            raise UserError(f"--params: unknown parameter {unknown[0]!r} (known: {', '.join(by_name)})")
-        return [by_name[n] for n in dict.fromkeys(names)]
+        if not names or unknown:
+            shown = repr(unknown[0]) if unknown else "(none)"
+            raise UserError(f"--params: unknown parameter {shown} (known: {', '.join(by_name)})")
+        chosen = [by_name[n] for n in dict.fromkeys(names)]
+        if len(chosen) > n_runs:
+            raise UserError(f"--params {','.join(f.field for f in chosen)}: {len(chosen)} parameters from {n_runs} "
+                            f"run(s); a fit needs at least as many runs as parameters (give more logs or fewer "
+                            "parameters)")
+        return chosen
     return FREE[:min(DEFAULT_COUNT, max(1, n_runs - 1))]
 
 

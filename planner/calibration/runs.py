@@ -32,6 +32,8 @@ from planner.files import loading
 from planner.files.logs import RunLog, Summary, deepspeed, summarize, torchtitan
 from planner.safetext import visible
 
+MIN_STEP_S = 1e-4  # 0.1 ms: below any transformer training step (a kernel launch is ~5 us, a step thousands)
+MAX_STEP_S = 86400.0  # a day per step: a log in other units, or a stalled job, not a run to fit on
 PARAM_TOLERANCE = 0.1  # torchtitan counts every parameter; parplan's count of the same model agrees to ~1%
 DEFAULT_STACKS = {"megatron": "megatron-core", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
 
@@ -172,6 +174,7 @@ def build(log: RunLog, opts: Options) -> Run:
         torchtitan.to_seconds(log, gbs, seq, cluster.num_gpus)
     elif log.framework == "deepspeed":
         deepspeed.to_seconds(log, gbs)
+    check_step_times(log)
     summary = summarize(log)
     train = _train(log, opts, gbs, seq)
     layout_data = {**_base_layout(log), **(_megatron_layout(log.settings, opts.model)
@@ -182,6 +185,25 @@ def build(log: RunLog, opts: Options) -> Run:
     except SpecError as err:
         raise UserError(f"{visible(log.path)}: the run's layout does not fit --model/--cluster: {err}") from None
     return Run(Path(log.path).name, log, summary, opts.model, cluster, train, resolved)
+
+
+def check_step_times(log: RunLog) -> None:
+    """Every step time (in seconds, after the reader's conversion) lies within MIN_STEP_S..MAX_STEP_S;
+    else a UserError naming the file and line. Refused, not fitted: a zero divides the fit's error by
+    zero, a negative or absurd one drags every parameter to its bound."""
+    for s in log.steps:
+        if not s.bad_loss and not MIN_STEP_S <= s.seconds <= MAX_STEP_S:
+            raise UserError(f"{visible(log.path)}:{s.line}: step {s.step} took {s.seconds:.6g} s; a step time must "
+                            f"lie between {MIN_STEP_S:g} s and {MAX_STEP_S:g} s (a day) to be fitted on")
+
+
+def same_framework(logs: list[RunLog]) -> None:
+    """Logs of one framework only: each framework's log states other things and is priced by another
+    stack, so a mix cannot be one calibration."""
+    kinds = {log.framework for log in logs}
+    if len(kinds) > 1:
+        listed = ", ".join(f"{Path(log.path).name}: {log.framework}" for log in logs)
+        raise UserError(f"the logs come from different frameworks ({listed}); calibrate one framework at a time")
 
 
 def same_stack(runs: list[Run]) -> Stack:

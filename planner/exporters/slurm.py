@@ -8,6 +8,8 @@ which come from planner.exporters.megatron's argument builder.
 
 from __future__ import annotations
 
+import shlex
+
 from planner.exporters import megatron
 from planner.exporters.common import ExportPlan, Raw, command, comment_block, header_lines, printable
 
@@ -21,6 +23,23 @@ def sbatch_lines(plan: ExportPlan) -> str:
     return (f"#SBATCH --job-name=parplan-{name}\n#SBATCH --nodes={plan.nodes}\n#SBATCH --ntasks-per-node=1\n"
             f"#SBATCH --gpus-per-node={plan.gpus_per_node}\n#SBATCH --exclusive\n"
             "# EDIT: add --partition/--account/--time for your site.\n")
+
+
+def ansi_c_word(text: str) -> str:
+    """`text` as one bash word on one line: $'...' with backslash, quote, newline and carriage return
+    escaped (bash reads it back to the same string)."""
+    body = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
+    return f"$'{body}'"
+
+
+def one_line_names(text: str, plan: ExportPlan) -> str:
+    """The script with every quoted name that spans lines rewritten as a one-line $'...' word. sbatch
+    reads a line starting '#SBATCH' as a directive, so a model name 'm\\n#SBATCH --x=1' inside the quoted
+    --wandb-exp-name must not put one in the file."""
+    for name in {plan.model.name, plan.cluster.name, plan.cluster.gpu_profile.name}:
+        if "\n" in name or "\r" in name:
+            text = text.replace(shlex.quote(name), ansi_c_word(name))
+    return text
 
 
 def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
@@ -39,5 +58,6 @@ def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
               "--rdzv-backend", "c10d", "--rdzv-endpoint", Raw('"$HEAD_NODE:$RDZV_PORT"'),
               "--rdzv-id", Raw('"$SLURM_JOB_ID"'), Raw('"$MEGATRON_DIR/pretrain_gpt.py"')] + words
     head = comment_block(header_lines(plan, TARGET))
-    text = f"#!/usr/bin/env bash\n{sbatch_lines(plan)}{head}set -euo pipefail\n\n{body}{command(launch)}"
+    text = f"#!/usr/bin/env bash\n{sbatch_lines(plan)}{head}set -euo pipefail\n\n{one_line_names(body, plan)}"
+    text += command(launch)
     return {SCRIPT: (text, 0o777)}

@@ -2,7 +2,8 @@
 exists (file, symlink, dangling symlink) replaced without force, each file written atomically.
 
 Checks, each a UserError (exit 2) naming the option and the path:
-- the parent folder exists (or is one the command creates), is a folder and is writable;
+- the parent folder exists (or is one the command creates), is a folder, not a symbolic link to one
+  (`export --out link` would write through it), and is writable;
 - the target is not a folder or a special file (a device, a pipe), even with force;
 - without force, nothing exists at the path (os.path.lexists: a dangling link counts).
 `write_all` checks all targets first, then writes every file to a temporary file beside it and
@@ -48,6 +49,9 @@ def _existing_ancestor(path: Path) -> Path:
 def check_folder(folder: Path, option: str, create: bool = False) -> None:
     """`folder` is a writable folder, or (with `create`) can be made inside one."""
     folder = folder if str(folder) else Path(".")
+    if os.path.islink(folder):  # writing through it would put files where the path does not say
+        raise UserError(f"{option}: folder {_q(folder)} is a symbolic link; name the folder it points to "
+                        "(nothing was written)")
     if os.path.isdir(folder):
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(f"{option}: folder {_q(folder)} is not writable")

@@ -64,6 +64,26 @@ MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidde
                      for t in DEEPSEEK}}
 
 
+HF_REQUIRED_KEYS = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                    "vocab_size")
+HF_ONLY_KEYS = {"num_hidden_layers", "intermediate_size", "num_key_value_heads", "max_position_embeddings",
+                "architectures", "torch_dtype", "rms_norm_eps", "rope_theta"}
+
+
+def hf_hint(data: Any, where: str) -> Optional[str]:
+    """The one-line message for a mapping that is a Hugging Face config without its model_type (or an
+    empty config.json), naming the Hugging Face keys it needs, not parplan's; None for anything else."""
+    if not isinstance(data, dict) or "model_type" in data:
+        return None
+    if data and not HF_ONLY_KEYS & set(map(str, data)):
+        return None
+    if not data and not str(where).endswith("config.json"):
+        return None
+    missing = [k for k in HF_REQUIRED_KEYS if k not in data]
+    return (f"{where}: a Hugging Face config.json needs {', '.join(missing)} (model_type one of "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)})")
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.outputs import Estimate
-from planner.files.hf_config import model_from_hf_config
+from planner.files.hf_config import hf_hint, model_from_hf_config
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -80,6 +80,9 @@ def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     """A preset name, an inline ModelSpec mapping or a Hugging Face config mapping."""
     if isinstance(data, str):
         return _preset(hp.load_model, data)
+    hint = hf_hint(data, where)
+    if hint:  # an empty or model_type-less config.json: name the Hugging Face keys, not parplan's
+        raise UserError(hint)
     if isinstance(data, dict) and "model_type" in data:
         try:
             return model_from_hf_config(data)

@@ -206,7 +206,7 @@ def _yaml_user_error(err: yaml.YAMLError, where: str) -> UserError:
     1,000 levels before an event reaches the prescan, so its nesting error says what ours says."""
     mark = getattr(err, "problem_mark", None)
     at = f" at line {mark.line + 1}" if mark else ""
-    problem = getattr(err, "problem", None) or str(err)
+    problem = " ".join(str(getattr(err, "problem", None) or err).split())  # one line (a ReaderError has two)
     if "nesting depth" in problem:  # worded as the prescan words it
         line = f" (line {mark.line + 1})" if mark else ""
         return UserError(f"{where}: nested deeper than {MAX_DEPTH} levels{line}")

@@ -107,7 +107,7 @@ def print_sweep(doc: dict, console: Console) -> None:
     if any(p["cut_short"] for p in doc["points"]):
         console.print(f"† the per-point --time-limit ({doc['time_limit_s']:g} s) cut the search short: the best "
                       "layout found, not proven optimal", highlight=False)
-    if doc["points"] and doc["points"][0].get("run_model", "").startswith("costmodels.whole_run"):
+    if any((p.get("run_model") or "").startswith("costmodels.whole_run") for p in doc["points"]):
         console.print("days, GPU-hours and cost include the expected failures, restarts and checkpoints "
                       "(goodput: the useful fraction)", highlight=False)
     for p in doc["points"]:

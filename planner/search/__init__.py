@@ -9,6 +9,14 @@ May import: costmodels, hardware_profiles, planner.errors, planner.safetext, pla
 Never planner.exporters, planner.report or the CLI.
 """
 
-from planner.search.engine import SearchResult, best_validated, search, validated_filter
-
 __all__ = ["SearchResult", "best_validated", "search", "validated_filter"]
+
+
+def __getattr__(name: str):
+    """The engine's names, imported when first asked for (PEP 562): `planner.search.frameworks` and the
+    other light modules must not pull in OR-Tools and pandas (~0.5 s) for commands that never search."""
+    if name in __all__:
+        from planner.search import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'planner.search' has no attribute {name!r}")
