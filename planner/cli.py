@@ -28,8 +28,8 @@ for _name, _module, _function, _help in [
          "time with its held-out error band) of one layout."),
         ("plan", "planner.cli_plan", "plan_cmd", "Search every layout for the fastest that fits; exit 1 when "
          "nothing fits."),
-        ("export", "planner.cli_layout", "export_cmd", "Write launch files for a plan; layouts a target cannot "
-         "express are refused with the reason."),
+        ("export", "planner.cli_layout", "export_cmd", "Write launch files for a plan, each priced with the "
+         "stack that runs it."),
         ("report", "planner.cli_layout", "report_cmd", "Pictures of a plan: memory per stage, the pipeline "
          "timeline, the device mesh, the breakdown, the step time with its held-out error band."),
         ("check", "planner.cli_layout", "check_cmd", "Does this configuration fit in GPU memory? Exit 0 fits, 1 "

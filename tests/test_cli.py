@@ -174,10 +174,13 @@ def test_check_json_reports_fits(tmp_path: Path):
 
 
 def test_check_under_allocator_pressure_fits_unless_strict(tmp_path: Path):
-    """A margin between the fitting plan's floor (54.4 GiB) and its unhindered device use (59.4 GiB)
-    leaves a fit that lasts only if the caching allocator releases its cache: exit 0 with the warning
-    and the fragmentation it can bear; --strict makes it exit 1."""
-    plan = dict(FIT_PLAN, cluster=dict(FIT_PLAN["cluster"], memory_reserve_gib=22.5))
+    """A margin that puts the device budget halfway between the fitting plan's floor and its unhindered
+    device use leaves a fit that lasts only if the caching allocator releases its cache: exit 0 with the
+    warning and the fragmentation it can bear; --strict makes it exit 1."""
+    base = json.loads(invoke("check", write(tmp_path, "base.json", FIT_PLAN), "--json").stdout)["memory"]
+    middle = (base["floor_bytes"] + base["device_bytes"]) / 2
+    reserve_gib = round((base["hbm_bytes"] - middle) / 2**30, 2)
+    plan = dict(FIT_PLAN, cluster=dict(FIT_PLAN["cluster"], memory_reserve_gib=reserve_gib))
     path = write(tmp_path, "plan.json", plan)
     loose, strict = invoke("check", path), invoke("check", path, "--strict")
     assert (loose.exit_code, strict.exit_code) == (0, 1), loose.output
