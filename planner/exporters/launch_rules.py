@@ -13,6 +13,7 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.files import megatron_flags as mf
+from planner.files import megatron_train
 from planner.files.shellread import flag_dict, parse_flags
 
 
@@ -24,7 +25,7 @@ def megatron_rule_problems(a: mf.MegatronArgs, world: int) -> list[str]:
     try:
         model = mf.model_data(a)
         lay = mf.layout_data(a, model)
-        train = mf.train_data(a)
+        train = megatron_train.train_data(a)
     except UserError as err:
         return out + [str(err)]
     tp, pp, cp, ep, etp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp"))

@@ -18,6 +18,7 @@ from typing import Optional
 from planner.errors import UserError
 from planner.files import megatron_flag_table as flag_table
 from planner.files.megatron_names import NORM, POSITION, SWITCHES, ZERO_FSDP
+from planner.files.megatron_stages import stage_split
 from planner.files.megatron_vocab import vocab_size
 from planner.files.shellread import (
     ShellScript, flag_dict, parse_flags, read_script, split_at_script,
@@ -28,8 +29,6 @@ POSITION_BACK = {v: k for k, v in POSITION.items()}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope"}  # argparse nargs="+" (megatron/training/arguments.py)
-VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-                 "--pipeline-model-parallel-layout")
 
 
 @dataclass
@@ -115,8 +114,8 @@ def model_data(a: MegatronArgs) -> dict:
     data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
             "vocab_size": vocab_size(a), "seq_length": seq_length(a),
             "activation": "swiglu" if a.has("--swiglu") else "gelu",
-            "norm": _choice(a, "--normalization", NORM_BACK, "LayerNorm"),
-            "position_embedding": _choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
+            "norm": choice(a, "--normalization", NORM_BACK, "LayerNorm"),
+            "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
                                           "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
             "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
@@ -154,7 +153,7 @@ def seq_length(a: MegatronArgs) -> int:
     return seq
 
 
-def _choice(a: MegatronArgs, flag: str, table: dict, default: str) -> str:
+def choice(a: MegatronArgs, flag: str, table: dict, default: str) -> str:
     value = a.str(flag, default)
     if value not in table:
         raise UserError(f"{flag} {value!r}: parplan knows {', '.join(table)}")
@@ -294,160 +293,6 @@ def recompute_modules(text: str) -> list[str]:
     if bad or not names:
         raise UserError(f"--recompute-modules {text[:60]!r}: expected some of {', '.join(RECOMPUTE_MODULES)}")
     return names
-
-
-def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int]:
-    """(layers per pipeline rank or None for an even split, virtual stages per rank)."""
-    given = [f for f in VIRTUAL_FLAGS if a.has(f)]
-    if len(given) > 1:
-        raise UserError(f"{' and '.join(given)}: Megatron accepts only one of them")
-    if a.has("--pipeline-model-parallel-layout"):
-        return layout_stages(a.str("--pipeline-model-parallel-layout"), layers, pp)
-    vpp = 1
-    if a.has("--num-layers-per-virtual-pipeline-stage"):
-        per = a.int("--num-layers-per-virtual-pipeline-stage")
-        if layers % pp or (layers // pp) % per:
-            raise UserError(f"--num-layers-per-virtual-pipeline-stage {per}: layers per pipeline rank "
-                            f"({layers}/{pp}) must be a whole multiple of it")
-        vpp = layers // pp // per
-    elif a.has("--num-virtual-stages-per-pipeline-rank"):
-        vpp = a.int("--num-virtual-stages-per-pipeline-rank")
-    return uneven_stages(a, layers, pp), vpp
-
-
-def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
-    first = a.int("--decoder-first-pipeline-num-layers")
-    last = a.int("--decoder-last-pipeline-num-layers")
-    if first is None and last is None:
-        return None
-    rest = layers - (first or 0) - (last or 0)
-    middle = pp - (first is not None) - (last is not None)
-    if bool(rest) != bool(middle) or (middle and rest % middle) or rest < 0:
-        raise UserError(f"--decoder-first-pipeline-num-layers {first}, --decoder-last-pipeline-num-layers {last}: "
-                        f"the other {rest} layers do not split evenly over {middle} middle stages (pp={pp})")
-    inner = [rest // middle] * middle if middle else []
-    return ([first] if first is not None else []) + inner + ([last] if last is not None else [])
-
-
-MAX_LAYOUT_CHARS = 1_000_000  # an expanded --pipeline-model-parallel-layout: far above any real model's
-
-
-def _repeat(part: str, times: str, text: str) -> str:
-    """`part * times` of a layout string, refused past MAX_LAYOUT_CHARS ('t*99999999999' would fill memory)."""
-    if len(times) > 9 or len(part) * int(times) > MAX_LAYOUT_CHARS:
-        raise UserError(f"--pipeline-model-parallel-layout {text[:40]!r}: {part[:20]}*{times[:20]} expands past "
-                        f"{MAX_LAYOUT_CHARS} characters")
-    return part * int(times)
-
-
-def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
-    """Per-rank layer counts and vpp from a --pipeline-model-parallel-layout string."""
-    flat = text.replace(",", "").replace(" ", "")
-    for pattern in (r"\(([^)]+)\)\*([0-9]+)", r"(.)\*([0-9]+)"):
-        flat = re.sub(pattern, lambda m: _repeat(m.group(1), m.group(2), text), flat)
-    chunks = flat.split("|")
-    bad = set(flat) - set("ELtm|")
-    if bad or len(chunks) % pp or flat.count("E") != 1 or flat.count("L") != 1 or not chunks[0].startswith("E") \
-            or not chunks[-1].endswith("L") or flat.count("t") != layers:
-        raise UserError(f"--pipeline-model-parallel-layout {text!r}: needs E first, L last, {layers} t's and a "
-                        f"multiple of pp={pp} stages separated by '|'")
-    vpp = len(chunks) // pp
-    return [sum(chunks[v * pp + r].count("t") for v in range(vpp)) for r in range(pp)], vpp
-
-
-def train_data(a: MegatronArgs) -> dict:
-    """TrainSpec fields (global batch may be absent: Megatron then uses micro * dp)."""
-    if a.has("--bf16") and a.has("--fp16"):
-        raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
-    if not (a.has("--bf16") or a.has("--fp16")):
-        raise UserError("neither --bf16 nor --fp16 is given: parplan models 16-bit mixed-precision training")
-    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else "fp16")
-    optimizer = a.str("--optimizer", "adam")
-    if optimizer not in ("adam", "sgd"):
-        raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
-    data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
-            "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
-            "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
-            **optimizer_dtypes(a), **offload_data(a)}
-    if a.has("--fp8-recipe"):
-        data["fp8_recipe"] = _choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")
-    if precision == "fp8" and a.has("--fp8-param-gather"):
-        data["fp8_param_gather"] = True
-    if a.has("--cross-entropy-loss-fusion"):
-        data["fused_loss"] = True
-    if a.has("--moe-token-dispatcher-type"):
-        data["moe_dispatcher"] = _choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
-    if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
-        data["expandable_segments"] = True
-    if a.has("--global-batch-size"):
-        data["global_batch_size"] = a.int("--global-batch-size")
-    return data
-
-
-# Megatron --fp8-recipe -> TrainSpec.fp8_recipe (megatron-core 0.16 enums.Fp8Recipe; delayed and tensorwise
-# are both per-tensor scales)
-FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
-# Megatron --moe-token-dispatcher-type -> TrainSpec.moe_dispatcher (what the memory counts). A script names no
-# Megatron version, so it is read as today's: every dispatcher, allgather included (index-based permutation
-# since megatron-core 0.7), keeps only the permuted expert input; TrainSpec's "allgather" is the 0.6 dispatcher's
-# torch.gather copies, which only a row that states that version sets.
-DISPATCHERS = {"allgather": "alltoall", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "alltoall"}
-DTYPES = ("fp32", "fp16", "bf16", "fp8")
-
-
-def grad_dtype(a: MegatronArgs) -> Optional[str]:
-    """The gradient buffer's dtype: fp32 with --accumulate-allreduce-grads-in-fp32 or by default with
-    --bf16 (Megatron's main grads), bf16 with --grad-reduce-in-bf16, or --main-grads-dtype under the
-    precision-aware optimizer; None (the stack's) otherwise."""
-    if a.has("--use-precision-aware-optimizer") and a.has("--main-grads-dtype"):
-        value = a.str("--main-grads-dtype")
-        if value not in ("fp32", "bf16"):
-            raise UserError(f"--main-grads-dtype {value!r}: expected fp32 or bf16")
-        return value
-    if a.has("--accumulate-allreduce-grads-in-fp32"):
-        return "fp32"
-    if a.has("--grad-reduce-in-bf16"):
-        return "bf16"
-    return "fp32" if a.has("--bf16") else None
-
-
-def optimizer_dtypes(a: MegatronArgs) -> dict:
-    """master_dtype, exp_avg_dtype, exp_avg_sq_dtype from --main-params-dtype, --exp-avg-dtype,
-    --exp-avg-sq-dtype; Megatron reads them only with --use-precision-aware-optimizer (else fp32)."""
-    if not a.has("--use-precision-aware-optimizer"):
-        return {}
-    out = {}
-    for flag, key, allowed in (("--main-params-dtype", "master_dtype", ("fp32", "fp16")),
-                               ("--exp-avg-dtype", "exp_avg_dtype", DTYPES),
-                               ("--exp-avg-sq-dtype", "exp_avg_sq_dtype", DTYPES)):
-        value = a.str(flag, "fp32")
-        if value not in allowed:
-            raise UserError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
-        out[key] = value
-    return out
-
-
-def offload_data(a: MegatronArgs) -> dict:
-    """Activation offload (--cpu-offloading, --cpu-offloading-num-layers, Megatron default 0) and
-    optimizer offload (--optimizer-cpu-offload, --optimizer-offload-fraction, default 1.0)."""
-    out: dict = {}
-    if a.has("--cpu-offloading"):
-        out["activation_offload_layers"] = a.int("--cpu-offloading-num-layers", 0, minimum=0)
-    if a.has("--optimizer-cpu-offload"):
-        out["offload_optimizer"] = "cpu"
-        fraction = a.str("--optimizer-offload-fraction", "1.0")
-        try:
-            out["offload_optimizer_fraction"] = float(fraction)
-        except (TypeError, ValueError):
-            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1") from None
-        if not 0.0 <= out["offload_optimizer_fraction"] <= 1.0:
-            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1")
-    return out
-
-
-def expandable_segments(conf: str) -> bool:
-    """PYTORCH_CUDA_ALLOC_CONF turns on expandable segments ('expandable_segments:True', among commas)."""
-    return any(part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(","))
 
 
 def unpriced_warnings(a: MegatronArgs) -> list[str]:

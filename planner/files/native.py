@@ -31,6 +31,7 @@ from planner.files import loading
 from planner.errors import UserError
 from planner.files import megatron_deepspeed as mds
 from planner.files import megatron_flags as mf
+from planner.files import megatron_train
 from planner.files import ds_auto
 from planner.files import parplan_launch
 from planner.files import read_configs as rc
@@ -264,7 +265,7 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
     with _named(path):
-        lay_data, train = mf.layout_data(args, shape), mf.train_data(args)
+        lay_data, train = mf.layout_data(args, shape), megatron_train.train_data(args)
         mds.legacy(args, lay_data, train)
         if mds.is_megatron_deepspeed(args):
             mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"])
