@@ -24,6 +24,7 @@ import csv
 import statistics
 import sys
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -137,6 +138,20 @@ def standard_errors(a: np.ndarray, b: np.ndarray, sol: np.ndarray) -> tuple[floa
     return tuple(float(x) for x in np.sqrt(np.diag(cov)))
 
 
+def expandable_fragmentation() -> Optional[float]:
+    """(R - A) / (A - P) of the H100 measurement's `base-expandable` row (PYTORCH_CUDA_ALLOC_CONF=
+    expandable_segments:True; P = the states allocated at rest), None without the measurement."""
+    if not GPU_CSV.exists():
+        return None
+    with open(GPU_CSV) as fh:
+        row = next((r for r in csv.DictReader(fh) if r.get("name") == "base-expandable"), None)
+    if row is None or not row.get("peak_reserved_bytes"):
+        return None
+    reserved, allocated, rest = (float(row[k]) for k in ("peak_reserved_bytes", "peak_allocated_bytes",
+                                                          "static_allocated_bytes"))
+    return round((reserved - allocated) / (allocated - rest), 4)
+
+
 def torch_context_mib() -> float:
     """Device memory of a plain PyTorch process after its first GEMM, MiB (the H200 measurement)."""
     path = GPU_CSV
@@ -171,7 +186,14 @@ def main() -> None:
     update_stacks(TORCH, {"context_mib": torch_context_mib(), "nccl_mib_per_group": round(nccl, 1)},
                   note + " (NCCL only), context " + (f"median of benchmarks/data/measured/{GPU_CSV.name}"
                                                       if GPU_CSV.exists() else "1 GiB allowance, not measured"))
-    print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}; context {ctx:.0f} ± {se_ctx:.0f} MiB, "
+    f_exp = expandable_fragmentation()
+    if f_exp is not None:  # physical range 0-0.2: 2 MiB pages, holes only inside pages in use
+        update_stacks(MEGATRON + TORCH, {"expandable_fragmentation": min(0.2, f_exp)},
+                      f"expandable_fragmentation: measured (max reserved - max allocated) / (max allocated - "
+                      f"allocated at rest) of the base-expandable row of {GPU_CSV.name} (H100, torch 2.11; the "
+                      f"same run with the default allocator: base)")
+    print(f"fragmentation megatron {f_meg:.4f}, torch {f_torch:.4f}, expandable {f_exp}; context {ctx:.0f} ± "
+          f"{se_ctx:.0f} MiB, "
           f"NCCL {nccl:.0f} ± {se_nccl:.0f} MiB per communicator")
 
 

@@ -127,8 +127,8 @@ class MemorySemantics(BaseModel):
                                             "with expandable segments: the allocator grows one mapped segment per "
                                             "stream in 2 MiB pages and unmaps what it frees, so only holes inside "
                                             "pages in use remain (PyTorch docs, CUDA memory management: "
-                                            "expandable_segments). A choice in the physical range 0-0.1, not "
-                                            "fitted: no published run reports both peaks with it on.")
+                                            "expandable_segments). Measured by benchmarks/calibrate_memory.py on the H100 run of "
+                                            "benchmarks/gpu/measure_memory.py (base-expandable); physical range 0-0.2.")
     context_mib: float = Field(0.0, ge=0, le=65536, description="CUDA context, libraries and their "
                                "workspaces per process, MiB, fitted or measured.")
     nccl_mib_per_group: float = Field(0.0, ge=0, le=65536, description="NCCL buffers of one communicator "
