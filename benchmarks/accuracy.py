@@ -49,6 +49,9 @@ class Row:
     regime: str = ""
     excluded: str = ""  # why a row is left out of the error bands (shown, never hidden)
     gpus: int = 0
+    role: str = "validation"  # "fit", "validation" (benchmarks/splits.py) or "test" (--final only)
+    model: str = ""
+    moe: bool = False
 
     @property
     def err(self) -> float:
@@ -57,35 +60,55 @@ class Row:
 
 
 def _regime(case, lay) -> str:
-    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus)
+    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus, case.cluster.gpu_profile.name)
 
 
-def collect() -> list[Row]:
-    """Every comparison, with the shipped profiles."""
+def collect(final: bool = False, prof=None) -> list[Row]:
+    """Every fitting and validation row (benchmarks/splits.py) with the shipped profiles (or `prof`, a
+    predict.Profiles); with `final`, the frozen test rows as well (role "test": benchmarks/frozen_split.py,
+    opened only here and only then)."""
+    frozen = _frozen_test() if final else (lambda dataset, label, block=None: False)
     a100 = hp.load_gpu("a100-80gb")
     rows: list[Row] = []
+
+    def add(c, lay, role, **kw):
+        if role is not None:
+            rows.append(Row(getattr(c, "source", "") or c.dataset, c.label, c.measured_s,
+                            predict_s(c, lay, prof), role == "fit", _regime(c, lay), gpus=c.cluster.num_gpus,
+                            role=role, model=c.model.name, moe=bool(c.model.num_experts), **kw))
+
     for c, lay in prepared(narayanan(a100)):
-        rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), False, _regime(c, lay),
-                        gpus=c.cluster.num_gpus))
+        add(c, lay, "test" if frozen(c.dataset, c.label) else None)
     for which in ("single", "multi"):
+        blocks = splits.vtrain_blocks(which)
         for i, (c, lay) in enumerate(prepared(vtrain(a100, which))):
-            rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), splits.vtrain_fitted(which, i),
-                            _regime(c, lay), gpus=c.cluster.num_gpus))
+            add(c, lay, "test" if frozen(c.dataset, c.label, blocks[i]) else splits.vtrain_role(which, i))
     for c, lay in prepared(splits.measured()):
-        rows.append(Row(c.source, c.row_id, c.measured_s, predict_s(c, lay), splits.measured_fitted(c.row_id),
-                        _regime(c, lay), EXCLUDED.get(c.row_id, ""), c.gpus))
+        add(c, lay, "test" if frozen(c.source, c.row_id) else splits.measured_role(c.row_id),
+            excluded=EXCLUDED.get(c.row_id, ""))
     for r in korthikanti_layer(a100):
-        rows.append(Row("korthikanti-table4", r[0], r[-1], layer_s(r), True))
+        rows.append(Row("korthikanti-table4", r[0], r[-1], layer_s(r, prof), True, role="fit"))
     return rows
+
+
+def _frozen_test():
+    """The frozen test split's membership test (the only place that opens it: `--final`)."""
+    import frozen_split  # noqa: PLC0415  (tests/test_accuracy.py: no other module may import it)
+
+    return frozen_split.is_frozen
 
 
 def summary(rows: list[Row]) -> dict:
     """n, mean, median, p90 and max |error|, signed median (bias), fastest under-prediction."""
-    errs = sorted(abs(r.err) for r in rows)
+    return summary_errs([r.err for r in rows])
+
+
+def summary_errs(signed: list[float]) -> dict:
+    """summary() of signed relative errors."""
+    errs = sorted(abs(e) for e in signed)
     if not errs:
         return {"n": 0, "mean": float("nan"), "median": float("nan"), "p90": float("nan"), "max": float("nan"),
                 "bias": float("nan"), "min_signed": float("nan")}
-    signed = [r.err for r in rows]
     return {"n": len(errs), "mean": statistics.mean(errs), "median": statistics.median(errs),
             "p90": errs[min(len(errs) - 1, int(0.9 * len(errs)))], "max": errs[-1],
             "bias": statistics.median(signed), "min_signed": min(signed)}
@@ -96,8 +119,9 @@ def by_dataset(rows: list[Row]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
-        out[name] = {"all": summary(mine), "held out": summary([r for r in mine if not r.fitted]),
-                     "fitted": summary([r for r in mine if r.fitted])}
+        out[name] = {"all": summary([r for r in mine if r.role != "test"]),
+                     "held out": summary([r for r in mine if r.role == "validation"]),
+                     "fitted": summary([r for r in mine if r.fitted]), "test": summary([r for r in mine if r.role == "test"])}
     return out
 
 
@@ -106,15 +130,16 @@ def by_regime(rows: list[Row]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for key in sorted({r.regime for r in rows if r.regime}):
         mine = [r for r in rows if r.regime == key and not r.excluded]
-        out[key] = {"held out": summary([r for r in mine if not r.fitted]),
-                    "fitted": summary([r for r in mine if r.fitted])}
+        out[key] = {"held out": summary([r for r in mine if r.role == "validation"]),
+                    "fitted": summary([r for r in mine if r.fitted]), "test": summary([r for r in mine if r.role == "test"])}
     return out
 
 
 def done_when(rows: list[Row]) -> dict[str, dict]:
     """The acceptance metrics of the time-model issue, each a summary over the rows it names."""
-    held = [r for r in rows if not r.fitted and not r.excluded]
-    sharded = [r for r in held if r.regime and r.regime.split("/")[1] in ("zero3", "hsdp")]
+    held = [r for r in rows if r.role == "validation" and not r.excluded]
+    rows = [r for r in rows if r.role != "test"]
+    sharded = [r for r in held if r.regime and r.regime.split("/")[-2] in ("zero3", "hsdp")]
     return {
         "ZeRO-3 / FSDP / HSDP, held out": summary(sharded),
         "Megatron-Core H100, held out": summary([r for r in held if r.dataset == "megatron-readme"]),
@@ -206,22 +231,84 @@ def ordering_text(pairs) -> str:
     return "Ordering (benchmarks/ordering.py):\n\n" + "\n".join(lines)
 
 
+def coverage(samples, tables: dict) -> tuple[int, int]:
+    """(covered, total): how many (regime, signed error) samples the printed p90 band of their regime
+    covers, the band looked up as an estimate looks it up (costmodels.uncertainty.band)."""
+    from costmodels.stack import RegimeError
+    from costmodels.uncertainty import band
+
+    hit = 0
+    for regime, err in samples:
+        gen, stack, sharding, scale = regime.split("/")
+        held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
+        entry, _ = band(held, sharding, scale, gen)
+        hit += entry is not None and abs(err) <= entry.p90
+    return hit, len(samples)
+
+
+def _cov_line(name: str, hit_total: tuple[int, int]) -> str:
+    hit, total = hit_total
+    return f"- {name}: the printed p90 band covers {hit} of {total} ({hit / max(total, 1):.0%})."
+
+
+def bands_text(rows: list[Row], loro: dict) -> tuple[str, dict]:
+    """The leave-one-regime-out table and the coverage of the bands, and the bands themselves."""
+    import loro as loro_mod
+    from uncertainty_table import band_samples, held_out_by_stack
+
+    tables, _ = held_out_by_stack(band_samples(rows, loro), loro, summary_errs)
+    loro_samples = [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for res in loro.values() for x in res["rows"]]
+    val = [(r.regime, r.err) for r in rows if r.role == "validation" and r.regime and not r.excluded]
+    lines = ["## Leave-one-regime-out cross-validation (benchmarks/loro.py)", "",
+             "Each fold removes a whole regime from every fitting objective, refits the stages it touches "
+             "(one start from the priors) and predicts that regime's fitting and validation rows.", "",
+             loro_mod.markdown(loro), "", "Coverage of the printed p90 bands (built from validation and "
+             "leave-one-regime-out errors; these two sets are in-sample for the bands):", "",
+             _cov_line("validation rows", coverage(val, tables)),
+             _cov_line("leave-one-regime-out rows", coverage(loro_samples, tables))]
+    return "\n".join(lines), tables
+
+
+def final_text(rows: list[Row], tables: dict) -> str:
+    """The frozen test split's errors and band coverage (`--final` only)."""
+    test = [r for r in rows if r.role == "test"]
+    lines = ["## Frozen test split (benchmarks/frozen_split.py; `accuracy.py --final`)", "",
+             HEAD[0].format("data set"), HEAD[1]]
+    for name in dict.fromkeys(r.dataset for r in test):
+        lines.append(_line(name, "test", summary([r for r in test if r.dataset == name])))
+    banded = [r for r in test if r.regime and not r.excluded]
+    lines += [_line("every test row", "test", summary(banded)), "",
+              _cov_line("test rows", coverage([(r.regime, r.err) for r in banded], tables)), "",
+              "| data set | row | regime | measured s | predicted s | error |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.dataset} | {r.label} | {r.regime} | {r.measured_s:.4g} | {r.predicted_s:.4g} | {r.err:+.1%} |"
+              for r in test if not r.dataset.startswith("vtrain")]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="write docs/accuracy.md and the stacks' held-out errors")
+    parser.add_argument("--final", action="store_true", help="also report the frozen test split (benchmarks/"
+                        "frozen_split.py); never tune on what it prints")
     args = parser.parse_args()
-    rows = collect()
+    rows = collect(final=args.final)
     import consistency
+    import loro
     from ordering import all_pairs
 
-    text = markdown(rows, all_pairs(), consistency.markdown(consistency.data_sets()))
+    loro_results = loro.load()
+    bands, tables = bands_text(rows, loro_results)
+    text = markdown([r for r in rows if r.role != "test"], all_pairs(),
+                    consistency.markdown(consistency.data_sets())) + "\n\n" + bands
+    if args.final:
+        text += "\n\n" + final_text(rows, tables)
     print(text)
     if args.write:
         DOC.parent.mkdir(exist_ok=True)
         DOC.write_text(HEADER + text + "\n" + kept_sections())
-        from uncertainty_table import write_held_out
+        from uncertainty_table import band_samples, write_held_out
 
-        write_held_out(rows, summary)
+        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs)
 
 
 if __name__ == "__main__":
