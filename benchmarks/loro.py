@@ -42,12 +42,12 @@ def _stack(case) -> str:
 
 
 FOLDS = {  # name -> (kind, does a case belong to the held-out regime, does an accuracy Row)
-    "gpu:ampere": ("GPU generation", lambda c: _gen(c) == "ampere", lambda r: r.regime.startswith("ampere/")),
-    "gpu:hopper": ("GPU generation", lambda c: _gen(c) == "hopper", lambda r: r.regime.startswith("hopper/")),
+    "gpu:ampere": ("GPU generation", lambda c: _gen(c) == "ampere", lambda r: r.regime.endswith("/ampere")),
+    "gpu:hopper": ("GPU generation", lambda c: _gen(c) == "hopper", lambda r: r.regime.endswith("/hopper")),
     "framework:torchtitan": ("framework", lambda c: _stack(c).startswith("torchtitan"),
-                             lambda r: r.regime.split("/")[1].startswith("torchtitan")),
+                             lambda r: r.regime.split("/")[0].startswith("torchtitan")),
     "framework:megatron-core": ("framework", lambda c: _stack(c) in ("megatron-core", "nemo"),
-                                lambda r: r.regime.split("/")[1] in ("megatron-core", "nemo")),
+                                lambda r: r.regime.split("/")[0] in ("megatron-core", "nemo")),
     "model:llama": ("model family", lambda c: "llama" in c.model.name, lambda r: "llama" in r.model),
     "model:gpt": ("model family", lambda c: c.model.name.startswith(("gpt-h", "megatron-gpt")),
                   lambda r: r.model.startswith(("gpt-h", "megatron-gpt"))),

@@ -9,7 +9,8 @@ test rows never enter. For every stack, entries keyed (costmodels.uncertainty.ba
 - 'sharding/scale', 'sharding/*', '*/*': any generation, for callers that give no GPU;
 - 'all-stacks': every stack's errors (the last fallback);
 - 'loro:gpu-generation': the errors of the folds that left a whole GPU generation out, the band of a
-  generation the stack has no rows on (its nearest held-out regime).
+  generation the stack has no rows on (its nearest held-out regime). Those folds band nothing else: the
+  shipped profiles are fitted on rows of every generation a regime names.
 Rows excluded from the bands (unknown hardware, accuracy.EXCLUDED) never count.
 """
 
@@ -28,15 +29,16 @@ def _entry(summary: dict) -> dict:
 
 
 def band_samples(rows, loro: dict) -> list[tuple[str, float]]:
-    """(regime 'generation/stack/sharding/scale', signed error) of every out-of-sample prediction."""
+    """(regime 'stack/sharding/scale/generation', signed error) of every out-of-sample prediction."""
     out = [(r.regime, r.err) for r in rows if r.regime and r.role == "validation" and not r.excluded]
-    for res in loro.values():
-        out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for x in res["rows"]]
+    for name, res in loro.items():
+        if not name.startswith("gpu:"):  # a generation left out entirely bands only unseen generations
+            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for x in res["rows"]]
     return out
 
 
 def _keys(regime: str) -> tuple[str, list[str]]:
-    gen, stack, sharding, scale = regime.split("/")
+    stack, sharding, scale, gen = regime.split("/")
     return stack, [f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*",
                    f"{sharding}/{scale}", f"{sharding}/*", "*/*"]
 

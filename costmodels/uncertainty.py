@@ -1,6 +1,6 @@
 """How far to trust a step time: the held-out error of the regime a layout falls in.
 
-A regime is GPU generation x stack x sharding x scale: the GPU generation (GENERATIONS: ampere,
+A regime is stack x sharding x scale x GPU generation: the GPU generation (GENERATIONS: ampere,
 hopper, blackwell, ...; an A100 estimate no longer borrows H100 bands), the software stack (hardware_profiles/stacks), the sharding
 class of the layout (ddp: ZeRO 0; zero1-2; zero3; hsdp: ZeRO-3 with a shard group smaller than
 dp*cp) and the GPU count (<=64, <=512, >512). benchmarks/accuracy.py measures, on published runs
@@ -11,7 +11,8 @@ band falls back to the stack's other regimes of the same sharding, then to all o
 held-out rows, then to every stack's (`basis` says which), and is never validated. A GPU
 generation the stack has no validation rows on takes the band that leaving a whole GPU generation
 out of the fit earned (`loro:gpu-generation`, benchmarks/loro.py): the error of its nearest
-held-out regime, said in `basis`. Without a GPU (old callers) the generation-free keys are used.
+held-out regime, said in `basis`. Without a GPU (old callers), or for a held_out table written
+without generations (a user's stack file), the generation-free 'sharding/scale' keys are used.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def gpu_generation(gpu_profile: str) -> str:
 
 
 def regime_key(stack: str, lay, num_gpus: int, gpu: str | None = None) -> str:
-    """'generation/stack/sharding/scale' ('stack/sharding/scale' when no GPU is given)."""
-    head = f"{gpu_generation(gpu)}/" if gpu else ""
-    return f"{head}{stack}/{sharding_class(lay)}/{scale_class(num_gpus)}"
+    """'stack/sharding/scale/generation' ('stack/sharding/scale' when no GPU is given): the stack first,
+    so that the regime of the JSON contract still starts with the stack and its old form is a prefix."""
+    tail = f"/{gpu_generation(gpu)}" if gpu else ""
+    return f"{stack}/{sharding_class(lay)}/{scale_class(num_gpus)}{tail}"
 
 
 def validated(err: RegimeError) -> bool:
@@ -82,8 +84,9 @@ def _generation_band(held: dict, gen: str, sharding: str, scale: str) -> tuple[R
 def band(held: dict, sharding: str, scale: str, gen: str | None = None) -> tuple[RegimeError | None, str]:
     """(error entry, basis) of a regime in a stack's `held_out` table (module docstring); basis
     "regime" only for the regime's own entry."""
-    err, basis = _generation_band(held, gen, sharding, scale) if gen else (None, "")
-    if err is None and not gen:
+    legacy = not any(k.count("/") == 2 for k in held)  # a table without generations (a user's stack file)
+    err, basis = _generation_band(held, gen, sharding, scale) if gen and not legacy else (None, "")
+    if err is None and (not gen or legacy):
         err, basis = held.get(f"{sharding}/{scale}"), "regime"
     if err is None or err.rows == 0:
         for key, why in ((f"{sharding}/{ANY}", "stack and sharding, any scale"), (f"{ANY}/{ANY}", "stack, any regime"),
@@ -97,7 +100,8 @@ def band(held: dict, sharding: str, scale: str, gen: str | None = None) -> tuple
 def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None) -> UncertaintyOut:
     """The error band of a layout's step time under `stack` on GPU profile `gpu` (module docstring)."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
-    key = regime_key(stack.regime_name, lay, num_gpus, gpu)
+    legacy = not any(k.count("/") == 2 for k in stack.held_out)
+    key = regime_key(stack.regime_name, lay, num_gpus, None if legacy else gpu)
     err, basis = band(stack.held_out, sharding, scale, gpu_generation(gpu) if gpu else None)
     if err is None:
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,

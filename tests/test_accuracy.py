@@ -149,6 +149,6 @@ def test_fitting_validation_and_test_sets_are_disjoint_and_cover_every_row(froze
 def test_every_regime_that_can_spare_rows_has_test_rows(frozen):
     """A GPU generation x framework the data covers with >= 5 rows keeps some for the test split."""
     final = accuracy.collect(final=True)
-    test = {r.regime.split("/")[0] + "/" + r.regime.split("/")[1] for r in final if r.role == "test" and r.regime}
+    test = {r.regime.split("/")[-1] + "/" + r.regime.split("/")[0] for r in final if r.role == "test" and r.regime}
     for key in ("ampere/megatron-2021", "hopper/torchtitan", "hopper/megatron-core", "hopper/automodel"):
         assert key in test, key

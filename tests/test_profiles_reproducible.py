@@ -88,3 +88,17 @@ def test_every_gpu_profile_is_what_the_nccl_fit_writes():
     assert set(hp.list_gpus()) == set(calibrate_nccl.PROFILE_KIND)
     for name in hp.list_gpus():
         assert "NCCL collectives:" in _efficiency(name)["fitted_on"], name
+
+
+def test_refit_runs_every_fit_in_dependency_order():
+    """`python -m benchmarks.refit` runs NCCL before the compute fit that prices collectives, the stacks
+    before the bands measured with them, the examples after the bands, and every script it names exists."""
+    from benchmarks import refit
+
+    assert list(refit.STEPS) == ["nccl", "kernels", "stacks", "memory", "accuracy", "examples", "docs"]
+    assert refit.selected("memory", None) == ["memory", "accuracy", "examples", "docs"]
+    for name in refit.STEPS:
+        for cmd in refit.STEPS[name]():
+            scripts = [c for c in cmd if c.endswith(".py")]
+            assert all(Path(c).exists() for c in scripts), cmd
+    assert len(refit.example_commands()) == len(list((ROOT / "docs" / "examples").glob("*.json")))
