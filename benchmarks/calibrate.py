@@ -5,7 +5,7 @@
 The split is declared by source (benchmarks/splits.py; the held-out rows are reported by
 benchmarks/accuracy.py and never enter an objective). Three stages, each on its own rows:
 1. a100-80gb GEMM curve and HBM fraction + stack megatron-2021 host/step overheads: vTrain
-   single-node (every 6th row) and multi-node (even rows), Korthikanti Table 4 (per layer).
+   blocks h1024x12, h2048x16 (single node) and h3072x30, h8192x48 (multi-node), every other row of each, and Korthikanti Table 4 (per layer).
 2. h100-sxm GEMM curve and attention efficiency: Megatron-Core H100 weak-scaling rows MG-001, 003,
    005, 007, 009 (host overheads and element-wise fusion carried from stage 1: the same Megatron
    code; overlap slowdown set, MEGATRON_CORE_OVERLAP_SLOWDOWN).
