@@ -9,6 +9,9 @@ validation sets of benchmarks/splits.py are disjoint from it. Do not tune anythi
 a change chosen after reading `--final` makes this set a validation set, and it must then be
 replaced by a fresh family (say so in docs/accuracy.md).
 
+Seen before freezing (said, not hidden): the rows' old held-out errors in docs/accuracy.md, and the
+production recipes' first predictions when they were loaded (DeepSeek-V3 +120%).
+
 Families (one per regime that can spare rows):
 - vtrain-single: the h 2048, 24-layer sweep block (all GPU counts, 180 rows): A100 Megatron-2021, <=8 GPUs.
 - vtrain-multi: the h 6144, 40-layer block (GPT 18B on 256 A100, 15 rows).
