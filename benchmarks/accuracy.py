@@ -30,6 +30,10 @@ from costmodels.uncertainty import regime_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "accuracy.md"
+FINAL_DOC = ROOT / "docs" / "accuracy-test.md"  # written only by --final --write
+FINAL_HEADER = ("# Frozen test split: the time model on rows nobody tuned on\n\nWritten by `python benchmarks/accuracy.py "
+                "--final --write` (never by the refit). Do not choose a model change by these numbers: that makes "
+                "this a validation set (benchmarks/frozen_split.py).\n\n")
 EXCLUDED = {  # rows shown in every table but left out of the error bands, with the reason
     **{f"TT-04{i}": "power limit not stated (hardware unknown)" for i in range(4, 9)},
     "DSV3-001": "whole pre-training average (batch ramp) on HAI-LLM with DualPipe and MLA: not a step time "
@@ -49,6 +53,9 @@ class Row:
     regime: str = ""
     excluded: str = ""  # why a row is left out of the error bands (shown, never hidden)
     gpus: int = 0
+    role: str = "validation"  # "fit", "validation" (benchmarks/splits.py) or "test" (--final only)
+    model: str = ""
+    moe: bool = False
 
     @property
     def err(self) -> float:
@@ -57,35 +64,55 @@ class Row:
 
 
 def _regime(case, lay) -> str:
-    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus)
+    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus, case.cluster.gpu_profile.name)
 
 
-def collect() -> list[Row]:
-    """Every comparison, with the shipped profiles."""
+def collect(final: bool = False, prof=None) -> list[Row]:
+    """Every fitting and validation row (benchmarks/splits.py) with the shipped profiles (or `prof`, a
+    predict.Profiles); with `final`, the frozen test rows as well (role "test": benchmarks/frozen_split.py,
+    opened only here and only then)."""
+    frozen = _frozen_test() if final else (lambda dataset, label, block=None: False)
     a100 = hp.load_gpu("a100-80gb")
     rows: list[Row] = []
+
+    def add(c, lay, role, **kw):
+        if role is not None:
+            rows.append(Row(getattr(c, "source", "") or c.dataset, c.label, c.measured_s,
+                            predict_s(c, lay, prof), role == "fit", _regime(c, lay), gpus=c.cluster.num_gpus,
+                            role=role, model=c.model.name, moe=bool(c.model.num_experts), **kw))
+
     for c, lay in prepared(narayanan(a100)):
-        rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), False, _regime(c, lay),
-                        gpus=c.cluster.num_gpus))
+        add(c, lay, "test" if frozen(c.dataset, c.label) else None)
     for which in ("single", "multi"):
+        blocks = splits.vtrain_blocks(which)
         for i, (c, lay) in enumerate(prepared(vtrain(a100, which))):
-            rows.append(Row(c.dataset, c.label, c.measured_s, predict_s(c, lay), splits.vtrain_fitted(which, i),
-                            _regime(c, lay), gpus=c.cluster.num_gpus))
+            add(c, lay, "test" if frozen(c.dataset, c.label, blocks[i]) else splits.vtrain_role(which, i))
     for c, lay in prepared(splits.measured()):
-        rows.append(Row(c.source, c.row_id, c.measured_s, predict_s(c, lay), splits.measured_fitted(c.row_id),
-                        _regime(c, lay), EXCLUDED.get(c.row_id, ""), c.gpus))
+        add(c, lay, "test" if frozen(c.source, c.row_id) else splits.measured_role(c.row_id),
+            excluded=EXCLUDED.get(c.row_id, ""))
     for r in korthikanti_layer(a100):
-        rows.append(Row("korthikanti-table4", r[0], r[-1], layer_s(r), True))
+        rows.append(Row("korthikanti-table4", r[0], r[-1], layer_s(r, prof), True, role="fit"))
     return rows
+
+
+def _frozen_test():
+    """The frozen test split's membership test (the only place that opens it: `--final`)."""
+    import frozen_split  # noqa: PLC0415  (tests/test_accuracy.py: no other module may import it)
+
+    return frozen_split.is_frozen
 
 
 def summary(rows: list[Row]) -> dict:
     """n, mean, median, p90 and max |error|, signed median (bias), fastest under-prediction."""
-    errs = sorted(abs(r.err) for r in rows)
+    return summary_errs([r.err for r in rows])
+
+
+def summary_errs(signed: list[float]) -> dict:
+    """summary() of signed relative errors."""
+    errs = sorted(abs(e) for e in signed)
     if not errs:
         return {"n": 0, "mean": float("nan"), "median": float("nan"), "p90": float("nan"), "max": float("nan"),
                 "bias": float("nan"), "min_signed": float("nan")}
-    signed = [r.err for r in rows]
     return {"n": len(errs), "mean": statistics.mean(errs), "median": statistics.median(errs),
             "p90": errs[min(len(errs) - 1, int(0.9 * len(errs)))], "max": errs[-1],
             "bias": statistics.median(signed), "min_signed": min(signed)}
@@ -96,8 +123,9 @@ def by_dataset(rows: list[Row]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for name in dict.fromkeys(r.dataset for r in rows):
         mine = [r for r in rows if r.dataset == name]
-        out[name] = {"all": summary(mine), "held out": summary([r for r in mine if not r.fitted]),
-                     "fitted": summary([r for r in mine if r.fitted])}
+        out[name] = {"all": summary([r for r in mine if r.role != "test"]),
+                     "held out": summary([r for r in mine if r.role == "validation"]),
+                     "fitted": summary([r for r in mine if r.fitted]), "test": summary([r for r in mine if r.role == "test"])}
     return out
 
 
@@ -106,14 +134,15 @@ def by_regime(rows: list[Row]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for key in sorted({r.regime for r in rows if r.regime}):
         mine = [r for r in rows if r.regime == key and not r.excluded]
-        out[key] = {"held out": summary([r for r in mine if not r.fitted]),
-                    "fitted": summary([r for r in mine if r.fitted])}
+        out[key] = {"held out": summary([r for r in mine if r.role == "validation"]),
+                    "fitted": summary([r for r in mine if r.fitted]), "test": summary([r for r in mine if r.role == "test"])}
     return out
 
 
 def done_when(rows: list[Row]) -> dict[str, dict]:
     """The acceptance metrics of the time-model issue, each a summary over the rows it names."""
-    held = [r for r in rows if not r.fitted and not r.excluded]
+    held = [r for r in rows if r.role == "validation" and not r.excluded]
+    rows = [r for r in rows if r.role != "test"]
     sharded = [r for r in held if r.regime and r.regime.split("/")[1] in ("zero3", "hsdp")]
     return {
         "ZeRO-3 / FSDP / HSDP, held out": summary(sharded),
@@ -182,13 +211,25 @@ def kept_sections() -> str:
 
 HEADER = """# Accuracy of the time model
 
-Generated by `python benchmarks/accuracy.py --write` with the shipped GPU and stack profiles.
-Step time predicted by `costmodels` against published measurements (benchmarks/data). "fitted"
-rows were used by `benchmarks/calibrate.py`; "held out" rows never entered an objective (the split
-is declared in `benchmarks/splits.py`). Narayanan et al. Table 1 is validation only. Run conditions
-and assumptions per data set: `benchmarks/reference_data.py` and `benchmarks/measured_data.py`.
-A regime is stack / sharding (ddp, zero1-2, zero3, hsdp) / scale (<=64, <=512, >512 GPUs); the
-held-out error of a regime is what `Estimate.uncertainty` reports for a layout that falls in it.
+Generated by `python benchmarks/accuracy.py --write` (run by `python -m benchmarks.refit`) with the
+shipped GPU and stack profiles. Step time predicted by `costmodels` against published measurements
+(benchmarks/data). Every row has one role (benchmarks/splits.py):
+- **fitted**: in an objective of `benchmarks/calibrate.py`;
+- **held out (validation)**: declared in splits.py, never in an objective, but these errors have been
+  used to choose model changes, so they are validation errors, not test errors;
+- **test**: the frozen split of benchmarks/frozen_split.py (Narayanan Table 1, the vTrain h2048 x 24
+  and h6144 x 40 blocks, torchtitan's H200 file and 70B async-TP block, Megatron-Core's strong
+  scaling, AutoModel DeepSeek-V3/Kimi-K2, three Megatron-Bridge production recipes). No fitting or
+  model-selection code opens it (tests/test_accuracy.py); only `accuracy.py --final` reports it
+  (docs/accuracy-test.md), and its numbers are never tuned on.
+vTrain is split by whole model-size blocks (the old alternating rows measured interpolation).
+A regime is stack / sharding (ddp, zero1-2, zero3, hsdp) / scale (<=64, <=512, >512 GPUs) /
+GPU generation (ampere, hopper, blackwell, volta). The band an estimate prints (`Estimate.uncertainty`) is the p90 of the out-of-sample
+errors of its regime: validation rows and the rows each leave-one-regime-out fold predicted after
+refitting without them; a GPU generation a stack has no rows on takes the leave-one-GPU-generation-out
+band (basis says so). The vTrain-multi max target is retired: rows 17 and 19 (3.6B GPT on 64 A100,
+micro-batch 64 against 16) conflict, and no subadditive time model gets both within 32.5%; the
+conflicting pairs are listed beside the bands.
 
 """
 
@@ -206,22 +247,103 @@ def ordering_text(pairs) -> str:
     return "Ordering (benchmarks/ordering.py):\n\n" + "\n".join(lines)
 
 
+def coverage(samples, tables: dict) -> tuple[int, int]:
+    """(covered, total): how many (regime, signed error) samples the printed p90 band of their regime
+    covers, the band looked up as an estimate looks it up (costmodels.uncertainty.band)."""
+    from costmodels.stack import RegimeError
+    from costmodels.uncertainty import band
+
+    hit = 0
+    for regime, err in samples:
+        stack, sharding, scale, gen = regime.split("/")
+        held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
+        entry, _ = band(held, sharding, scale, gen)
+        hit += entry is not None and abs(err) <= entry.p90
+    return hit, len(samples)
+
+
+def _cov_line(name: str, hit_total: tuple[int, int]) -> str:
+    hit, total = hit_total
+    return f"- {name}: the printed p90 band covers {hit} of {total} ({hit / max(total, 1):.0%})."
+
+
+def conflict_lines(rows: list[Row], found: dict) -> list[str]:
+    """Every conflicting pair (benchmarks/consistency.py) among the rows behind the bands, with its regime:
+    no subadditive time model fits both rows of a pair, so a band over them carries that floor."""
+    regime = {(r.dataset, r.label): r.regime for r in rows}
+    lines = ["| regime | data set | larger micro-batch | smaller micro-batch | measured s | pair floor |",
+             "|---|---|---|---|---|---|"]
+    for name, pairs in found.items():
+        for c in sorted(pairs, key=lambda c: -c.floor):
+            key = regime.get((name, c.big.label)) or next((v for (d, lab), v in regime.items() if lab == c.big.label), "")
+            lines.append(f"| {key} | {name} | {c.big.label} (mbs {c.big.mbs}) | {c.small.label} (mbs {c.small.mbs}) | "
+                         f"{c.big.measured_s:.4g} / {c.small.measured_s:.4g} | {c.floor:.1%} |")
+    return lines
+
+
+def bands_text(rows: list[Row], loro: dict, found: dict | None = None) -> tuple[str, dict]:
+    """The leave-one-regime-out table and the coverage of the bands, and the bands themselves."""
+    import loro as loro_mod
+    from uncertainty_table import band_samples, held_out_by_stack
+
+    tables, _ = held_out_by_stack(band_samples(rows, loro), loro, summary_errs)
+    loro_samples = [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for res in loro.values() for x in res["rows"]]
+    val = [(r.regime, r.err) for r in rows if r.role == "validation" and r.regime and not r.excluded]
+    lines = ["## Leave-one-regime-out cross-validation (benchmarks/loro.py)", "",
+             "Each fold removes a whole regime from every fitting objective, refits the stages it touches "
+             "(one start from the priors) and predicts that regime's fitting and validation rows.", "",
+             loro_mod.markdown(loro), "", "Coverage of the printed p90 bands (built from validation and "
+             "leave-one-regime-out errors; these two sets are in-sample for the bands):", "",
+             _cov_line("validation rows", coverage(val, tables)),
+             _cov_line("leave-one-regime-out rows", coverage(loro_samples, tables))]
+    if found is not None:
+        lines += ["", "Conflicting pairs among the rows behind the bands (benchmarks/consistency.py: no time model "
+                  "in which a larger micro-batch costs no more than the smaller ones it replaces fits both rows of "
+                  "a pair within the pair floor; they stay in the bands):", "", *conflict_lines(rows, found)]
+    return "\n".join(lines), tables
+
+
+def final_text(rows: list[Row], tables: dict) -> str:
+    """The frozen test split's errors and band coverage (`--final` only)."""
+    test = [r for r in rows if r.role == "test"]
+    lines = ["## Frozen test split (benchmarks/frozen_split.py; `accuracy.py --final`)", "",
+             HEAD[0].format("data set"), HEAD[1]]
+    for name in dict.fromkeys(r.dataset for r in test):
+        lines.append(_line(name, "test", summary([r for r in test if r.dataset == name])))
+    banded = [r for r in test if r.regime and not r.excluded]
+    lines += [_line("every test row", "test", summary(banded)), "",
+              _cov_line("test rows", coverage([(r.regime, r.err) for r in banded], tables)), "",
+              "| data set | row | regime | measured s | predicted s | error |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.dataset} | {r.label} | {r.regime} | {r.measured_s:.4g} | {r.predicted_s:.4g} | {r.err:+.1%} |"
+              for r in test if not r.dataset.startswith("vtrain")]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="write docs/accuracy.md and the stacks' held-out errors")
+    parser.add_argument("--final", action="store_true", help="also report the frozen test split (benchmarks/"
+                        "frozen_split.py); never tune on what it prints")
     args = parser.parse_args()
-    rows = collect()
+    rows = collect(final=args.final)
     import consistency
+    import loro
     from ordering import all_pairs
 
-    text = markdown(rows, all_pairs(), consistency.markdown(consistency.data_sets()))
-    print(text)
+    loro_results = loro.load()
+    sets = consistency.data_sets()
+    bands, tables = bands_text(rows, loro_results, consistency.all_conflicts(sets))
+    text = markdown([r for r in rows if r.role != "test"], all_pairs(), consistency.markdown(sets)) + "\n\n" + bands
+    final = final_text(rows, tables) if args.final else ""
+    print(text + ("\n\n" + final if final else ""))
+    if final and args.write:
+        FINAL_DOC.write_text(FINAL_HEADER + final + "\n")
     if args.write:
         DOC.parent.mkdir(exist_ok=True)
         DOC.write_text(HEADER + text + "\n" + kept_sections())
-        from uncertainty_table import write_held_out
+        from uncertainty_table import band_samples, write_held_out
 
-        write_held_out(rows, summary)
+        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs)
 
 
 if __name__ == "__main__":

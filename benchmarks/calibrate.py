@@ -5,7 +5,7 @@
 The split is declared by source (benchmarks/splits.py; the held-out rows are reported by
 benchmarks/accuracy.py and never enter an objective). Three stages, each on its own rows:
 1. a100-80gb GEMM curve and HBM fraction + stack megatron-2021 host/step overheads: vTrain
-   single-node (every 6th row) and multi-node (even rows), Korthikanti Table 4 (per layer).
+   blocks h1024x12, h2048x16 (single node) and h3072x30, h8192x48 (multi-node), every other row of each, and Korthikanti Table 4 (per layer).
 2. h100-sxm GEMM curve and attention efficiency: Megatron-Core H100 weak-scaling rows MG-001, 003,
    005, 007, 009 (host overheads and element-wise fusion carried from stage 1: the same Megatron
    code; overlap slowdown set, MEGATRON_CORE_OVERLAP_SLOWDOWN).
@@ -76,13 +76,13 @@ def _clip(p: Param, value: float) -> float:
     return min(max(value, p.lo), p.hi)
 
 
-def fit(params: list[Param], prof: Profiles, sets, layers=(), starts: int = 3, ratios=()) -> float:
+def fit(params: list[Param], prof: Profiles, sets, layers=(), starts: int = 3, ratios=(), maxiter_per_param: int = 300) -> float:
     """Nelder-Mead on log-parameters from a few starting points (planner.calibration.fitter.multi_start,
     the fitter `parplan calibrate` uses, here with scipy's simplex); leaves the best values in `prof`."""
     from scipy.optimize import minimize
 
     def scipy_nm(f, x0, n):
-        return minimize(f, x0, method="Nelder-Mead", options={"maxiter": 300 * n, "xatol": 1e-3, "fatol": 1e-5})
+        return minimize(f, x0, method="Nelder-Mead", options={"maxiter": maxiter_per_param * n, "xatol": 1e-3, "fatol": 1e-5})
 
     def report(i, res):
         print(f"  start {i}: objective {res.fun:.4f} after {res.nfev} evaluations", file=sys.stderr)
@@ -166,19 +166,36 @@ CARRIED_FIELDS = ("layer_overhead_s", "step_overhead_s", "elementwise_scale")
 MEGATRON_CORE_OVERLAP_SLOWDOWN = 0.1
 
 
-def run_stages(prof: Profiles) -> dict[str, tuple[float, list[str]]]:
-    """Fit every stage in order; {stage: (objective, parameters at a bound)}."""
+def run_stages(prof: Profiles, keep=None, refit=None, starts: int = 3,
+               maxiter_per_param: int = 300) -> dict[str, tuple[float, list[str]]]:
+    """Fit every stage in order; {stage: (objective, parameters at a bound)}. The subset-fitting entry
+    point of leave-one-regime-out cross-validation (benchmarks/loro.py): `keep(case)` drops fitting rows,
+    `refit(split, cases)` says whether a stage is refitted (else it keeps `prof`'s values), and a stage
+    left with no rows keeps its parameters' starting values (the prior, never the shipped fit)."""
     out = {}
     for name, params, split in STAGES:
+        if refit is not None and not refit(split):
+            continue
         print(f"fitting {name}", file=sys.stderr)
         if split in CARRIED:
             for field in CARRIED_FIELDS:  # host code and fused kernels carried from Megatron of stage 1
                 prof.set(Param("stack", CARRIED[split], field, 0, 0, 60), getattr(prof.stacks["megatron-2021"], field))
         if split == "megatron-core":
             prof.set(Param("stack", "megatron-core", "overlap_slowdown", 0, 0, 1), MEGATRON_CORE_OVERLAP_SLOWDOWN)
-        sets, layers = splits.fitting_sets(split)
+        sets, layers = splits.fitting_sets(split, keep)
+        if keep is not None:
+            from reference_data import Case
+
+            layers = [r for r in layers if keep(Case("korthikanti-table4", *r))]
         ratios = [(a, la, b, lb, r) for (a, la), (b, lb), r in splits.ratio_sets(split)]
-        obj = fit(params, prof, [prepared(s) for s in sets], layers, ratios=ratios)
+        ratios = [x for x in ratios if keep is None or (keep(x[0]) and keep(x[2]))]
+        if not any(sets) and not layers and not ratios:
+            for p in params:
+                prof.set(p, p.start)
+            out[name] = (float("nan"), [], [])
+            continue
+        obj = fit(params, prof, [prepared(s) for s in sets], layers, ratios=ratios, starts=starts,
+                  maxiter_per_param=maxiter_per_param)
         out[name] = (obj, _at_bound(params, prof), bound_notes(params, prof))
         print(f"  {name}: objective {obj:.4f}; " + ", ".join(f"{p.profile}.{p.field}={prof.get(p):.4g}"
                                                           for p in params), file=sys.stderr)

@@ -214,8 +214,8 @@ def print_params(fits: dict) -> None:
         print(f"{kind}: {shown}" + (f"  AT BOUND: {bound}" if bound else ""))
 
 
-PROFILE_KIND = {"a100-80gb": "a100", "a100-40gb": "a100", "h100-sxm": "h100", "h200": "h100", "h800": "h100",
-                "b200": "b200", "mi300x": "h100"}
+PROFILE_KIND = {"a100-80gb": "a100", "a100-40gb": "a100", "h100-sxm": "h100", "h100-sxm-500w": "h100", "h200": "h100",
+                "h800": "h100", "b200": "b200", "mi300x": "h100", "v100-sxm3-32gb": "a100"}
 CLUSTER_KIND = {"dgx-a100": "a100", "dgx-h100": "h100", "hgx-h200": "h100", "dgx-b200": "b200", "mi300x-node": "h100"}
 # dgx-b200 has ConnectX-7 InfiniBand (datasheet) like dgx-h100, so its alpha_out is the IB fit, not the EFA one.
 ALPHA_OUT_KIND = {"dgx-b200": "h100"}
@@ -246,10 +246,12 @@ def note_for(name: str) -> str:
                     "from the h100 fit); B200 4x8 EFA S4 rows from 128 KiB"}[kind]
     head = f"{MARK} scale_up, scale_out (replacing any value above), launch_us, up_half_mib, out_half_mib and " \
            f"nvls_speedup from benchmarks/calibrate_nccl.py on {rows} (nccl_busbw.md)"
-    if name in ("a100-40gb", "h200"):
+    if name in ("a100-40gb", "h200", "h100-sxm-500w"):
         head += "; shared with its NVLink generation"
     if name in ("h800", "mi300x"):
         head += f"; NOT MEASURED for {name}: copied from the h100 fit" + (", no NVLS" if name == "mi300x" else "")
+    if name == "v100-sxm3-32gb":
+        head += "; NOT MEASURED for v100-sxm3-32gb: copied from the a100 fit (its clusters take dgx-a100's latencies)"
     return head + "."
 
 

@@ -139,7 +139,8 @@ def from_cases(prepared_cases) -> list[Run]:
 
 
 def data_sets() -> dict[str, list[tuple[Run, bool]]]:
-    """{data set: [(run, fitted)]}: vTrain's two sweeps and the public measured runs."""
+    """{data set: [(run, fitted)]}: vTrain's two sweeps and the public measured runs, fitting and
+    validation rows only (benchmarks/splits.py)."""
     import splits
     from predict import prepared
     from reference_data import vtrain
@@ -150,9 +151,10 @@ def data_sets() -> dict[str, list[tuple[Run, bool]]]:
     out = {}
     for which in ("single", "multi"):
         runs = from_cases(prepared(vtrain(a100, which)))
-        out[f"vtrain-{which}"] = [(r, splits.vtrain_fitted(which, i)) for i, r in enumerate(runs)]
+        out[f"vtrain-{which}"] = [(r, splits.vtrain_fitted(which, i)) for i, r in enumerate(runs)
+                                  if splits.vtrain_role(which, i)]  # never the frozen test rows
     measured = from_cases(prepared(splits.measured()))
-    out["measured runs"] = [(r, splits.measured_fitted(r.label)) for r in measured]
+    out["measured runs"] = [(r, splits.measured_fitted(r.label)) for r in measured if splits.measured_role(r.label)]
     return out
 
 

@@ -279,3 +279,22 @@ def zpp_ratio_pairs() -> list[tuple[MeasuredCase, MeasuredCase, float]]:
                 tb = b.layout.mbs / float(rb["value"])
                 out.append((a, b, ta / tb))
     return out
+
+
+def production_recipe_cases() -> list[MeasuredCase]:
+    """The 8 Megatron-Bridge H100 production recipes (data/measured/production_recipes_h100.json) as
+    step-time rows, read as benchmarks/fit_verdicts.production_cases reads them for memory (stack nemo:
+    Megatron-Core with TE userbuffers TP overlap; fp32 gradients; FP8 weights in FP8 recipes); the step
+    time is the file's measured_step_s (global batch x sequence / (tokens/s/GPU x GPUs)). Source
+    "production-recipes"; sharding from the layout's zero."""
+    from fit_verdicts import H100_STACK, production_cases
+
+    rows = {r["id"]: r for r in json.loads((DATA / "production_recipes_h100.json").read_text())["rows"]}
+    out = []
+    for rid, model, cluster, train, lay, _ in production_cases():
+        r = rows[rid]
+        out.append(MeasuredCase(
+            dataset="production-recipes", label=rid, model=model, cluster=cluster, train=train, layout=lay,
+            measured_s=float(r["measured_step_s"]), row_id=rid, source="production-recipes", stack=H100_STACK,
+            sharding={0: "ddp", 3: "zero3"}.get(lay.zero, f"zero{lay.zero}"), gpus=r["gpus"]))
+    return out

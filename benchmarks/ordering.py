@@ -47,13 +47,16 @@ def inversions(found: list[tuple[Run, Run]]) -> list[tuple[Run, Run]]:
 
 def measured_runs() -> list[Run]:
     """The public measured runs with a step time (benchmarks/measured_data)."""
-    return [Run(c.row_id, same_problem_key(c), c.measured_s, predict_s(c, lay)) for c, lay in prepared(splits.measured())]
+    return [Run(c.row_id, same_problem_key(c), c.measured_s, predict_s(c, lay)) for c, lay in prepared(splits.measured())
+            if splits.measured_role(c.row_id)]  # fitting and validation rows: never the frozen test rows
 
 
 def vtrain_runs(which: str) -> list[Run]:
     """vTrain's runs, keyed by GPU count, model shape and batch."""
     out = []
-    for c, lay in prepared(vtrain(hp.load_gpu("a100-80gb"), which)):
+    for i, (c, lay) in enumerate(prepared(vtrain(hp.load_gpu("a100-80gb"), which))):
+        if not splits.vtrain_role(which, i):
+            continue  # the frozen test block
         key = (c.cluster.num_gpus, c.model.hidden_size, c.model.num_layers, c.train.global_batch_size, c.model.seq_length)
         out.append(Run(c.label, key, c.measured_s, predict_s(c, lay)))
     return out

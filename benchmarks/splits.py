@@ -1,21 +1,25 @@
-"""Which published rows fit the time model and which are held out, declared by source.
+"""Which published rows fit the time model, which validate it, declared by source family.
 
-benchmarks/calibrate.py fits only on `fitting_sets`; benchmarks/accuracy.py reports every row with
-`is_fitted` so that held-out error is never computed on a row an objective has seen.
-- a100 (stage 1): vTrain single-node rows with index % 6 == 0 (240 of 1,440), vTrain multi-node
-  even rows (55 of 109), Korthikanti Table 4 (5 layers). Narayanan Table 1: never fitted.
-- megatron-core (stage 2): Megatron-Core H100 weak-scaling rows MG-001, 003, 005, 007, 009; held
-  out: MG-002, 004, 006, 008 and the strong-scaling MG-010, 011.
-- torchtitan (stage 3): measured/README.md's suggested fitting rows: torchtitan Dec 2024 H100
-  benchmark (TT-001..018) and docs/performance.md (A100 TT-036..043, 405B TT-033..035). Held
-  out: async-TP 2025-06 (TT-019..030), H200, B200 and MXFP8 rows, NeMo AutoModel MoE, DeepSeek-V3.
-- fp8-rowwise (stage 4): the FP8 rowwise GEMM fraction alone, on TT-023 and TT-029 (the vanilla-TP
-  rowwise rows of the 2025-06 benchmark: no other row measures rowwise); the async-TP rowwise rows
-  TT-024, TT-030 and the B200 row TT-048 stay held out.
-- deepspeed-ratios (stage 5): DeepSpeed's ZeRO-3 per-call host cost and overlap slowdown, on the
-  step-time ratios of the ZeRO++ blog's ZeRO-3 rows of its 18B model on 384 V100 (ZPP-001, 009,
-  017, 025: 1K vs 2K tokens per GPU, 400 vs 100 Gb/s), which the data's README reserves for
-  relative checks: only ratios enter the objective, never an absolute step time.
+Three roles, never mixed:
+- fit: rows a stage of benchmarks/calibrate.py puts in its objective (`fitting_sets`).
+- validation: rows declared here that no objective sees; benchmarks/accuracy.py reports them as
+  "held out" and the error bands come from them and from leave-one-regime-out cross-validation
+  (benchmarks/loro.py). They have been used to choose model changes, so they are validation rows.
+- test: benchmarks/frozen_split.py, which this module never opens (tests/test_accuracy.py checks
+  that the three sets are disjoint and cover every row); only `accuracy.py --final` reports them.
+A row in none of them is unseen and accuracy.py says so.
+
+vTrain sweeps are split by whole (hidden size, layers) blocks, not by alternating neighbouring
+rows (which measured interpolation): the fitting blocks enter the objective on every other row
+(for speed), the validation blocks are whole model sizes the fit never saw.
+- a100 (stage 1): vTrain single-node blocks h1024 x 12 and h2048 x 16 layers, multi-node blocks
+  GPT h3072 x 30 (64 GPUs) and h8192 x 48 (512 GPUs), Korthikanti Table 4 (5 layers).
+- megatron-core (stage 2): Megatron-Core H100 weak-scaling rows MG-001, 003, 005, 007, 009.
+- torchtitan (stage 3): torchtitan Dec 2024 H100 benchmark (TT-001..018) and docs/performance.md
+  (A100 TT-036..043, 405B TT-033..035).
+- fp8-rowwise (stage 4): TT-023 and TT-029 (the vanilla-TP rowwise rows of the 2025-06 benchmark).
+- deepspeed-ratios (stage 5): the step-time ratios of the ZeRO++ blog's ZeRO-3 rows (ZPP-001, 009,
+  017, 025), relative data only.
 """
 
 from __future__ import annotations
@@ -29,17 +33,47 @@ from reference_data import korthikanti_layer, vtrain
 MG_FIT = {"MG-001", "MG-003", "MG-005", "MG-007", "MG-009"}
 TT_FIT = {f"TT-{i:03d}" for i in [*range(1, 19), *range(33, 44)]}
 ROWWISE_FIT = {"TT-023", "TT-029"}  # the only rows that fit the FP8 rowwise fraction (vanilla TP)
+VTRAIN_FIT_BLOCKS = {"single": {(1024, 12), (2048, 16)}, "multi": {(3072, 30), (8192, 48)}}
+VTRAIN_VALIDATION_BLOCKS = {"single": {(1024, 16), (1024, 20), (1024, 24), (2048, 12), (2048, 20)},
+                            "multi": {(12288, 96)}}
+VALIDATION_IDS = {
+    "MG-002", "MG-004", "MG-006", "MG-008",
+    "TT-025", "TT-026", "TT-027", "TT-028", "TT-030", *(f"TT-{i:03d}" for i in range(44, 55)),
+    *(f"AM-{i:03d}" for i in range(4, 11)), "DSV3-001",
+    "mb2604-h100-llama3-70b", "mb2511-h100-llama3-70b-gbs128", "mb2511-h100-llama3-8b-fsdp",
+    "mb2604-h100-qwen3-30b-ep16", "mb2604-h100-gpt-oss-120b",
+}
+
+
+@lru_cache(maxsize=None)
+def vtrain_blocks(which: str) -> tuple[tuple[int, int], ...]:
+    """(hidden size, layers) of every vTrain row, in file order."""
+    return tuple((c.model.hidden_size, c.model.num_layers) for c in vtrain(hp.load_gpu("a100-80gb"), which))
+
+
+def vtrain_role(which: str, index: int) -> str | None:
+    """'fit', 'validation' or None (not declared here) for vTrain row `index`."""
+    block = vtrain_blocks(which)[index]
+    if block in VTRAIN_FIT_BLOCKS[which]:
+        return "fit"
+    return "validation" if block in VTRAIN_VALIDATION_BLOCKS[which] else None
 
 
 def vtrain_fitted(which: str, index: int) -> bool:
-    """Stage 1 fits vTrain single-node rows index % 6 == 0 and multi-node even rows."""
-    return index % 6 == 0 if which == "single" else index % 2 == 0
+    """Whether vTrain row `index` is in a fitting block (the objective reads every other one of them)."""
+    return vtrain_role(which, index) == "fit"
+
+
+def _in_objective(which: str, index: int) -> bool:
+    return vtrain_fitted(which, index) and index % 2 == 0
 
 
 @lru_cache(maxsize=None)
 def measured():
-    """The measured rows (cached: the loader resolves stacks from YAML)."""
-    return tuple(load_measured())
+    """The measured rows, production recipes included (cached: the loader resolves stacks from YAML)."""
+    from measured_data import production_recipe_cases
+
+    return (*load_measured(), *production_recipe_cases())
 
 
 def measured_fitted(row_id: str) -> bool:
@@ -47,14 +81,22 @@ def measured_fitted(row_id: str) -> bool:
     return row_id in MG_FIT or row_id in TT_FIT or row_id in ROWWISE_FIT
 
 
-def fitting_sets(split: str):
-    """([case lists, one per data set], per-layer rows) that stage `split` fits on."""
+def measured_role(row_id: str) -> str | None:
+    """'fit', 'validation' or None (not declared here) for a measured row."""
+    if measured_fitted(row_id):
+        return "fit"
+    return "validation" if row_id in VALIDATION_IDS else None
+
+
+def fitting_sets(split: str, keep=None):
+    """([case lists, one per data set], per-layer rows) that stage `split` fits on; `keep(case)` (for
+    leave-one-regime-out refits, benchmarks/loro.py) drops the cases it rejects."""
+    keep = keep or (lambda c: True)
     if split == "a100":
         gpu = hp.load_gpu("a100-80gb")
-        single = [c for i, c in enumerate(vtrain(gpu, "single")) if vtrain_fitted("single", i)]
-        multi = [c for i, c in enumerate(vtrain(gpu, "multi")) if vtrain_fitted("multi", i)]
-        return [single, multi], korthikanti_layer(gpu)
-    return [[c for c in measured() if c.row_id in _ids(split)]], ()
+        sets = [[c for i, c in enumerate(vtrain(gpu, w)) if _in_objective(w, i) and keep(c)] for w in ("single", "multi")]
+        return sets, korthikanti_layer(gpu)
+    return [[c for c in measured() if c.row_id in _ids(split) and keep(c)]], ()
 
 
 def _ids(split: str) -> set[str]:
@@ -78,7 +120,8 @@ def row_ids(split: str) -> list[str]:
     if split == "deepspeed-ratios":
         return sorted({c.row_id for a, b, _ in zpp_ratio_pairs() for c in (a, b)})
     if split == "a100":
-        return ["vtrain-single rows with index % 6 == 0", "vtrain-multi even rows", "korthikanti-table4 (5)"]
+        return ["vtrain-single blocks h1024x12, h2048x16 (every other row)",
+                "vtrain-multi blocks h3072x30, h8192x48 (every other row)", "korthikanti-table4 (5)"]
     return sorted(_ids(split))
 
 

@@ -1,9 +1,17 @@
-"""Write each stack's held-out error per regime into its profile (hardware_profiles/stacks/*.yaml).
+"""Write each stack's error bands per regime into its profile (hardware_profiles/stacks/*.yaml).
 
-Called by `benchmarks/accuracy.py --write`. For every stack: one entry per 'sharding/scale' regime
-with held-out rows, one per 'sharding/*' (any scale), '*/*' (the whole stack) and 'all-stacks'
-(every held-out row of every stack, the last fallback). Rows excluded from the bands (unknown
-hardware) and fitted rows never count. costmodels.uncertainty reads these entries.
+Called by `benchmarks/accuracy.py --write`. The errors behind a band are out-of-sample only: the
+validation rows of benchmarks/splits.py predicted with the shipped profiles, and every row that a
+leave-one-regime-out fold held out (benchmarks/loro.py) predicted with that fold's refit. The frozen
+test rows never enter. For every stack, entries keyed (costmodels.uncertainty.band reads them):
+- 'generation/sharding/scale', 'generation/sharding/*', 'generation/*/*': the regime with its GPU
+  generation (ampere, hopper, ...), so an A100 layout never borrows an H100 band;
+- 'sharding/scale', 'sharding/*', '*/*': any generation, for callers that give no GPU;
+- 'all-stacks': every stack's errors (the last fallback);
+- 'loro:gpu-generation': the errors of the folds that left a whole GPU generation out, the band of a
+  generation the stack has no rows on (its nearest held-out regime). Those folds band nothing else: the
+  shipped profiles are fitted on rows of every generation a regime names.
+Rows excluded from the bands (unknown hardware, accuracy.EXCLUDED) never count.
 """
 
 from __future__ import annotations
@@ -20,26 +28,43 @@ def _entry(summary: dict) -> dict:
             "p90": round(summary["p90"], 4), "bias": round(summary["bias"], 4)}
 
 
-def held_out_by_stack(rows, summary) -> dict[str, dict]:
-    """{stack: {regime within the stack: entry}} from the accuracy rows."""
-    held = [r for r in rows if r.regime and not r.fitted and not r.excluded]
-    out: dict[str, dict] = {}
-    for r in held:
-        stack, sharding, scale = r.regime.split("/")
-        for key in (f"{sharding}/{scale}", f"{sharding}/*", "*/*"):
-            out.setdefault(stack, {}).setdefault(key, []).append(r)
-    every = _entry(summary(held)) if held else None
-    return {stack: {**{k: _entry(summary(v)) for k, v in sorted(parts.items())},
-                    **({"all-stacks": every} if every else {})} for stack, parts in out.items()}, every
+def band_samples(rows, loro: dict) -> list[tuple[str, float]]:
+    """(regime 'stack/sharding/scale/generation', signed error) of every out-of-sample prediction."""
+    out = [(r.regime, r.err) for r in rows if r.regime and r.role == "validation" and not r.excluded]
+    for name, res in loro.items():
+        if not name.startswith("gpu:"):  # a generation left out entirely bands only unseen generations
+            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for x in res["rows"]]
+    return out
 
 
-def write_held_out(rows, summary) -> None:
+def _keys(regime: str) -> tuple[str, list[str]]:
+    stack, sharding, scale, gen = regime.split("/")
+    return stack, [f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*",
+                   f"{sharding}/{scale}", f"{sharding}/*", "*/*"]
+
+
+def held_out_by_stack(samples, loro: dict, summary_errs) -> tuple[dict[str, dict], dict | None]:
+    """({stack: {key: entry}}, the all-stacks entry) from band_samples()."""
+    parts: dict[str, dict[str, list[float]]] = {}
+    for regime, err in samples:
+        stack, keys = _keys(regime)
+        for key in keys:
+            parts.setdefault(stack, {}).setdefault(key, []).append(err)
+    every = _entry(summary_errs([e for _, e in samples])) if samples else None
+    gen_errs = [x["predicted_s"] / x["measured_s"] - 1 for name, res in loro.items() if name.startswith("gpu:")
+                for x in res["rows"]]
+    extra = {**({"loro:gpu-generation": _entry(summary_errs(gen_errs))} if gen_errs else {}),
+             **({"all-stacks": every} if every else {})}
+    return {stack: {**{k: _entry(summary_errs(v)) for k, v in sorted(keyed.items())}, **extra}
+            for stack, keyed in parts.items()}, extra
+
+
+def write_held_out(samples, loro: dict, summary_errs) -> None:
     """Replace the `held_out` mapping of every stack profile."""
-    tables, every = held_out_by_stack(rows, summary)
+    tables, extra = held_out_by_stack(samples, loro, summary_errs)
     for path in sorted(STACKS.glob("*.yaml")):
         text = path.read_text()
         head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
         data = yaml.safe_load(text)
-        table = tables.get(data.get("family") or data["name"]) or ({"all-stacks": every} if every else {})
-        data["held_out"] = table
+        data["held_out"] = tables.get(data.get("family") or data["name"]) or extra
         path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))

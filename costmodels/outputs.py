@@ -133,7 +133,8 @@ class UncertaintyOut(_Out):
     rel_error_p90: Optional[float] = Field(..., description="90th percentile |relative error| of held-out runs.")
     bias: Optional[float] = Field(..., description="Median signed error (negative: predictions too fast).")
     rows: int = Field(..., description="Held-out published runs behind the band.")
-    regime: str = Field(..., description="stack/sharding/scale of this layout.")
+    regime: str = Field(..., description="stack/sharding/scale/GPU generation of this layout (e.g. "
+                        "megatron-core/zero1-2/<=512/hopper; no generation for a stack file whose bands have none).")
     validated: bool = Field(..., description="At least 5 held-out rows in this very regime, mean error <= 15%.")
     basis: str = Field("regime", description="Which rows the band comes from: the regime, or a fallback.")
     mean: Optional[float] = Field(None, description="Mean |relative error| of those rows.")

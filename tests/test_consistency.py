@@ -71,13 +71,15 @@ def sets():
 def test_vtrain_multi_floor_is_set_by_row17(sets):
     """vtrain-multi rows 17-20: 3.6B GPT on 64 A100, tp8 dp8 pp1, global batch 512, micro-batches of
     64 / 32 / 16 / 8 measured 9.839 / 4.972 / 5.018 / 5.178 s. No subadditive model puts both row17
-    and row19 (both held out) within 32.4%; a held-out max of 30% is out of any such model's reach."""
+    and row19 within 32.4%: a vtrain-multi max target below that is out of any such model's reach, so it is
+    retired (docs/accuracy.md). Since the split is by model-size block, rows 15-22 sit in the h3072 fitting
+    block; the validation block (h12288 x 96, 21 rows) has no conflicting pair, the frozen test block is
+    not read here."""
     rows_ = cs.floor_table(sets, cs.all_conflicts(sets))
     table = {(name, subset): (rows, pairs, worst, mean) for name, subset, rows, pairs, worst, mean in rows_}
     rows, pairs, worst, mean = table[("vtrain-multi", "held out")]
-    assert rows == 54 and pairs >= 1
-    assert worst == pytest.approx((9.8393 - 5.0179) / (9.8393 + 5.0179), abs=2e-3)
-    assert 0.30 < worst < 0.34 and 0.005 < mean < 0.02
+    assert rows == 21
+    assert table[("vtrain-multi", "all")][0] == 109 - 15 and table[("vtrain-multi", "all")][1] >= 4
     assert table[("vtrain-multi", "all")][2] == pytest.approx((9.8393 - 4.9722) / (9.8393 + 4.9722), abs=2e-3)
     assert table[("vtrain-single", "all")][1] == 0  # the one-node sweep is consistent
 

@@ -27,7 +27,7 @@ def test_every_public_measured_pair_is_ordered_right(found):
     pairs = found["measured runs"]
     bad = ordering.inversions(pairs)
     print(f"{len(pairs)} pairs of public measured runs, {len(bad)} inverted")
-    assert len(pairs) >= 60
+    assert len(pairs) >= 45  # fitting and validation rows only (the frozen test rows are not read)
     assert not bad, [(a.label, a.measured_s, a.predicted_s, b.label, b.measured_s, b.predicted_s) for a, b in bad]
 
 

@@ -76,3 +76,29 @@ def test_a_scope_that_names_its_nics_gets_their_share():
     p = {**calibrate_nccl.START, "nvls": 1.0}
     full, half = (calibrate_nccl.links_for("a100", p, 8, "proc", s).out_bytes_per_s for s in (1.0, 0.5))
     assert half == pytest.approx(full / 2)
+
+
+def test_every_gpu_profile_is_what_the_nccl_fit_writes():
+    """Each shipped GPU profile takes its collective numbers from benchmarks/calibrate_nccl.py (measured,
+    or copied from the fit of its nearest generation and saying so): h100-sxm-500w, the GPU of 23 fitted
+    torchtitan rows, missed the last refit (scale_out 1.0 and no launch or half sizes) while no test
+    looked at it."""
+    import hardware_profiles as hp
+
+    assert set(hp.list_gpus()) == set(calibrate_nccl.PROFILE_KIND)
+    for name in hp.list_gpus():
+        assert "NCCL collectives:" in _efficiency(name)["fitted_on"], name
+
+
+def test_refit_runs_every_fit_in_dependency_order():
+    """`python -m benchmarks.refit` runs NCCL before the compute fit that prices collectives, the stacks
+    before the bands measured with them, the examples after the bands, and every script it names exists."""
+    from benchmarks import refit
+
+    assert list(refit.STEPS) == ["nccl", "kernels", "stacks", "memory", "accuracy", "examples", "docs"]
+    assert refit.selected("memory", None) == ["memory", "accuracy", "examples", "docs"]
+    for name in refit.STEPS:
+        for cmd in refit.STEPS[name]():
+            scripts = [c for c in cmd if c.endswith(".py")]
+            assert all(Path(c).exists() for c in scripts), cmd
+    assert len(refit.example_commands()) == len(list((ROOT / "docs" / "examples").glob("*.json")))

@@ -58,3 +58,31 @@ def test_every_estimate_carries_a_band():
         band = estimate(model, clus, train, Layout(dp=8)).uncertainty
         assert CONTRACT_KEYS <= set(band.model_dump()), stack
         assert band.rows > 0 and band.rel_error_p50 is not None, stack
+
+
+def test_regime_key_carries_the_gpu_generation():
+    """An A100 layout is an ampere regime and an H100 one a hopper regime (issue 35: the key had no GPU, so
+    A100 estimates borrowed H100 Megatron-Core bands)."""
+    from costmodels.uncertainty import gpu_generation
+
+    lay = Layout(zero=1, dp=8)
+    assert [gpu_generation(g) for g in ("a100-80gb", "h100-sxm-500w", "h200", "h800", "b200", "v100-sxm3-32gb")] == \
+        ["ampere", "hopper", "hopper", "hopper", "blackwell", "volta"]
+    assert regime_key("megatron-core", lay, 8, "a100-80gb") == "megatron-core/zero1-2/<=64/ampere"
+
+
+def test_a_generation_without_rows_takes_the_leave_one_generation_out_band():
+    """Hopper rows never band an A100 layout: with no ampere rows in the stack the band is the one that
+    leaving a whole GPU generation out earned, and says so; with ampere rows, they band it."""
+    base = hp.load_stack("megatron-core")
+    lay = Layout(zero=1, dp=8)
+    held = {"hopper/zero1-2/<=64": _err(9, 0.03), "hopper/*/*": _err(9, 0.03), "zero1-2/<=64": _err(9, 0.03),
+            "loro:gpu-generation": _err(40, 0.2)}
+    a100 = uncertainty(base.model_copy(update={"held_out": held}), lay, 8, "a100-80gb")
+    assert a100.rows == 40 and "GPU generation left out" in a100.basis and not a100.validated
+    assert a100.regime == "megatron-core/zero1-2/<=64/ampere"
+    h100 = uncertainty(base.model_copy(update={"held_out": held}), lay, 8, "h100-sxm")
+    assert h100.rows == 9 and h100.basis == "regime" and h100.validated
+    held["ampere/zero1-2/*"] = _err(6, 0.05)
+    a100 = uncertainty(base.model_copy(update={"held_out": held}), lay, 8, "a100-80gb")
+    assert a100.rows == 6 and a100.basis.startswith("same GPU generation")
