@@ -250,7 +250,7 @@ def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
     rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_bytes_per_param, _zero3_reduce_bucket(st), True)
     back = (ag if st.reshard_after_forward else 0.0) + rs
     host = (fetches * (2 if st.reshard_after_forward else 1) + reductions) * st.zero3_call_overhead_s
-    if st.zero3_prefetch == 0:
+    if not sharding.prefetch_runs(st.zero3_prefetch, p.total, st.zero3_max_live_mparams):
         return ag + back + host
     return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa) + host
 
@@ -266,7 +266,7 @@ def _zero3_calls(c: Context, moe: bool) -> tuple[int, int]:
     (costmodels.sharding.fetch_calls) and its reduce buckets; one of each per FSDP unit."""
     lay, st = c.lay, c.stack
     fetches = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp),
-                                   st.zero3_bucket_mparams)
+                                   st.zero3_bucket_mparams, st.zero3_persistence_threshold_mparams)
     total = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp).total
     return fetches, sharding.buckets(total, _zero3_reduce_bucket(st))
 
