@@ -36,3 +36,10 @@ def test_expert_rows_hand_worked():
     per_rank = 4096 / 2 * m.top_k
     assert m.num_experts == 64 and m.top_k == 6
     assert any(abs(g.m - per_rank) < 1e-6 for g in experts)
+
+
+def test_nemo_recipes_dispatch_with_deepep():
+    """Megatron-Bridge's MoE recipes switch Hopper runs to the flex dispatcher (DeepEP / HybridEP):
+    the nemo stack prices their dispatch deduplicated, one copy per destination node."""
+    assert hp.load_stack("nemo").ep_dispatcher == "deepep"
+    assert hp.load_stack("megatron-core").ep_dispatcher == "alltoall"  # Megatron-LM's default
