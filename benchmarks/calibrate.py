@@ -284,8 +284,10 @@ def write_all(prof: Profiles, results: dict) -> None:
     stack_notes["torchtitan"] = ("element-wise fusion and the rest " + stack_notes["torchtitan-eager"][0],
                                  *stack_notes["torchtitan-eager"][1:])
     stack_notes["deepspeed"] = (
-        f"zero3_call_overhead_s and overlap_slowdown fitted by benchmarks/calibrate.py stage 5 on the step-time "
-        f"ratios of {splits.describe('deepspeed-ratios')} (objective {ds_obj:.3f}: mean |ratio error|); host and "
+        f"zero3_call_overhead_s fitted by benchmarks/calibrate.py stage 5 on the step-time ratios of "
+        f"{splits.describe('deepspeed-ratios')} (objective {ds_obj:.3f}: mean |ratio error|; the cross-bandwidth "
+        "pairs want the 4-link network only ~2x the 1-link one, a missing network mechanism); zero3_prefetch 0: "
+        "in those rows adding tokens adds its full compute time at either bandwidth (nothing hides); host and "
         "step overheads and element-wise fusion from megatron-2021 (no DeepSpeed row has an absolute step time)"
         + notes_for("deepspeed", results),
         splits.row_ids("deepspeed-ratios"), ds_obj)
