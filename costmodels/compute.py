@@ -148,14 +148,20 @@ def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = 
 
 
 def _moe_gemms(model: ModelSpec, x: ActShape, grouped: bool) -> list[Gemm]:
-    """Router, routed experts (balanced: M*k*ep/E tokens per local expert) and shared experts.
+    """Router, routed experts (balanced: M*u*k*etp*ep/E tokens per local expert) and shared experts.
+
+    Each GPU dispatches its sequence-parallel shard, M*u tokens (u = 1/tp with SP): Megatron-Core's
+    MoE layer takes the [s/tp, b, h] hidden states and its expert groups (ETP x EP x EDP) are carved
+    from TP x CP x DP (megatron/core/transformer/moe/token_dispatcher.py, parallel_state's decoupled
+    expert groups), so with etp < tp the tp ranks act as further expert-parallel ranks; an etp group
+    gathers its members' tokens (x etp). etp = tp gives M*k as before.
 
     One GEMM per local expert, each at its own (small) size's efficiency; or, `grouped`, one
     grouped GEMM over all local experts (TransformerEngine grouped GEMM, Megatron --moe-grouped-gemm,
     torch._grouped_mm in torchtitan), which runs at the efficiency of their combined token count."""
     M, h = x.tokens, model.hidden_size
     fe = model.moe_ffn_hidden_size / x.etp
-    tokens = M * model.top_k * x.etp  # tokens through this GPU's experts, each 1/etp wide
+    tokens = M * x.u * model.top_k * x.etp  # tokens through this GPU's experts, each 1/etp wide
     per_expert = max(tokens * x.ep / model.num_experts, 1.0)
     local_experts = model.num_experts / x.ep
     rows, count = (per_expert * local_experts, 1.0) if grouped else (per_expert, local_experts)

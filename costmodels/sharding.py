@@ -54,19 +54,31 @@ def layer_matrices(model, moe: bool, tp: int, ep: int, etp: int) -> list[float]:
     return attn + [h * model.num_experts] + expert * (model.num_experts // ep)
 
 
-def fetch_calls(matrices: list[float], bucket_mparams: float | None) -> int:
+def fetch_calls(matrices: list[float], bucket_mparams: float | None, persist_mparams: float = 0.0) -> int:
     """Collectives DeepSpeed's ZeRO-3 issues for these tensors: it packs them in order into a bucket and
     fetches once the bucket holds at least `bucket_mparams` millions (a larger tensor goes alone, never
     split: deepspeed/runtime/zero/partitioned_param_coordinator.py), plus one call for the small rest.
+    Tensors under `persist_mparams` millions stay whole on every rank and are never fetched
+    (stage3_param_persistence_threshold, deepspeed/runtime/zero/partition_parameters.py ds_persist).
     None: one call for the whole unit (FSDP)."""
     if not bucket_mparams:
         return 1
     calls, held, cap = 0, 0.0, bucket_mparams * 1e6
-    for size in matrices:
+    for size in (m for m in matrices if m >= persist_mparams * 1e6):
         held += size
         if held >= cap:
             calls, held = calls + 1, 0.0
     return calls + 1
+
+
+def prefetch_runs(prefetch: int, layer_params: float, max_live_mparams: float | None) -> bool:
+    """Whether a unit's gather can run ahead of its compute: prefetch is on and the unit and the next one
+    fit together under the live-parameter limit (DeepSpeed stage3_max_live_parameters: fetch_sub_module
+    prefetches only up to max_live - available; partitioned_param_coordinator.py). Layers alike, so
+    `2 * layer_params` is what prefetching one unit ahead holds."""
+    if prefetch == 0:
+        return False
+    return max_live_mparams is None or 2 * layer_params <= max_live_mparams * 1e6
 
 
 def dense_group(lay) -> tuple[int, int]:

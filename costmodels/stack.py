@@ -84,6 +84,9 @@ class RegimeError(BaseModel):
         description="Median signed error (negative: predicted faster than measured).")
 
 
+ZERO3_CALL_OVERHEAD_MAX_S = 1e-4  # see Stack.zero3_call_overhead_s
+
+
 class Stack(BaseModel):
     """One software stack: mechanisms (what overlaps what) and fitted efficiencies."""
 
@@ -119,9 +122,21 @@ class Stack(BaseModel):
                     "millions of parameters per collective (DeepSpeed "
                     "stage3_prefetch_bucket_size 50M); null = one transformer "
                     "block per collective (an FSDP unit).")
-    zero3_call_overhead_s: float = Field(0.0, ge=0, le=1, description="Host time of one ZeRO-3 collective call "
-                                         "that nothing hides (DeepSpeed's per-parameter fetch and partition "
-                                         "bookkeeping, stream syncs), seconds; fitted where data allows.")
+    zero3_call_overhead_s: float = Field(0.0, ge=0, le=ZERO3_CALL_OVERHEAD_MAX_S, description="Host time of one "
+                                         "ZeRO-3 collective call that nothing hides (NCCL launch, DeepSpeed's "
+                                         "fetch bookkeeping), seconds. Physical range 0-100 us: nccl-tests' "
+                                         "small-message floor is 10-17 us per call with one process per GPU, "
+                                         "~35 us with -g 8 (/work/shared/reference/nccl_busbw.md section 1, "
+                                         "tables 3.1 and 4.1); fitted where data allows, never above.")
+    zero3_persistence_threshold_mparams: float = Field(
+        0.0, ge=0, le=1e3, description="ZeRO-3 tensors smaller than this many millions of parameters are never "
+        "partitioned nor gathered (DeepSpeed stage3_param_persistence_threshold, default 1e5 elements = 0.1; "
+        "deepspeed/runtime/zero/config.py); 0 = every tensor is gathered (FSDP).")
+    zero3_max_live_mparams: Optional[float] = Field(
+        None, ge=MIN_SCALE, le=1e6, description="ZeRO-3 parameters, millions, allowed gathered at once (DeepSpeed "
+        "stage3_max_live_parameters, default 1e9 = 1000): the prefetcher fetches ahead only while the gathered "
+        "total stays under it (partitioned_param_coordinator.fetch_sub_module), so a layer that alone exceeds "
+        "half of it is fetched with nothing ahead (exposed); null = no limit (FSDP).")
     zero3_prefetch: int = Field(1, ge=0, le=4, description="ZeRO-3 units gathered ahead of compute; 0 = none "
                                 "(every gather exposed).")
     reshard_after_forward: bool = Field(True, description="ZeRO-3 without pipeline: weights freed after forward "

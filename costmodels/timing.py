@@ -184,7 +184,7 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core
     recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
     tp = _tp_s(c, lin, extra)
-    ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, c.x.tokens * c.model.hidden_size * 2,
+    ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, dispatch_tokens(c) * c.model.hidden_size * 2,
                                      c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
     cp = _cp_s(c, core, bwd_core, extra)
     fwd = lin + core + elem + cast_fwd
@@ -193,6 +193,12 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
+
+
+def dispatch_tokens(c: Context) -> float:
+    """Tokens one GPU dispatches per micro-batch: its sequence-parallel shard M*u (costmodels.compute
+    _moe_gemms: Megatron-Core's MoE layer dispatches the [s/tp, b, h] states it holds under SP)."""
+    return c.x.tokens * c.x.u
 
 
 def _tp_s(c: Context, lin_s: float, extra: int) -> float:
@@ -250,7 +256,7 @@ def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
     rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_bytes_per_param, _zero3_reduce_bucket(st), True)
     back = (ag if st.reshard_after_forward else 0.0) + rs
     host = (fetches * (2 if st.reshard_after_forward else 1) + reductions) * st.zero3_call_overhead_s
-    if st.zero3_prefetch == 0:
+    if not sharding.prefetch_runs(st.zero3_prefetch, p.total, st.zero3_max_live_mparams):
         return ag + back + host
     return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa) + host
 
@@ -266,7 +272,7 @@ def _zero3_calls(c: Context, moe: bool) -> tuple[int, int]:
     (costmodels.sharding.fetch_calls) and its reduce buckets; one of each per FSDP unit."""
     lay, st = c.lay, c.stack
     fetches = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp),
-                                   st.zero3_bucket_mparams)
+                                   st.zero3_bucket_mparams, st.zero3_persistence_threshold_mparams)
     total = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp).total
     return fetches, sharding.buckets(total, _zero3_reduce_bucket(st))
 

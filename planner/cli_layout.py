@@ -62,6 +62,10 @@ def estimate_cmd(
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
+    if opts.framework is None and is_native(path):  # a framework's own file: what that framework runs
+        why = fws.framework_refusals(config_kind(path), result.layout, train)
+        if why:
+            raise UserError(f"{config}: {config_kind(path)} cannot run this layout: " + "; ".join(why))
     note_unused_tp_overlap(train, result.layout)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
@@ -198,6 +202,10 @@ def check_cmd(
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
+    if opts.framework is None and is_native(path):  # a framework's own file: what that framework runs
+        why = fws.framework_refusals(config_kind(path), result.layout, train)
+        if why:
+            raise UserError(f"{config}: {config_kind(path)} cannot run this layout: " + "; ".join(why))
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings,

@@ -68,12 +68,17 @@ def plan_cmd(
     outputs.precheck()  # before the search: a refused path costs nothing
     fw = fws.load(opts.framework)
     fmt = fws.export_format(fw, fmt, "all")
-    result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
+    given = opts.stack is not None or opts.stack_file is not None or bool(prob.train and prob.train.stack)
+    any_mode = fw is None and not given
+    if any_mode:  # --framework any: each framework's layouts, priced with its own stack
+        result, alternative, reasons, train, runs_on = plan_any(prob, train, top, time_limit, validated_only, deadline)
+    else:
+        result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
+        runs_on = [fws.runners(p.layout, train) for p in result.plans]
     doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
            if result.plans else None)
     if doc is not None:
         report_export(outputs.write(doc, fmt, tokens, run))
-    runs_on = [fws.runners(p.layout, train) for p in result.plans]
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
         print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
@@ -82,7 +87,8 @@ def plan_cmd(
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
                    f"{train.seq_len(prob.model)} tokens, stack {train.stack_spec.name}"
-                   + (f", framework {opts.framework}" if fw else ""), alternative, runs_on)
+                   + (f", framework {opts.framework}" if fw else (", each framework's layouts priced with its own "
+                                                                  "stack" if any_mode else "")), alternative, runs_on)
         print_whole_run(whole, out)
     raise typer.Exit(0 if result.plans else 1)
 
@@ -107,6 +113,32 @@ def plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: f
         return result, alternative, time_limit_note(result) + why_winner(result)
     return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
                                           deadline=deadline)
+
+
+def plan_any(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
+             deadline: Optional[float]):
+    """`--framework any`: every framework searched in turn over only the layouts it runs, priced with its own
+    stack (planner.search.frameworks.priced_frameworks), each with an equal share of the time limit; the
+    plans merged fastest first. Returns (result, alternative, reasons, the winner's train, runs_on: per plan
+    the framework that priced it first, then the others that run it)."""
+    import dataclasses
+
+    pairs = fws.priced_frameworks(train, False)
+    found = []
+    for fw, tr in pairs:
+        res, alt, why = plan_search(prob, tr, top, time_limit / len(pairs), validated_only, fw, deadline)
+        found.append((fw, tr, res, alt, why))
+    ranked = fws.merge_ranked([(fw, tr, res) for fw, tr, res, _, _ in found], top)
+    if not ranked:  # nothing fits anywhere: the reasons of the default framework's search
+        fw, tr, res, alt, why = next((f for f in found if f[1].stack_spec.name == train.stack_spec.name), found[0])
+        return res, alt, why, tr, []
+    winner_fw = ranked[0][1]
+    fw, tr, res, alt, why = next(f for f in found if f[0] is winner_fw)
+    merged = dataclasses.replace(res, plans=[p for p, _, _ in ranked],
+                                 objectives_s=[p.time.step_s for p, _, _ in ranked])
+    merged.stats.layouts_considered = sum(f[2].stats.layouts_considered for f in found)
+    runs_on = [[f.name] + [n for n in fws.runners(p.layout, t) if n != f.name] for p, f, t in ranked]
+    return merged, alt, why, tr, runs_on
 
 
 def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:

@@ -58,7 +58,7 @@ CASES = {
     "mixtral-8x7b-example": lambda: example("mixtral-8x7b"),
     # the 70B example's layout follows the planner; this one keeps tensor and context parallelism
     "70b-tp4-cp2-interleaved": lambda: make_doc("llama3-70b", nodes=8, gbs=128, train={"seq_length": 8192}, tp=4,
-                                                sp=True, cp=2, pp=2, vpp=8, zero=2, mbs=1),
+                                                sp=True, cp=2, pp=2, vpp=8, zero=1, mbs=1, recompute="full"),
     "8b-pp2-zero1-full": lambda: make_doc(pp=2, zero=1, mbs=1, recompute="full"),
     # fits every stack; its sequence (4096) is not the preset's (8192): a DeepSpeed JSON's comes from its launcher
     "8b-zero3-dp8": lambda: make_doc(zero=3, mbs=1, gbs=128, train={"seq_length": 4096}),

@@ -76,7 +76,9 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
     for name in _formats(fmt):
         try:
             priced = priced_for(name, plan)
-            out.files[name] = RENDERERS[name](priced)
+            files = RENDERERS[name](priced)  # the renderer's own refusals first: they name the flag
+            refuse_unrunnable(name, plan)
+            out.files[name] = files
         except ExportRefused as err:
             if fmt != "all":
                 raise
@@ -88,6 +90,18 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
     if not out.files:
         raise ExportRefused("no format can express this plan: " + "; ".join(out.refused.values()))
     return out
+
+
+def refuse_unrunnable(fmt: str, plan: ExportPlan) -> None:
+    """ExportRefused when the framework that runs `fmt`'s files cannot run the plan's layout (its capability
+    table and stage partitioner: planner.search.frameworks.framework_refusals), e.g. a Megatron script of
+    ZeRO-2 with pp > 1, which `plan --framework megatron` itself refuses."""
+    from planner.exporters.pricing import RUNS
+    from planner.search.frameworks import framework_refusals
+
+    why = framework_refusals(RUNS[fmt][0], plan.layout, plan.train)
+    if why:
+        raise ExportRefused(f"{fmt}: {RUNS[fmt][0]} cannot run this layout: " + "; ".join(why))
 
 
 def render_all(plan: ExportPlan, fmt: str) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:

@@ -6,6 +6,10 @@ the framework a user runs (capability tables: hardware_profiles/frameworks, cost
 - `stack_name`: X's default stack profile, unless `--stack` names one of X's own.
 - `require`: `estimate`/`check`/`export --framework X` refuse a layout X cannot run, naming each rule.
 - `runners`: with `any`, which frameworks run a layout (the plan table's "runs on").
+- `framework_refusals`: why framework X cannot run a layout (its table and its stage partitioner): an
+  export in X's format and a `check` of X's own config file refuse what X cannot run.
+- `priced_frameworks`: with `any`, each framework in turn with its own stack, so that every layout is
+  priced by a framework that runs it (`plan --framework any`).
 """
 
 from __future__ import annotations
@@ -149,3 +153,44 @@ def export_format(fw: Optional[FrameworkCaps], fmt: Optional[str], default: str)
     if fmt is not None:
         return fmt
     return fw.export_format if fw is not None else default
+
+
+def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[str]:
+    """Every reason framework `name` cannot run `lay` (a resolved Layout): its table's rules and its stage
+    partitioner; empty for None (a generic launcher such as torchrun runs what its stack runs)."""
+    if name is None or name not in FRAMEWORKS:
+        return []
+    fw = hp.load_framework(name)
+    why = refusals(fw, lay, train.precision, train.optimizer)
+    if not split_runs(fw, lay):
+        why.append(f"stage_layers={','.join(map(str, lay.stage_layers))}: {name}'s partitioner "
+                   f"({fw.stage_split}) does not build this split")
+    return why
+
+
+def priced_frameworks(train: TrainSpec, stack_given: bool) -> list[tuple[FrameworkCaps, TrainSpec]]:
+    """`--framework any`: (framework, train priced with its default stack) for every framework, so a layout
+    is costed only by a framework that runs it, with that framework's stack. A stack given by the user
+    (--stack/--stack-file) prices everything: then [(its framework, train)], or [] when it names none."""
+    if stack_given:
+        name = train.stack_spec.framework
+        return [(hp.load_framework(name), train)] if name in FRAMEWORKS else []
+    out = []
+    for name in FRAMEWORKS:
+        fw = hp.load_framework(name)
+        out.append((fw, hp.resolve_train(train, fw.stack)))
+    return out
+
+
+def merge_ranked(found: list[tuple[FrameworkCaps, TrainSpec, Any]], top: int) -> list[tuple[Any, FrameworkCaps, TrainSpec]]:
+    """The `top` fastest plans over every framework's search, as (plan, framework, train), fastest first;
+    `found` holds (framework, train, search result) per framework. A layout several frameworks run keeps
+    its fastest pricing only."""
+    ranked = sorted(((p, fw, tr) for fw, tr, res in found for p in res.plans), key=lambda t: t[0].time.step_s)
+    out, seen = [], set()
+    for plan, fw, tr in ranked:
+        key = plan.layout.model_dump_json()
+        if key not in seen:
+            seen.add(key)
+            out.append((plan, fw, tr))
+    return out[:top]
