@@ -60,7 +60,7 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
     rows = listing.model_rows()
     if as_json:
         return print_json(rows)
-    out.print(listing.models_table(rows))
+    out.print(listing.models_table(rows, out.width))
 
 
 @user_errors

@@ -94,7 +94,8 @@ def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = No
     t, mem = plan.throughput, plan.memory
     name, gpu = visible(model.name), visible(cluster.gpu_profile.name)  # names from files: shown, never obeyed
     sentence = (f"{name} on {cluster.num_gpus:,} x {gpu}: {layout_text(plan.layout)}, "
-                f"peak {mem.peak_bytes / 2**30:.1f} of {mem.unhindered_usable_bytes / 2**30:.1f} GiB, step "
+                f"allocated peak {mem.peak_bytes / 2**30:.1f} of the {mem.unhindered_usable_bytes / 2**30:.1f} GiB allocated "
+                f"budget, step "
                 f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
     run = run if run is not None else RunSpec(tokens=float(tokens)) if tokens else None
     whole = whole_run(plan, model, cluster, train, run) if run is not None else None

@@ -56,7 +56,7 @@ def _memory_svg(d: ReportData) -> str:
         if len(stages) <= 32:
             out.append(f'<text x="{left + i * bw + bw / 2:.1f}" y="{h - 6}" text-anchor="middle">{s.stage}</text>')
     out.append(f'<line x1="{left}" x2="{w}" y1="{y(usable):.1f}" y2="{y(usable):.1f}" stroke="#c00" '
-               f'stroke-dasharray="5,3"/><text x="{left + 4}" y="{y(usable) - 4:.1f}" fill="#c00">usable '
+               f'stroke-dasharray="5,3"/><text x="{left + 4}" y="{y(usable) - 4:.1f}" fill="#c00">allocated budget '
                f'{usable / GIB:.1f} GiB</text>')
     for g in range(0, int(top / GIB) + 1, max(1, int(top / GIB / 5))):
         out.append(f'<text x="{left - 6}" y="{y(g * GIB):.1f}" text-anchor="end">{g}</text>')
@@ -192,7 +192,7 @@ def _whole_run_html(d: ReportData) -> str:
 def render_html(d: ReportData) -> str:
     """The whole page."""
     p = d.plan
-    kpis = [("peak memory", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.unhindered_usable_bytes / GIB:.1f} GiB"),
+    kpis = [("allocated peak / budget", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.unhindered_usable_bytes / GIB:.1f} GiB"),
             ("step time", _step_kpi(d)), ("tokens/s", f"{p.throughput.tokens_per_s:,.0f}"),
             ("MFU", f"{p.throughput.mfu:.1%}")] + ([("days for the token budget", f"{d.days:.1f}")] if d.days else [])
     kpis += _whole_run_kpis(d)
