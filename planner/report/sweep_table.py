@@ -53,7 +53,8 @@ SWEEP_OPTIONAL = ("tokens/s", "goodput", "MFU", "GPUs", "GPU-h")  # left out fir
 
 
 def _cells(p: dict, with_cost: bool, with_goodput: bool) -> dict[str, str]:
-    head = {"": _mark(p), "cluster": plain(p["cluster"]), "nodes": str(p["nodes"]), "GPUs": f"{p['gpus']:,}"}
+    head = {"": _mark(p), "cluster": plain(p["cluster"]), "nodes": str(p["nodes"]), "GPUs": f"{p['gpus']:,}",
+            "batch": f"{p['global_batch']:,}"}
     if not p["fits"]:
         return {**head, "layout": "none found in time" if p["status"] == "feasible" else "nothing fits"}
     est = p["estimate"]
@@ -62,6 +63,13 @@ def _cells(p: dict, with_cost: bool, with_goodput: bool) -> dict[str, str]:
             "MFU": f"{p['mfu']:.1%}", "tokens/s": big(p["tokens_per_s"], 3), "days": days_text(p["days"]),
             "GPU-h": big(p["gpu_hours"]), "cost": money(p["cost_usd"]),
             "goodput": f"{p['goodput']:.1%}" if p["goodput"] is not None else ""}
+
+
+def batch_text(batches: list[int]) -> str:
+    """'global batch 512 sequences', or the range when points differ (a GPU count with an odd factor)."""
+    if len(batches) == 1:
+        return f"global batch {batches[0]:,} sequences"
+    return f"global batch {batches[0]:,}-{batches[-1]:,} sequences (column batch)" if batches else "no points"
 
 
 def sweep_table(doc: dict, width: int | None = None) -> Table:
@@ -75,9 +83,11 @@ def sweep_table(doc: dict, width: int | None = None) -> Table:
 def _sweep_table(doc: dict, left_out: frozenset) -> Table:
     with_cost = doc["cost_basis"] == "cost_usd"
     with_goodput = any(p["goodput"] is not None for p in doc["points"])
+    batches = sorted({p["global_batch"] for p in doc["points"]})
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens")
-    cols = ["", "cluster", "nodes", "GPUs", "layout", "step s", "MFU", "tokens/s", "days", "GPU-h"]
+                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}")
+    cols = ["", "cluster", "nodes", "GPUs", *(["batch"] if len(batches) > 1 else []), "layout", "step s", "MFU",
+            "tokens/s", "days", "GPU-h"]
     cols += ["cost"] if with_cost else []
     cols += ["goodput"] if with_goodput else []
     cols = [c for c in cols if c not in left_out]
