@@ -30,8 +30,9 @@ launch scripts, DeepSpeed JSON and torchtitan TOML as they are run.
 \b
 Start with:
   parplan plan llama3-70b --cluster dgx-h100 --nodes 8
-  parplan check train.sh --cluster dgx-h100   # exit 0 fits, 1 not, 2 bad input
-  parplan sweep llama3-8b --cluster dgx-h100,dgx-b200 --nodes 8..64 --tokens 1e12
+  parplan check train.sh --cluster dgx-h100   # exit 0 fits, 1 does not
+  parplan sweep llama3-8b --cluster dgx-h100,dgx-b200 --nodes 8..64 \\
+    --tokens 1e12
   parplan models; parplan hardware            # the presets"""
 app = typer.Typer(cls=ParplanGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help=HELP)
