@@ -87,6 +87,7 @@ def test_sweep_fits_at_80_and_keeps_every_column_at_120():
     for line in rows:
         assert len(line.rstrip()) <= 80 and not CUT.search(line), line
     assert "not shown at 80 columns" in narrow
+    assert "global batch 512 sequences" in wide  # the batch used, plan's default (issue 36 part 6)
     assert "not shown" not in wide and "goodput" in wide and "tokens/s" in wide
     # the layout is one cell on one line (it wrapped to one word per line before)
     assert all(re.search(r"tp\d+ pp\d+ dp\d+ .*z\d mbs\d", line) for line in rows)

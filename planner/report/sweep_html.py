@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from planner.report.html import CSS, PALETTE
 from planner.report.render import pct
-from planner.report.sweep_table import big, compact_layout, days_text, money, pick_lines
+from planner.report.sweep_table import batch_text, big, compact_layout, days_text, money, pick_lines
 from planner.safetext import visible
 
 W, H, LEFT, BOTTOM, TOP, RIGHT = 720, 380, 70, 44, 16, 150
@@ -204,7 +204,8 @@ def _table(doc: dict) -> str:
 
 def render_sweep_html(doc: dict) -> str:
     """The whole page."""
-    title = f"parplan sweep: {visible(doc['model'])}, {doc['tokens']:.3g} tokens"
+    batches = sorted({p["global_batch"] for p in doc["points"]})
+    title = f"parplan sweep: {visible(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches, ' (by point: a multiple of every data-parallel degree it can use)')}"
     infeasible = [p for p in doc["points"] if not p["fits"]]
     missing = ("<p class=\"note\">Not plotted (no layout found): " + ", ".join(
         f"{_e(p['cluster'])} x {p['nodes']} nodes" for p in infeasible) + ".</p>") if infeasible else ""

@@ -65,11 +65,12 @@ def _cells(p: dict, with_cost: bool, with_goodput: bool) -> dict[str, str]:
             "goodput": f"{p['goodput']:.1%}" if p["goodput"] is not None else ""}
 
 
-def batch_text(batches: list[int]) -> str:
-    """'global batch 512 sequences', or the range when points differ (a GPU count with an odd factor)."""
+def batch_text(batches: list[int], where: str = " (column batch)") -> str:
+    """'global batch 512 sequences', or the range when points differ (a GPU count with an odd factor), with
+    `where` each point's batch is shown."""
     if len(batches) == 1:
         return f"global batch {batches[0]:,} sequences"
-    return f"global batch {batches[0]:,}-{batches[-1]:,} sequences (column batch)" if batches else "no points"
+    return f"global batch {batches[0]:,}-{batches[-1]:,} sequences{where}" if batches else "no points"
 
 
 def sweep_table(doc: dict, width: int | None = None) -> Table:
