@@ -244,8 +244,9 @@ def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None, w
 
 
 def _plans_table(plans: list[Estimate], runs_on: list[list[str]] | None, left_out: frozenset) -> Table:
-    caption = ("peak/budget: allocated peak of the allocated budget, GiB; "
-               "± median held-out error of the layout's regime; * not validated")
+    caption = "peak/budget: allocated peak / allocated budget, GiB"
+    if "±" not in left_out:
+        caption += "; ± median held-out error of the layout's regime; * not validated"
     if runs_on and "on" not in left_out:
         caption += "; runs on: " + ", ".join(f"{n[0].upper()} {n}" for n in FRAMEWORKS)
     table = Table(title="Best layouts (fastest first)", caption=caption, caption_justify="left", **COMPACT)
