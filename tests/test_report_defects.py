@@ -73,3 +73,18 @@ def test_one_name_per_memory_limit():
     for text in (html, console.export_text(), d.sentence):
         assert not re.search(r"\busable\b", text)
     assert "allocated budget" in html and "allocated budget" in d.sentence
+
+
+def test_pick_label_clears_its_ring_and_the_deadline_label_sits_above_the_plot():
+    from planner.report.sweep_html import TOP, cost_svg
+
+    picked = _point_label(100, 50, "2", deadline_x=110, picked=True)
+    assert 'text-anchor="end"' in picked and 'x="85.0"' in picked  # 13 px ring + 2
+    point = {"cluster": "c", "gpu": "g", "nodes": 2, "gpus": 16, "fits": True, "pareto": True, "picked": True,
+             "days": 10.0, "gpu_hours": 100.0, "cost_usd": None, "cut_short": False, "status": "optimal",
+             "layout": "tp=1", "step_s": 1.0, "mfu": 0.5, "tokens_per_s": 1.0, "goodput": None, "reason": None,
+             "estimate": {"layout": {"tp": 1, "pp": 1, "dp": 16, "zero": 2, "mbs": 1}}, "step_rel_error_p50": None,
+             "tokens_per_s_per_gpu": 1.0}
+    svg = cost_svg({"cost_basis": "gpu_hours", "points": [point], "pareto": [0], "deadline_s": 12 * 86400,
+                    "budget_usd": None})
+    assert re.search(rf'y="{TOP - 4}" fill="#c00" text-anchor="middle">deadline 12 d', svg)

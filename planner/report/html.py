@@ -161,7 +161,7 @@ def _error_table(d: ReportData) -> str:
              pct(u.bias, signed=True) if u.bias is not None else "", "yes" if u.validated else "no"]
     head = "".join(f"<th>{h}</th>" for h in ("regime", "rows from", "held-out runs", "mean", "median", "p90",
                                             "bias", "validated"))
-    return (f'<table id="error-rows"><tr>{head}</tr><tr>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
+    return (f'<table id="error-rows" class="run"><tr>{head}</tr><tr>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
             "</table>")
 
 

@@ -109,8 +109,8 @@ def cost_svg(doc: dict) -> str:
         out.append(f'<polyline points="{path}" fill="none" stroke="#222" stroke-width="2" stroke-opacity=".5"/>')
     if deadline:
         out.append(f'<line x1="{x(deadline):.1f}" x2="{x(deadline):.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#c00" '
-                   f'stroke-dasharray="6,4"/><text x="{x(deadline) + 4:.1f}" y="{TOP + 12}" fill="#c00"{HALO}>'
-                   f'deadline {deadline:.3g} d</text>')
+                   f'stroke-dasharray="6,4"/><text x="{x(deadline):.1f}" y="{TOP - 4}" fill="#c00" '
+                   f'text-anchor="middle">deadline {deadline:.3g} d</text>')  # above the plot: clear of points
     if budget:
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y(budget):.1f}" y2="{y(budget):.1f}" stroke="#a05a00" '
                    f'stroke-dasharray="6,4"/><text x="{LEFT + 4}" y="{y(budget) - 4:.1f}" fill="#a05a00">budget '
@@ -121,7 +121,7 @@ def cost_svg(doc: dict) -> str:
         r = 7 if p["pareto"] else 5
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{colors[p["cluster"]]}" '
                    f'stroke="{"#000" if p["pareto"] else "none"}" stroke-width="1.5"><title>{_e(_tip(p))}</title>'
-                   f'</circle>{_point_label(cx, cy, str(p["nodes"]), x(deadline) if deadline else None)}')
+                   f'</circle>{_point_label(cx, cy, str(p["nodes"]), x(deadline) if deadline else None, p["picked"])}')
         if p["picked"]:
             out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="13" fill="none" stroke="#2a9d2a" stroke-width="3"/>')
     out += _legend(colors)
@@ -135,12 +135,14 @@ HALO = ' stroke="#fff" stroke-width="3" paint-order="stroke"'  # text stays legi
 CHAR_PX = 7  # width of a character at the 11 px chart font, generously
 
 
-def _point_label(cx: float, cy: float, text: str, deadline_x: float | None) -> str:
-    """A point's label above-right of it, or above-left where it would run across the deadline line."""
+def _point_label(cx: float, cy: float, text: str, deadline_x: float | None, picked: bool = False) -> str:
+    """A point's label above-right of it, or above-left where it would run across the deadline line; clear
+    of the pick's ring (radius 13) when the point is the pick."""
+    gap = 15 if picked else 8
     width = CHAR_PX * len(text)
-    left = deadline_x is not None and cx < deadline_x <= cx + 8 + width + 2
-    x, anchor = (cx - 8, "end") if left else (cx + 8, "start")
-    return f'<text x="{x:.1f}" y="{cy - 6:.1f}" fill="#555" text-anchor="{anchor}"{HALO}>{text}</text>'
+    left = deadline_x is not None and cx < deadline_x <= cx + gap + width + 2
+    x, anchor = (cx - gap, "end") if left else (cx + gap, "start")
+    return f'<text x="{x:.1f}" y="{cy - gap + 2:.1f}" fill="#555" text-anchor="{anchor}"{HALO}>{text}</text>'
 
 
 def _tip(p: dict) -> str:
