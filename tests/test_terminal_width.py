@@ -64,6 +64,13 @@ def test_wide_terminals_leave_nothing_out(columns, plan_file):
         assert "not shown at" not in text, (name, columns)
 
 
+def test_every_line_fits_80_columns(plan_file):
+    """Prose too: the step time, its warning and the memory verdict wrap at words, not past the edge."""
+    for name, text in outputs(80, plan_file).items():
+        for line in text.splitlines():
+            assert len(line) <= 80, (name, line)
+
+
 def test_narrow_terminal_names_what_it_leaves_out():
     text = run(80, "plan", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4", "--top", "3")
     assert "not shown at 80 columns:" in text
@@ -104,3 +111,10 @@ def test_pipe_width_is_120(monkeypatch):
 def test_json_is_not_affected_by_width():
     args = ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--layout", "tp=2,mbs=1", "--global-batch", "8", "--json"]
     assert json.loads(run(80, *args)) == json.loads(run(200, *args))
+
+
+def test_into_a_pipe_each_sentence_stays_on_one_line():
+    """No COLUMNS and no terminal: tables at 120 columns, but the memory verdict stays one line (grep)."""
+    result = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2"], env={"COLUMNS": None})
+    line = next(text for text in result.stdout.splitlines() if text.startswith("memory: "))
+    assert len(line) > 120 and line.endswith("runs)")

@@ -42,3 +42,22 @@ def fit_table(build: Callable[[frozenset], Table], width: int, optional: Iterabl
         table.caption = f"{table.caption}; {note}" if table.caption else note
         table.caption_justify = "left"
     return table
+
+
+def width_known() -> bool:
+    """Whether COLUMNS or a terminal gives the width: then prose wraps at words to it; into a pipe or a file
+    (no width known) each sentence stays on one line, for grep."""
+    import os
+    import sys
+
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return True
+    try:
+        return os.isatty(sys.__stdout__.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def prose_soft_wrap() -> bool:
+    """rich's soft_wrap for a sentence: off (wrap at words) where the width is known, on (one line) otherwise."""
+    return not width_known()

@@ -12,6 +12,7 @@ from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import MemoryOut, UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
 from planner.search.explain import layout_text
+from planner.report.fit import prose_soft_wrap
 from planner.safetext import plain, visible
 
 GIB = 2**30
@@ -81,9 +82,9 @@ def print_band(e: Estimate, console: Console) -> None:
     """'step time: ...' with the band, and the warning line when the regime is not validated."""
     if e.time is None:
         return
-    console.print(Text(f"step time: {band_text(e)}"), soft_wrap=True)
+    console.print(Text(f"step time: {band_text(e)}"), soft_wrap=prose_soft_wrap())
     if (warning := band_warning(e.uncertainty)) is not None:
-        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=prose_soft_wrap())
 
 
 def shown_stages(stages: list, peak: int) -> list:
@@ -222,7 +223,7 @@ def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool
                       + ",".join(map(str, e.layout.stage_layers)), highlight=False, soft_wrap=True)
     console.print(f"parameters: {e.params.total / 1e9:.2f} B total, {e.params.active / 1e9:.2f} B active")
     print_band(e, console)
-    console.print(Text(memory_verdict(e)), soft_wrap=True)
+    console.print(Text(memory_verdict(e)), soft_wrap=prose_soft_wrap())
     parts = [memory_table(e, console.width)]
     if (tt := time_table(e)) is not None:
         parts.append(tt)
@@ -322,7 +323,7 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
     if result.plans:
         console.print(plans_table(result.plans, runs_on, console.width))
         for line in alternative_lines(result.plans[0], alternative):
-            console.print(Text(line, style="bold yellow"), soft_wrap=True)
+            console.print(Text(line, style="bold yellow"), soft_wrap=prose_soft_wrap())
         print_estimate(result.plans[0], console, "winner")
     for line in reasons:
         console.print(plain(f"• {line}"), highlight=False)

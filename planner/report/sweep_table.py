@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from planner.report.fit import prose_soft_wrap
 from planner.report.render import pct
 from planner.safetext import plain
 
@@ -132,8 +133,9 @@ def print_sweep(doc: dict, console: Console) -> None:
                       "(goodput: the useful fraction)", highlight=False)
     for p in doc["points"]:
         if p["reason"] and (not p["fits"] or p["cut_short"]):
-            console.print(plain(f"{p['cluster']} x {p['nodes']}: {p['reason']}"), highlight=False, soft_wrap=True)
+            console.print(plain(f"{p['cluster']} x {p['nodes']}: {p['reason']}"), highlight=False,
+                          soft_wrap=prose_soft_wrap())
     if doc["interrupted"]:
         console.print(f"interrupted after {doc['completed']} of {doc['total']} points", highlight=False)
     for line in pick_lines(doc):
-        console.print(plain(line), highlight=False, soft_wrap=True)
+        console.print(plain(line), highlight=False, soft_wrap=prose_soft_wrap())
