@@ -100,11 +100,23 @@ def test_sweep_fits_at_80_and_keeps_every_column_at_120():
     assert all(re.search(r"tp\d+ pp\d+ dp\d+ .*z\d mbs\d", line) for line in rows)
 
 
+def no_terminal(monkeypatch) -> None:
+    """As in CI, even when pytest runs in a terminal: stdout is no tty."""
+    import os
+
+    def no_size(*args):
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(os, "get_terminal_size", no_size)
+    monkeypatch.setattr(os, "isatty", lambda fd: False)
+
+
 def test_pipe_width_is_120(monkeypatch):
     """No COLUMNS and no terminal: wide enough that nothing is left out."""
     from planner.report.fit import terminal_columns
 
     monkeypatch.delenv("COLUMNS", raising=False)
+    no_terminal(monkeypatch)
     assert terminal_columns() == 120
 
 
@@ -113,8 +125,9 @@ def test_json_is_not_affected_by_width():
     assert json.loads(run(80, *args)) == json.loads(run(200, *args))
 
 
-def test_into_a_pipe_each_sentence_stays_on_one_line():
+def test_into_a_pipe_each_sentence_stays_on_one_line(monkeypatch):
     """No COLUMNS and no terminal: tables at 120 columns, but the memory verdict stays one line (grep)."""
+    no_terminal(monkeypatch)
     result = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2"], env={"COLUMNS": None})
     line = next(text for text in result.stdout.splitlines() if text.startswith("memory: "))
     assert len(line) > 120 and line.endswith("runs)")
