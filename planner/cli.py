@@ -19,8 +19,23 @@ from planner.cli_registry import COMMANDS
 
 # rich_markup_mode=None: plain help text, without importing Rich's markdown and traceback machinery
 # (typer.rich_utils, ~0.15 s of the start-up)
+HELP = """Find the fastest way to split a transformer's training over your GPUs, and check that a
+configuration fits before you launch it.
+
+parplan predicts each GPU's memory and the step time of a parallel layout (tensor, pipeline, data,
+context and expert parallelism, ZeRO/FSDP, recompute), searches every layout for the fastest that
+fits, and writes launch files for Megatron-LM, DeepSpeed, torchtitan and SLURM. It reads Megatron
+launch scripts, DeepSpeed JSON and torchtitan TOML as they are run.
+
+\b
+Start with:
+  parplan plan llama3-70b --cluster dgx-h100 --nodes 8
+  parplan check train.sh --cluster dgx-h100   # exit 0 fits, 1 does not
+  parplan sweep llama3-8b --cluster dgx-h100,dgx-b200 --nodes 8..64 \\
+    --tokens 1e12
+  parplan models; parplan hardware            # the presets"""
 app = typer.Typer(cls=ParplanGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help=__doc__.split("\n")[0])
+                  help=HELP)
 # (name, module, function, help as `parplan --help` lists it: the start of the docstring, which
 # tests/test_cli_startup.py holds it to); each module is imported only when its command runs
 for _name, _module, _function, _help in [

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from costmodels.errors import SpecError
@@ -40,7 +40,22 @@ class _Console(Console):
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
 
-out = _Console(width=110)
+class _TerminalConsole(_Console):
+    """Drawn at the terminal's width, read at each print (COLUMNS, else the terminal, else 120 for a pipe:
+    planner.report.fit), so tables choose their columns to fit instead of being cut."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        from planner.report.fit import terminal_columns
+
+        return ConsoleDimensions(terminal_columns(), self._height or 25)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+out = _TerminalConsole()
 err = _Console(stderr=True)
 DEFAULT_PLAN_BATCH = 512
 

@@ -15,13 +15,11 @@ from planner.files import loading
 from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT,
                                 PREC_OPT, SEQ_OPT, TOKENS_OPT, err, load_problem, make_train, out, print_json,
                                 report_export, user_errors)
-from planner.search.explain import time_limit_note, why_nothing_fits, why_winner
 from planner.files.planfile import plan_document
 from planner.plan_outputs import PlanOutputs
 from planner.report.render import print_plan
 from planner.report.runblock import print_whole_run
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
-from planner.search import best_validated, search, validated_filter
 from planner.trainopts import TrainOptions, with_train_options
 
 
@@ -96,23 +94,13 @@ def plan_cmd(
 def plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
                  fw=None, deadline: Optional[float] = None):
     """(result, best validated alternative when the winner is not validated, reasons); with a
-    framework (planner.search.frameworks), only the layouts it runs."""
-    model, clus = prob.model, prob.cluster
-    space = fws.space_options(fw, model, clus, train)
-    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)
+    framework (planner.search.frameworks), only the layouts it runs (planner.api.search_with_reasons, with a
+    spinner on stderr)."""
+    from planner.api import search_with_reasons
+
     with err.status("searching layouts...", spinner="dots") as status:
-        result = search(model, clus, train, top=top, time_limit_s=time_limit, opts=space,
-                        progress=lambda msg: status.update(msg), keep=keep, deadline=deadline)
-        alternative = None
-        winner = result.plans[0].uncertainty if result.plans else None
-        if winner is not None and not winner.validated:
-            status.update("searching the best layout in a validated regime")
-            alternative = best_validated(model, clus, train, result, time_limit, opts=space,
-                                         keep=fws.keep(fw, train), deadline=deadline)
-    if result.plans:
-        return result, alternative, time_limit_note(result) + why_winner(result)
-    return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
-                                          deadline=deadline)
+        return search_with_reasons(prob, train, top, time_limit, validated_only, fw, deadline,
+                                   progress=lambda msg: status.update(msg))
 
 
 def plan_any(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,

@@ -18,7 +18,9 @@ def build_command(name: str) -> Any:
     module, attr, _ = COMMANDS[name]
     app = typer.Typer(add_completion=False, rich_markup_mode=None)  # plain help, as planner.cli's
     app.command(name)(getattr(importlib.import_module(module), attr))
-    return typer.main.get_command(app)
+    from planner.cli_usage import plain_metavars
+
+    return plain_metavars(typer.main.get_command(app))
 
 
 def listing_command(name: str) -> Any:

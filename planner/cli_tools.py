@@ -60,7 +60,7 @@ def models_cmd(as_json: bool = JSON_OPT) -> None:
     rows = listing.model_rows()
     if as_json:
         return print_json(rows)
-    out.print(listing.models_table(rows))
+    out.print(listing.models_table(rows, out.width))
 
 
 @user_errors
@@ -107,7 +107,8 @@ def sweep_cmd(
     price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="USD per GPU-hour: one number, or per "
                                         "cluster/GPU: h100=2.5,b200=4."),
     global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences at "
-                                               "every point (default 1024; see docs/design.md section 5)."),
+                                               "every point (default 512, as plan's; a GPU count with an odd factor f: f x the power of "
+                                               "two nearest 512/f). The table's title says the batch used."),
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = PREC_OPT,
     stack: Optional[str] = STACK_OPT,

@@ -122,3 +122,37 @@ def suggest(line: str, args: Sequence[str]) -> str:
         return line
     close = difflib.get_close_matches(named, list(COMMANDS), n=2, cutoff=0.6)
     return f"{line}; did you mean {' or '.join(close)}?" if close else f"{line} (commands: {', '.join(COMMANDS)})"
+
+
+METAVARS = {"--cluster": "CLUSTER", "--layout": "tp=8,pp=4,...", "--save": "PLAN.json", "--report": "FILE.html",
+            "--export": "DIR", "--out": "DIR", "--stack-file": "PROFILE.yaml", "--model": "MODEL",
+            "--price-per-gpu-hour": "USD", "--budget": "USD", "--deadline": "TIME"}
+
+
+def metavar_for(param: Any) -> Optional[str]:
+    """What `--help` shows after an option that takes a value, as users write it ('--nodes N', '--cluster
+    CLUSTER', '--save PLAN.json') instead of Typer's type names ('<int range>', '<str>', '<path>'); None
+    for a flag, which takes no value."""
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return None
+    opts = [o for o in getattr(param, "opts", None) or [] if o.startswith("--")]
+    if not opts:  # an argument: MODEL, CONFIG, LOGS (Typer adds '...' where it takes several)
+        return (getattr(param, "name", None) or "value").upper()
+    if opts[0] in METAVARS:
+        return METAVARS[opts[0]]
+    kind = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if kind in (int, float):
+        return "N"
+    if getattr(getattr(param, "type_descriptor", None), "is_path", False):
+        return "PATH"
+    return opts[0].lstrip("-").replace("-", "_").upper()
+
+
+def plain_metavars(command: Any) -> Any:
+    """`command` with every value-taking parameter's metavar set by `metavar_for` (where none was given)."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "metavar", None) is None and (shown := metavar_for(param)) is not None:
+            param.metavar = shown
+            if not getattr(param, "opts", None) or not param.opts[0].startswith("-"):
+                param.display_type_rich = lambda ctx: ""  # 'MODEL', not 'MODEL <str>'
+    return command

@@ -18,7 +18,8 @@ from planner.errors import UserError
 
 MAX_POINTS = 512  # node counts per cluster: a sweep of more is a typo, not a question
 MAX_NODES = 1_000_000  # ClusterSpec.num_nodes' bound
-DEFAULT_BATCH = 1024  # sequences per step when --global-batch is not given (see default_batch)
+DEFAULT_BATCH = 512  # sequences per step when --global-batch is not given (see default_batch): plan's default too
+# (planner.cli_common.DEFAULT_PLAN_BATCH), so a sweep point and `plan` at that size agree
 _RANGE = re.compile(r"^(\d{1,18})\.\.(\d{1,18})(?::(x|\+)?(\d{1,18}))?$", re.ASCII)  # ASCII: int() reads '٨' too
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?(?:e\d+)?)\s*(w|d|h|m|s)$", re.IGNORECASE | re.ASCII)
 _NUMBER = re.compile(r"[0-9]+\.?[0-9]*(e[+-]?[0-9]+)?|\.[0-9]+(e[+-]?[0-9]+)?", re.IGNORECASE | re.ASCII)

@@ -346,7 +346,7 @@ ONE_LINE = {
                        ["--time-limit 'nan'", "finite"]),
     "time-limit-inf": (["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "inf"], 2, ["finite"]),
     "unknown-option": (EST8 + ["--bogus"], 2, ["--bogus"]),
-    "missing-argument": (["estimate"], 2, ["model"]),
+    "missing-argument": (["estimate"], 2, ["MODEL"]),
     "missing-option-value": (EST8 + ["--layout"], 2, ["--layout"]),
     "unknown-command": (["frob"], 2, ["frob"]),
     "extra-argument": (EST8 + ["x"], 2, ["x"]),

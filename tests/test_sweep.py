@@ -76,13 +76,20 @@ def test_durations_money_prices():
 
 
 def test_default_batch_divides_every_data_parallel_degree():
-    assert default_batch(64) == 1024 and default_batch(2048) == 1024
+    assert default_batch(64) == 512 and default_batch(2048) == 512
     for gpus in (24, 40, 96, 192, 8 * 48):
         batch = default_batch(gpus)
         odd = gpus
         while odd % 2 == 0:
             odd //= 2
-        assert batch % odd == 0 and 512 <= batch <= 2048 + odd, (gpus, batch)
+        assert batch % odd == 0 and 256 <= batch <= 1024 + odd, (gpus, batch)
+
+
+def test_sweep_and_plan_default_to_the_same_global_batch():
+    from planner.cli_common import DEFAULT_PLAN_BATCH
+    from planner.sweep_grid import DEFAULT_BATCH
+
+    assert DEFAULT_BATCH == DEFAULT_PLAN_BATCH == 512
 
 
 def test_pareto_front_on_hand_made_points():

@@ -145,7 +145,7 @@ def header_lines(plan: ExportPlan, target: str, check_file: Optional[str] = None
         return head + priced_lines(plan, check_file)
     return head + [
         f"Predicted peak memory: {plan.peak_bytes / GIB:.2f} GiB per GPU "
-        f"(usable {c.usable_bytes / GIB:.2f} GiB); predicted step time: {plan.step_s:.3f} s",
+        f"(device budget {c.usable_bytes / GIB:.2f} GiB); predicted step time: {plan.step_s:.3f} s",
     ]
 
 

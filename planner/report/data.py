@@ -20,12 +20,6 @@ from planner.safetext import visible
 
 MAX_DRAWN_MICROBATCHES = 24
 MAX_SIMULATED_STAGES = 128  # the timeline simulation grows with the square of the stages (pp=10,000: minutes)
-EXPECTED_ERROR = [  # docs/accuracy.md (benchmarks/accuracy.py), mean / max absolute step-time error
-    ("Narayanan et al. 2021 Table 1, A100, 32-3,072 GPUs (never fitted)", "5.3%", "9.7%"),
-    ("vTrain multi-node Megatron runs, A100, up to 512 GPUs", "8.3%", "45%"),
-    ("vTrain single-node Megatron runs, A100", "8.0%", "33%"),
-    ("Megatron-Core weak scaling, H100 (fitted)", "3.9%", "18%"),
-]
 
 
 @dataclass
@@ -58,9 +52,10 @@ def _timelines(model, cluster, train, lay) -> tuple[dict[str, list[Block]], int]
         m = max(lay.pp, m - m % lay.pp)
     chosen = lay.schedule
     out = {chosen: simulate(chosen, stage_s, m, lay.vpp)}
-    for other in ("1f1b", "gpipe"):
-        if other != chosen:
-            out[other] = simulate(other, stage_s, m, 1)
+    for other in ("1f1b", "gpipe") if lay.pp > 1 else ():  # one stage: every schedule is the same timeline
+        blocks = simulate(other, stage_s, m, 1)
+        if other != chosen and all(blocks != drawn for drawn in out.values()):
+            out[other] = blocks
     return out, m
 
 
@@ -74,10 +69,14 @@ def picked(count: int, most: int, keep: int = 0) -> list[int]:
 
 
 def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
-    strides = {"tp": 1, "cp": lay.tp, "dp": lay.tp * lay.cp, "pp": lay.tp * lay.cp * lay.dp}
-    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
+    """(name, size, stride, crosses nodes) of each communication group with more than one rank: tp, cp, dp,
+    pp in Megatron's rank order, and the experts' etp and ep (Megatron-Core's expert order tp-ep-dp-pp
+    inside a pipeline stage, etp innermost)."""
+    strides = {"tp": 1, "cp": lay.tp, "dp": lay.tp * lay.cp, "pp": lay.tp * lay.cp * lay.dp, "etp": 1,
+               "ep": lay.etp}
+    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp, "etp": lay.etp, "ep": lay.ep}
     return [(k, sizes[k], strides[k], comm.ranks_per_node(sizes[k], strides[k], gpus_per_node) < sizes[k])
-            for k in ("tp", "cp", "dp", "pp") if sizes[k] > 1]
+            for k in ("tp", "cp", "dp", "pp", "etp", "ep") if sizes[k] > 1]
 
 
 def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = None) -> ReportData:
@@ -94,7 +93,8 @@ def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = No
     t, mem = plan.throughput, plan.memory
     name, gpu = visible(model.name), visible(cluster.gpu_profile.name)  # names from files: shown, never obeyed
     sentence = (f"{name} on {cluster.num_gpus:,} x {gpu}: {layout_text(plan.layout)}, "
-                f"peak {mem.peak_bytes / 2**30:.1f} of {mem.unhindered_usable_bytes / 2**30:.1f} GiB, step "
+                f"allocated peak {mem.peak_bytes / 2**30:.1f} of the {mem.unhindered_usable_bytes / 2**30:.1f} GiB allocated "
+                f"budget, step "
                 f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
     run = run if run is not None else RunSpec(tokens=float(tokens)) if tokens else None
     whole = whole_run(plan, model, cluster, train, run) if run is not None else None
@@ -112,6 +112,11 @@ def _band_short(e: Estimate) -> str:
 
 
 def rank_coordinates(rank: int, lay) -> dict[str, int]:
-    """Megatron rank order: tp innermost, then cp, dp, pp outermost."""
+    """Megatron rank order: tp innermost, then cp, dp, pp outermost; for the experts (Megatron-Core's
+    expert rank generator, order tp-ep-dp-pp with tp = etp) etp innermost, then ep, then edp, inside the
+    rank's pipeline stage."""
+    stage_ranks = lay.tp * lay.cp * lay.dp
+    local = rank % stage_ranks
     return {"tp": rank % lay.tp, "cp": rank // lay.tp % lay.cp, "dp": rank // (lay.tp * lay.cp) % lay.dp,
-            "pp": rank // (lay.tp * lay.cp * lay.dp)}
+            "pp": rank // stage_ranks, "etp": local % lay.etp, "ep": local // lay.etp % lay.ep,
+            "edp": local // (lay.etp * lay.ep)}

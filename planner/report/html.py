@@ -8,7 +8,7 @@ from costmodels.outputs import UncertaintyOut
 from planner.search.explain import layout_text
 from planner.report.render import band_detail, band_text, band_warning, pct
 from planner.report.runblock import duration_text, money, whole_run_rows
-from planner.report.data import EXPECTED_ERROR, MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
+from planner.report.data import MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
 
 GIB = 2**30
 PARTS = [("weights_bytes", "weights", "#4e79a7"), ("grads_bytes", "grads", "#f28e2b"),
@@ -56,7 +56,7 @@ def _memory_svg(d: ReportData) -> str:
         if len(stages) <= 32:
             out.append(f'<text x="{left + i * bw + bw / 2:.1f}" y="{h - 6}" text-anchor="middle">{s.stage}</text>')
     out.append(f'<line x1="{left}" x2="{w}" y1="{y(usable):.1f}" y2="{y(usable):.1f}" stroke="#c00" '
-               f'stroke-dasharray="5,3"/><text x="{left + 4}" y="{y(usable) - 4:.1f}" fill="#c00">usable '
+               f'stroke-dasharray="5,3"/><text x="{left + 4}" y="{y(usable) - 4:.1f}" fill="#c00">allocated budget '
                f'{usable / GIB:.1f} GiB</text>')
     for g in range(0, int(top / GIB) + 1, max(1, int(top / GIB / 5))):
         out.append(f'<text x="{left - 6}" y="{y(g * GIB):.1f}" text-anchor="end">{g}</text>')
@@ -96,15 +96,33 @@ def _mesh_svg(d: ReportData) -> str:
         out.append(f'<text x="4" y="{n * 40 + 24}">node {node}</text>')
         for k in range(g):
             c = rank_coordinates(node * g + k, lay)
-            label = f"t{c['tp']} c{c['cp']} d{c['dp']} p{c['pp']}"
+            label = f"t{c['tp']} c{c['cp']} d{c['dp']} p{c['pp']}" + (f"; experts: e{c['ep']} et{c['etp']} "
+                                                                       f"ed{c['edp']}" if lay.ep > 1 else "")
+            second = f"d{c['dp'] % 1000}" + (f" e{c['ep'] % 100}" if lay.ep > 1 else "")
+            fit = f' textLength="{cell - 4}" lengthAdjust="spacingAndGlyphs"' if lay.ep > 1 else ""
             out.append(f'<rect x="{70 + k * 38}" y="{n * 40 + 4}" width="{cell}" height="{cell}" rx="4" '
                        f'fill="{PALETTE[c["pp"] % len(PALETTE)]}"><title>rank {node * g + k}: {label}</title></rect>'
                        f'<text x="{72 + k * 38}" y="{n * 40 + 20}" fill="#fff">t{c["tp"]}p{c["pp"]}</text>'
-                       f'<text x="{72 + k * 38}" y="{n * 40 + 33}" fill="#fff">d{c["dp"] % 1000}</text>')
+                       f'<text x="{72 + k * 38}" y="{n * 40 + 33}" fill="#fff"{fit}>{second}</text>')
     return "".join(out) + "</svg>"
 
 
 def _breakdown_svg(d: ReportData) -> str:
+    """The step time as one bar, labelled where a slice is wide enough, and a legend naming every slice
+    (narrow ones too: their share in the bar alone would be unlabelled)."""
+    return _breakdown_bar(d) + _breakdown_legend(d)
+
+
+def _breakdown_legend(d: ReportData) -> str:
+    t = d.plan.time
+    items = [f'<span style="white-space:nowrap;margin-right:14px"><span style="display:inline-block;width:10px;'
+             f'height:10px;background:{PALETTE[k]}"></span> {key.removesuffix("_s").replace("_", " ")} '
+             f'{getattr(t, key) * 1e3:,.1f} ms ({pct(getattr(t, key) / t.step_s)})</span>'
+             for k, key in enumerate(TIME_PARTS) if getattr(t, key) > 0]
+    return f'<p class="note" id="breakdown-legend">{"".join(items)}</p>'
+
+
+def _breakdown_bar(d: ReportData) -> str:
     t = d.plan.time
     w, x, out = 1100, 0.0, ['<svg width="1200" height="46" role="img" aria-label="step time breakdown">']
     for k, key in enumerate(TIME_PARTS):
@@ -118,6 +136,33 @@ def _breakdown_svg(d: ReportData) -> str:
             out.append(f'<text x="{x + 3:.1f}" y="38">{key.removesuffix("_s")} {v / t.step_s:.0%}</text>')
         x += width
     return "".join(out) + "</svg>"
+
+
+def _expert_note(d: ReportData) -> str:
+    lay = d.plan.layout
+    if lay.ep <= 1:
+        return ""
+    return (f"; e = expert-parallel coordinate (ep={lay.ep}, etp={lay.etp}: the experts' ranks run etp innermost, "
+            "then ep, then expert data-parallel, inside each pipeline stage)")
+
+
+def _error_table(d: ReportData) -> str:
+    """The held-out error of this plan's own regime (not other GPUs' or other models' runs), or that there
+    are no held-out runs behind it."""
+    u = d.plan.uncertainty
+    if u is None or not u.rows:
+        regime = "this regime" if u is None else f"regime {escape(u.regime)}"
+        return f'<p class="warn" id="error-rows">No held-out published runs in {regime} or any fallback.</p>'
+    basis = ("this regime" if u.basis == "regime" else
+             f"{escape(u.basis)} (no held-out runs in regime {escape(u.regime)} itself)")
+    cells = [escape(u.regime), basis, str(u.rows), pct(u.mean) if u.mean is not None else "",
+             pct(u.rel_error_p50) if u.rel_error_p50 is not None else "",
+             pct(u.rel_error_p90) if u.rel_error_p90 is not None else "",
+             pct(u.bias, signed=True) if u.bias is not None else "", "yes" if u.validated else "no"]
+    head = "".join(f"<th>{h}</th>" for h in ("regime", "rows from", "held-out runs", "mean", "median", "p90",
+                                            "bias", "validated"))
+    return (f'<table id="error-rows" class="run"><tr>{head}</tr><tr>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
+            "</table>")
 
 
 def _band_cell(u: UncertaintyOut | None) -> str:
@@ -192,7 +237,7 @@ def _whole_run_html(d: ReportData) -> str:
 def render_html(d: ReportData) -> str:
     """The whole page."""
     p = d.plan
-    kpis = [("peak memory", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.unhindered_usable_bytes / GIB:.1f} GiB"),
+    kpis = [("allocated peak / budget", f"{p.memory.peak_bytes / GIB:.1f} / {p.memory.unhindered_usable_bytes / GIB:.1f} GiB"),
             ("step time", _step_kpi(d)), ("tokens/s", f"{p.throughput.tokens_per_s:,.0f}"),
             ("MFU", f"{p.throughput.mfu:.1%}")] + ([("days for the token budget", f"{d.days:.1f}")] if d.days else [])
     kpis += _whole_run_kpis(d)
@@ -200,7 +245,6 @@ def render_html(d: ReportData) -> str:
                      for k, n, s, x in d.groups)
     timelines = "".join(f"<h3>{escape(name)}{' (chosen)' if i == 0 else ''}</h3>{_gantt_svg(name, b, d)}"
                         for i, (name, b) in enumerate(d.timelines.items())) or _no_timeline(d)
-    errors = "".join(f"<tr><td>{escape(a)}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in EXPECTED_ERROR)
     reasons = "".join(f"<li>{escape(r)}</li>" for r in d.reasons) or "<li>(no alternatives saved)</li>"
     return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(d.title)}</title>
 <style>{CSS}</style></head><body><h1>{escape(d.title)}</h1>
@@ -210,13 +254,13 @@ def render_html(d: ReportData) -> str:
 <h2 id="memory">Memory per GPU, by pipeline stage</h2>{_memory_note(d)}{_memory_svg(d)}
 <h2 id="pipeline">One step of the pipeline</h2>{timelines}
 <h2 id="mesh">Device mesh (node x local rank; colour = pipeline stage)</h2>
-<p class="note">t = tensor, c = context, d = data-parallel, p = pipeline coordinate; showing
+<p class="note">t = tensor, c = context, d = data-parallel, p = pipeline coordinate{_expert_note(d)}; showing
 {min(d.num_nodes, 16)} of {d.num_nodes} nodes.</p>{_mesh_svg(d)}<ul>{groups}</ul>
 <h2 id="breakdown">Step-time breakdown</h2>{_breakdown_svg(d)}
 <h2 id="alternatives">Alternatives (click a header to sort)</h2>{_alternatives_table(d)}
 <h2 id="why">Why this layout</h2><ul>{reasons}</ul>
 <h2 id="error">Expected error of the prediction</h2>{_band_html(d)}<p class="note">The band is the
 held-out error of the layout's regime (stack x sharding x scale), measured by benchmarks/accuracy.py on
-published runs the fit never saw.</p><table><tr><th>published measurements</th><th>mean</th>
-<th>max</th></tr>{errors}</table><p class="note">From docs/accuracy.md (benchmarks/accuracy.py).</p>
+published runs the fit never saw.</p>{_error_table(d)}<p class="note">From docs/accuracy.md
+(benchmarks/accuracy.py).</p>
 <script>{SORT_JS}</script></body></html>"""

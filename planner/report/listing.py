@@ -20,15 +20,29 @@ def model_rows() -> list[dict]:
     return rows
 
 
-def models_table(rows: list[dict]) -> Table:
-    """Model presets with parameter counts in billions."""
+MODEL_OPTIONAL = ("seq", "kv", "heads", "hidden", "layers")  # left out first when the terminal is narrow
+
+
+def models_table(rows: list[dict], width: int | None = None) -> Table:
+    """Model presets with parameter counts in billions; at `width` columns the least useful columns are
+    left out (planner.report.fit), never cut."""
+    from planner.report.fit import fit_table
+
+    return fit_table(lambda out: _models_table(rows, out), width or 10_000, MODEL_OPTIONAL)
+
+
+def _models_table(rows: list[dict], left_out: frozenset) -> Table:
     table = Table(title="Model presets")
-    for col in ("name", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)", "seq"):
-        table.add_column(col, justify="left" if col == "name" else "right")
+    cols = [c for c in ("name", "layers", "hidden", "heads", "kv", "experts", "params (B)", "active (B)", "seq")
+            if c not in left_out]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
     for r in rows:
         experts = f"{r['experts']} top-{r['top_k']}" if r["experts"] else "-"
-        table.add_row(r["name"], str(r["layers"]), str(r["hidden"]), str(r["heads"]), str(r["kv_heads"]),
-                      experts, f"{r['params'] / 1e9:.2f}", f"{r['active'] / 1e9:.2f}", str(r["seq_length"]))
+        cells = {"name": r["name"], "layers": str(r["layers"]), "hidden": str(r["hidden"]), "heads": str(r["heads"]),
+                 "kv": str(r["kv_heads"]), "experts": experts, "params (B)": f"{r['params'] / 1e9:.2f}",
+                 "active (B)": f"{r['active'] / 1e9:.2f}", "seq": str(r["seq_length"])}
+        table.add_row(*(cells[c] for c in cols))
     return table
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -11,9 +12,11 @@ from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import MemoryOut, UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
 from planner.search.explain import layout_text
+from planner.report.fit import prose_soft_wrap
 from planner.safetext import plain, visible
 
 GIB = 2**30
+COMPACT = {"box": box.MINIMAL, "pad_edge": False, "show_edge": False, "padding": (0, 1)}  # cells split by │, no outer frame
 EDGE_ROWS = 4  # stages listed at each end of a long pipeline's memory table
 
 
@@ -79,9 +82,9 @@ def print_band(e: Estimate, console: Console) -> None:
     """'step time: ...' with the band, and the warning line when the regime is not validated."""
     if e.time is None:
         return
-    console.print(Text(f"step time: {band_text(e)}"), soft_wrap=True)
+    console.print(Text(f"step time: {band_text(e)}"), soft_wrap=prose_soft_wrap())
     if (warning := band_warning(e.uncertainty)) is not None:
-        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=prose_soft_wrap())
 
 
 def shown_stages(stages: list, peak: int) -> list:
@@ -99,29 +102,44 @@ def shown_stages(stages: list, peak: int) -> list:
     return out
 
 
-def memory_table(e: Estimate) -> Table:
-    """Per-stage memory of one GPU, GiB, against usable HBM."""
+MEMORY_COLUMNS = ("stage", "layers", "weights", "grads", "optimizer", "activations", "other", "transient",
+                  "allocated", "reserved", "device", "")
+MEMORY_OPTIONAL = ("transient", "other", "reserved", "grads", "layers", "weights", "optimizer")  # left out first
+
+
+def memory_table(e: Estimate, width: int | None = None) -> Table:
+    """Per-stage memory of one GPU, GiB, against the device budget; at `width` columns the least useful
+    columns are left out (planner.report.fit) rather than cut."""
+    from planner.report.fit import fit_table
+
+    return fit_table(lambda out: _memory_table(e, out), width or 10_000, MEMORY_OPTIONAL)
+
+
+def _memory_table(e: Estimate, left_out: frozenset) -> Table:
     mem = e.memory
-    table = Table(title=f"Memory per GPU (GiB) — device use against {gib(mem.hbm_bytes)} HBM less a "
-                        f"{gib(mem.margin_bytes)} margin")
-    for col in ("stage", "layers", "weights", "grads", "optimizer", "activations", "other", "transient",
-                "allocated", "reserved", "device", ""):
-        table.add_column(col, justify="right" if col not in ("",) else "left")
+    table = Table(title=f"Memory per GPU (GiB): device use against the device budget {gib(mem.device_budget_bytes)} "
+                        f"(HBM {gib(mem.hbm_bytes)} less a {gib(mem.margin_bytes)} margin)", **COMPACT)
+    cols = [c for c in MEMORY_COLUMNS if c not in left_out]
+    for col in cols:
+        table.add_column(col, justify="right" if col else "left", no_wrap=True)
     rows = shown_stages(mem.stages, mem.peak_stage)
     if len(rows) < len(mem.stages):
         table.caption = (f"{len(mem.stages) - sum(not isinstance(r, int) for r in rows):,} of {len(mem.stages):,} "
                          f"stages not listed (the first and last {EDGE_ROWS}, and the peak, are)")
     for s in rows:
         if isinstance(s, int):
-            table.add_row("…", *[""] * 11)
+            table.add_row("…", *[""] * (len(cols) - 1))
             continue
         fits = s.device_bytes <= mem.device_budget_bytes
         mark = Text("ok", style="green") if fits else Text("OVER", style="bold red")
         if s.stage == mem.peak_stage:
             mark.append(" peak")
-        table.add_row(str(s.stage), str(s.layers), gib(s.weights_bytes), gib(s.grads_bytes), gib(s.optimizer_bytes),
-                      gib(s.activations_bytes), gib(s.other_bytes), gib(s.transient_bytes), gib(s.total_bytes),
-                      gib(s.reserved_bytes), gib(s.device_bytes), mark)
+        cells = {"stage": str(s.stage), "layers": str(s.layers), "weights": gib(s.weights_bytes),
+                 "grads": gib(s.grads_bytes), "optimizer": gib(s.optimizer_bytes),
+                 "activations": gib(s.activations_bytes), "other": gib(s.other_bytes),
+                 "transient": gib(s.transient_bytes), "allocated": gib(s.total_bytes),
+                 "reserved": gib(s.reserved_bytes), "device": gib(s.device_bytes), "": mark}
+        table.add_row(*(cells[c] for c in cols))
     return table
 
 
@@ -165,7 +183,7 @@ def time_table(e: Estimate) -> Table | None:
     if e.time is None:
         return None
     t = e.time
-    table = Table(title=f"Step time {t.step_s * 1e3:.1f} ms")
+    table = Table(title=f"Step time {t.step_s * 1e3:.1f} ms", **COMPACT)
     table.add_column("part")
     table.add_column("ms", justify="right")
     table.add_column("share", justify="right")
@@ -205,8 +223,8 @@ def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool
                       + ",".join(map(str, e.layout.stage_layers)), highlight=False, soft_wrap=True)
     console.print(f"parameters: {e.params.total / 1e9:.2f} B total, {e.params.active / 1e9:.2f} B active")
     print_band(e, console)
-    console.print(Text(memory_verdict(e)), soft_wrap=True)
-    parts = [memory_table(e)]
+    console.print(Text(memory_verdict(e)), soft_wrap=prose_soft_wrap())
+    parts = [memory_table(e, console.width)]
     if (tt := time_table(e)) is not None:
         parts.append(tt)
     console.print(Group(*parts))
@@ -214,25 +232,39 @@ def print_estimate(e: Estimate, console: Console, title: str, chosen_split: bool
         console.print(line)
 
 
-def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None) -> Table:
+PLAN_OPTIONAL = ("on", "tokens/s", "±", "stage layers", "mbs")  # left out first when the terminal is narrow
+
+
+def plans_table(plans: list[Estimate], runs_on: list[list[str]] | None = None, width: int | None = None) -> Table:
     """The ranked layouts: degrees (cp with its algorithm, ep, vpp only when some plan uses them), stage
-    layers, peak memory, step time with its band, tokens/s, MFU, and the frameworks that run each."""
-    caption = "± median held-out error of the layout's regime; * not validated"
-    if runs_on:
+    layers, allocated peak against the allocated budget, step time with its band, tokens/s, MFU, and the
+    frameworks that run each; at `width` columns the least useful columns are left out, never cut."""
+    from planner.report.fit import fit_table
+
+    return fit_table(lambda out: _plans_table(plans, runs_on, out), width or 10_000, PLAN_OPTIONAL)
+
+
+def _plans_table(plans: list[Estimate], runs_on: list[list[str]] | None, left_out: frozenset) -> Table:
+    caption = "peak/budget: allocated peak / allocated budget, GiB"
+    if "±" not in left_out:
+        caption += "; ± median held-out error of the layout's regime; * not validated"
+    if runs_on and "on" not in left_out:
         caption += "; runs on: " + ", ".join(f"{n[0].upper()} {n}" for n in FRAMEWORKS)
-    table = Table(title="Best layouts (fastest first)", caption=caption, caption_justify="left")
+    table = Table(title="Best layouts (fastest first)", caption=caption, caption_justify="left", **COMPACT)
     degrees = ["tp", "pp", "dp"] + [k for k in ("cp", "ep", "vpp") if any(getattr(e.layout, k) > 1 for e in plans)]
-    for col in ("#", *degrees, "zero", "mbs", "recompute", "stage layers", "peak GiB", "step s", "±", "tokens/s",
-                "MFU") + (("on",) if runs_on else ()):
-        table.add_column(col, justify="left" if col in ("recompute", "stage layers", "on") else "right")
+    cols = [c for c in ("#", *degrees, "zero", "mbs", "recompute", "stage layers", "peak/budget", "step s", "±",
+                        "tokens/s", "MFU", *(("on",) if runs_on else ())) if c not in left_out]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("recompute", "stage layers", "on") else "right", no_wrap=True)
     for i, e in enumerate(plans, 1):
         lay = e.layout
-        runs = ("".join(n[0].upper() for n in runs_on[i - 1]) or "-",) if runs_on else ()
-        table.add_row(str(i), *(_degree_cell(lay, k) for k in degrees), str(lay.zero), str(lay.mbs), lay.recompute,
-                      _stages_text(lay.stage_layers),
-                      f"{gib(e.memory.peak_bytes)}/{gib(e.memory.unhindered_usable_bytes)}",
-                      f"{e.time.step_s:.3f}", _band_cell(e.uncertainty), f"{e.throughput.tokens_per_s:,.0f}",
-                      f"{e.throughput.mfu:.1%}", *runs)
+        cells = {"#": str(i), **{k: _degree_cell(lay, k) for k in degrees}, "zero": str(lay.zero),
+                 "mbs": str(lay.mbs), "recompute": lay.recompute, "stage layers": _stages_text(lay.stage_layers),
+                 "peak/budget": f"{gib(e.memory.peak_bytes)}/{gib(e.memory.unhindered_usable_bytes)}",
+                 "step s": f"{e.time.step_s:.3f}", "±": _band_cell(e.uncertainty),
+                 "tokens/s": f"{e.throughput.tokens_per_s:,.0f}", "MFU": f"{e.throughput.mfu:.1%}",
+                 "on": "".join(n[0].upper() for n in runs_on[i - 1]) or "-" if runs_on else ""}
+        table.add_row(*(cells[c] for c in cols))
     return table
 
 
@@ -255,7 +287,7 @@ def _stages_text(stages: list[int]) -> str:
     if len(set(stages)) == 1:
         return f"{len(stages)} x {stages[0]}"
     text = ",".join(map(str, stages))
-    return text if len(text) <= 24 else f"{stages[0]},{stages[1]},..,{stages[-1]}"
+    return text if len(text) <= 24 else f"{stages[0]},{stages[1]},…,{stages[-1]} ({len(stages)} stages)"
 
 
 def _gap_text(result) -> str:
@@ -289,9 +321,9 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
                   f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
                   f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
-        console.print(plans_table(result.plans, runs_on))
+        console.print(plans_table(result.plans, runs_on, console.width))
         for line in alternative_lines(result.plans[0], alternative):
-            console.print(Text(line, style="bold yellow"), soft_wrap=True)
+            console.print(Text(line, style="bold yellow"), soft_wrap=prose_soft_wrap())
         print_estimate(result.plans[0], console, "winner")
     for line in reasons:
         console.print(plain(f"• {line}"), highlight=False)

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from planner.report.html import CSS, PALETTE
 from planner.report.render import pct
-from planner.report.sweep_table import big, compact_layout, days_text, money, pick_lines
+from planner.report.sweep_table import batch_text, big, compact_layout, days_text, money, pick_lines
 from planner.safetext import visible
 
 W, H, LEFT, BOTTOM, TOP, RIGHT = 720, 380, 70, 44, 16, 150
@@ -109,8 +109,8 @@ def cost_svg(doc: dict) -> str:
         out.append(f'<polyline points="{path}" fill="none" stroke="#222" stroke-width="2" stroke-opacity=".5"/>')
     if deadline:
         out.append(f'<line x1="{x(deadline):.1f}" x2="{x(deadline):.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#c00" '
-                   f'stroke-dasharray="6,4"/><text x="{x(deadline) + 4:.1f}" y="{TOP + 12}" fill="#c00">deadline '
-                   f'{deadline:.3g} d</text>')
+                   f'stroke-dasharray="6,4"/><text x="{x(deadline):.1f}" y="{TOP - 4}" fill="#c00" '
+                   f'text-anchor="middle">deadline {deadline:.3g} d</text>')  # above the plot: clear of points
     if budget:
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y(budget):.1f}" y2="{y(budget):.1f}" stroke="#a05a00" '
                    f'stroke-dasharray="6,4"/><text x="{LEFT + 4}" y="{y(budget) - 4:.1f}" fill="#a05a00">budget '
@@ -121,7 +121,7 @@ def cost_svg(doc: dict) -> str:
         r = 7 if p["pareto"] else 5
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{colors[p["cluster"]]}" '
                    f'stroke="{"#000" if p["pareto"] else "none"}" stroke-width="1.5"><title>{_e(_tip(p))}</title>'
-                   f'</circle><text x="{cx + 8:.1f}" y="{cy - 6:.1f}" fill="#555">{p["nodes"]}</text>')
+                   f'</circle>{_point_label(cx, cy, str(p["nodes"]), x(deadline) if deadline else None, p["picked"])}')
         if p["picked"]:
             out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="13" fill="none" stroke="#2a9d2a" stroke-width="3"/>')
     out += _legend(colors)
@@ -129,6 +129,20 @@ def cost_svg(doc: dict) -> str:
                f'<text x="{W - RIGHT + 10}" y="{TOP + 48 + 18 * len(colors)}" fill="#2a9d2a">green ring: pick</text>'
                f'<text x="{W - RIGHT + 10}" y="{TOP + 66 + 18 * len(colors)}">labels: nodes</text>')
     return "".join(out) + "</svg>"
+
+
+HALO = ' stroke="#fff" stroke-width="3" paint-order="stroke"'  # text stays legible over lines
+CHAR_PX = 7  # width of a character at the 11 px chart font, generously
+
+
+def _point_label(cx: float, cy: float, text: str, deadline_x: float | None, picked: bool = False) -> str:
+    """A point's label above-right of it, or above-left where it would run across the deadline line; clear
+    of the pick's ring (radius 13) when the point is the pick."""
+    gap = 15 if picked else 8
+    width = CHAR_PX * len(text)
+    left = deadline_x is not None and cx < deadline_x <= cx + gap + width + 2
+    x, anchor = (cx - gap, "end") if left else (cx + gap, "start")
+    return f'<text x="{x:.1f}" y="{cy - gap + 2:.1f}" fill="#555" text-anchor="{anchor}"{HALO}>{text}</text>'
 
 
 def _tip(p: dict) -> str:
@@ -192,7 +206,8 @@ def _table(doc: dict) -> str:
 
 def render_sweep_html(doc: dict) -> str:
     """The whole page."""
-    title = f"parplan sweep: {visible(doc['model'])}, {doc['tokens']:.3g} tokens"
+    batches = sorted({p["global_batch"] for p in doc["points"]})
+    title = f"parplan sweep: {visible(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches, ' (by point: a multiple of every data-parallel degree it can use)')}"
     infeasible = [p for p in doc["points"] if not p["fits"]]
     missing = ("<p class=\"note\">Not plotted (no layout found): " + ", ".join(
         f"{_e(p['cluster'])} x {p['nodes']} nodes" for p in infeasible) + ".</p>") if infeasible else ""

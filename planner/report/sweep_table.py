@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from planner.report.fit import prose_soft_wrap
 from planner.report.render import pct
 from planner.safetext import plain
 
@@ -49,34 +50,54 @@ def _mark(p: dict) -> str:
     return ("▶" if p["picked"] else "") + ("◆" if p["pareto"] else "") + ("†" if p["cut_short"] else "")
 
 
-def _row(p: dict, with_cost: bool, with_goodput: bool) -> list[str]:
-    head = [_mark(p), plain(p["cluster"]), str(p["nodes"]), f"{p['gpus']:,}"]
+SWEEP_OPTIONAL = ("tokens/s", "goodput", "MFU", "GPUs", "GPU-h")  # left out first when the terminal is narrow
+
+
+def _cells(p: dict, with_cost: bool, with_goodput: bool) -> dict[str, str]:
+    head = {"": _mark(p), "cluster": plain(p["cluster"]), "nodes": str(p["nodes"]), "GPUs": f"{p['gpus']:,}",
+            "batch": f"{p['global_batch']:,}"}
     if not p["fits"]:
-        why = "none found in time" if p["status"] == "feasible" else "nothing fits"
-        return head + [why] + [""] * (6 + with_cost + with_goodput)
+        return {**head, "layout": "none found in time" if p["status"] == "feasible" else "nothing fits"}
     est = p["estimate"]
     band = "" if p["step_rel_error_p50"] is None else f" ±{pct(p['step_rel_error_p50'])}"
-    row = head + [compact_layout(est["layout"]), f"{p['step_s']:.3g}{band}", f"{p['mfu']:.1%}",
-                  big(p["tokens_per_s"], 3), days_text(p["days"]), big(p["gpu_hours"])]
-    row += [money(p["cost_usd"])] if with_cost else []
-    row += [f"{p['goodput']:.1%}" if p["goodput"] is not None else ""] if with_goodput else []
-    return row
+    return {**head, "layout": compact_layout(est["layout"]), "step s": f"{p['step_s']:.3g}{band}",
+            "MFU": f"{p['mfu']:.1%}", "tokens/s": big(p["tokens_per_s"], 3), "days": days_text(p["days"]),
+            "GPU-h": big(p["gpu_hours"]), "cost": money(p["cost_usd"]),
+            "goodput": f"{p['goodput']:.1%}" if p["goodput"] is not None else ""}
 
 
-def sweep_table(doc: dict) -> Table:
-    """One row per point, in the order planned (clusters, then node counts)."""
+def batch_text(batches: list[int], where: str = " (column batch)") -> str:
+    """'global batch 512 sequences', or the range when points differ (a GPU count with an odd factor), with
+    `where` each point's batch is shown."""
+    if len(batches) == 1:
+        return f"global batch {batches[0]:,} sequences"
+    return f"global batch {batches[0]:,}-{batches[-1]:,} sequences{where}" if batches else "no points"
+
+
+def sweep_table(doc: dict, width: int | None = None) -> Table:
+    """One row per point, in the order planned (clusters, then node counts); at `width` columns the least
+    useful columns are left out (planner.report.fit), never cut or wrapped."""
+    from planner.report.fit import fit_table
+
+    return fit_table(lambda out: _sweep_table(doc, out), width or 10_000, SWEEP_OPTIONAL)
+
+
+def _sweep_table(doc: dict, left_out: frozenset) -> Table:
     with_cost = doc["cost_basis"] == "cost_usd"
     with_goodput = any(p["goodput"] is not None for p in doc["points"])
+    batches = sorted({p["global_batch"] for p in doc["points"]})
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens")
-    cols = ["", "cluster", "nodes", "GPUs", "layout", "step s", "MFU", "tokens/s", "days", "GPU-h"]
+                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}")
+    cols = ["", "cluster", "nodes", "GPUs", *(["batch"] if len(batches) > 1 else []), "layout", "step s", "MFU",
+            "tokens/s", "days", "GPU-h"]
     cols += ["cost"] if with_cost else []
     cols += ["goodput"] if with_goodput else []
+    cols = [c for c in cols if c not in left_out]
     for col in cols:
-        table.add_column(col, justify="left" if col in ("", "cluster", "layout") else "right",
-                         no_wrap=col != "layout")  # the layout wraps when the terminal is narrow
+        table.add_column(col, justify="left" if col in ("", "cluster", "layout") else "right", no_wrap=True)
     for p in doc["points"]:
-        table.add_row(*_row(p, with_cost, with_goodput))
+        cells = _cells(p, with_cost, with_goodput)
+        table.add_row(*(cells.get(c, "") for c in cols))
     return table
 
 
@@ -100,7 +121,7 @@ def pick_lines(doc: dict) -> list[str]:
 
 def print_sweep(doc: dict, console: Console) -> None:
     """The table, its legend, notes on points cut short or infeasible, and the pick."""
-    console.print(sweep_table(doc))
+    console.print(sweep_table(doc, console.width))
     basis = "cost" if doc["cost_basis"] == "cost_usd" else "GPU-hours (no --price-per-gpu-hour)"
     console.print(f"▶ pick, ◆ Pareto front (days vs {basis}), ± median held-out error of the step time",
                   highlight=False)
@@ -112,8 +133,9 @@ def print_sweep(doc: dict, console: Console) -> None:
                       "(goodput: the useful fraction)", highlight=False)
     for p in doc["points"]:
         if p["reason"] and (not p["fits"] or p["cut_short"]):
-            console.print(plain(f"{p['cluster']} x {p['nodes']}: {p['reason']}"), highlight=False, soft_wrap=True)
+            console.print(plain(f"{p['cluster']} x {p['nodes']}: {p['reason']}"), highlight=False,
+                          soft_wrap=prose_soft_wrap())
     if doc["interrupted"]:
         console.print(f"interrupted after {doc['completed']} of {doc['total']} points", highlight=False)
     for line in pick_lines(doc):
-        console.print(plain(line), highlight=False, soft_wrap=True)
+        console.print(plain(line), highlight=False, soft_wrap=prose_soft_wrap())

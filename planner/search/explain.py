@@ -43,7 +43,8 @@ def why_winner(result: SearchResult) -> list[str]:
         return []
     win = result.plans[0]
     out = [f"winner {short_layout(win)}: step {win.time.step_s * 1e3:.1f} ms, MFU {win.throughput.mfu:.1%}, "
-           f"peak {win.memory.peak_bytes / GIB:.1f} of {win.memory.unhindered_usable_bytes / GIB:.1f} GiB usable "
+           f"allocated peak {win.memory.peak_bytes / GIB:.1f} of the {win.memory.unhindered_usable_bytes / GIB:.1f} GiB "
+           f"allocated budget "
            f"(stage {win.memory.peak_stage})"]
     if len(result.plans) > 1:
         out.append(_versus(win, result.plans[1]))
@@ -51,7 +52,7 @@ def why_winner(result: SearchResult) -> list[str]:
     if fastest is not None and fastest[0] < win.time.step_s:
         out.append(f"binding constraint: memory — {layout_text(fastest[2])} could take as little as "
                    f"{fastest[0] * 1e3:.1f} ms but needs at least {fastest[1] / GIB:.1f} GiB per GPU on the device "
-                   f"(usable {win.memory.device_budget_bytes / GIB:.1f})")
+                   f"(device budget {win.memory.device_budget_bytes / GIB:.1f})")
     else:
         out.append("binding constraint: time — no faster layout was rejected for memory")
     return out
@@ -135,10 +136,10 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
     usable = cluster.usable_bytes if smallest is None else Coster(model, cluster, train).budget(smallest[1])
     if smallest is None:
         return [f"no layout of the {result.stats.layouts_considered} considered has a stage split that fits "
-                f"{usable / GIB:.1f} GiB usable per GPU"]
+                f"the {usable / GIB:.1f} GiB device budget per GPU"]
     need, lay = smallest
     out = [f"nothing fits: the smallest per-GPU device memory any of {result.stats.layouts_considered} layouts can reach "
-           f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above {usable / GIB:.1f} GiB usable "
+           f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above the {usable / GIB:.1f} GiB device budget "
            f"(already including full recompute and ZeRO-3 in the search)"]
     table = Coster(model, cluster, train).table(lay)
     est = estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
