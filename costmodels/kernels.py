@@ -1,0 +1,114 @@
+"""What one GEMM or one fused-attention kernel can reach on a GPU, from its spec sheet.
+
+A GPU enters through its spec sheet (SM count, dense peak per dtype, HBM bandwidth) and its
+tensor-core generation (`GENERATIONS`: the achievable fraction of peak that the best-shaped GEMM
+reaches, the tile shapes its libraries use, the attention kernel's ceiling). Nothing here is fitted
+to step times: this is the kernel physics that the step-time fit (hardware_spec.Efficiency) may not
+exceed (costmodels.compute caps its curve with it).
+
+GEMM (m x k) @ (k x n), 2mkn FLOPs:
+- tile and wave quantization: the output is cut into tm x tn tiles, one CTA each; ceil(tiles / SMs)
+  waves run, the last one partly idle; the library picks the tile shape that wastes least (cuBLAS /
+  CUTLASS heuristics; NVIDIA "Matrix Multiplication Background User's Guide", sections 2.3-2.4);
+- the K loop: each tile pays a prologue and epilogue of about `k_half` K-steps' time, so
+  efficiency rises as k / (k + k_half) (fitted on the H100 measurements: benchmarks/calibrate_kernels.py);
+- the ceiling: the best measured torch.mm efficiency of the generation (MAMF, ml-engineering),
+  which already includes clocks under power limits;
+- roofline: the kernel cannot be faster than reading A and B and writing C once at the achieved HBM
+  rate (skinny GEMMs: small m, as in decode or small expert batches).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Tensor-core generation parameters shared by every GPU of it (sources in `GENERATIONS`)."""
+
+    gemm_ceiling: float  # best measured dense 16-bit GEMM / dense peak (MAMF)
+    fp8_ceiling: float  # the same for FP8 (tensorwise torch._scaled_mm); 0 = no FP8 tensor cores
+    tiles: tuple[tuple[int, int], ...]  # output tile shapes (tm, tn) its GEMM libraries choose among
+    k_half: float  # K at which the per-tile prologue/epilogue halves efficiency
+    attn_ceiling: float  # fused attention fwd+bwd, executed FLOPs / 16-bit peak, long sequences
+    attn_half_seq: float  # keys per query tile at which attention reaches half its ceiling
+    attn_tile_q: int = 128  # query rows per attention CTA
+
+
+# Ceilings: kernels.json dense_gemm rows (stas00/ml-engineering @744d01e, compute/accelerator/README.md,
+# MAMF = best torch.mm over a shape sweep) divided by the datasheet dense peak:
+#   ampere    A100-SXM bf16 271.2 / 312 = 0.869 (physical range 0.80-0.90: A100-PCIe 252.9 / 312 = 0.81);
+#   hopper    H100-SXM bf16 794.5 / 989 = 0.803, fp8 1402.6 / 1979 = 0.709 (H200 fp8 1453.4 / 1979 = 0.734;
+#             GH200 at 900 W bf16 828.6 / 989 = 0.838: range 0.80-0.84);
+#   blackwell B200-SXM bf16 1745 / 2250 = 0.776, fp8 3432.5 / 4500 = 0.763 (B300 1769 / 2250 = 0.786;
+#             GB200 per die 1822 / 2500 = 0.729: range 0.73-0.79);
+#   cdna3     MI300X bf16 668.4 / 1307.4 = 0.511 (ROCm 6.3; ROCm 6.1 gave 450: 0.344);
+#   cdna4     MI355X bf16 1565 / 2516.6 = 0.622;
+#   volta     no MAMF row: 0.80 of the V100 125 TFLOP/s peak, an assumption (range 0.7-0.85).
+# k_half 861 (range 400-1,500: the fit is flat within 5% of its error there) and attn_half_seq 1,722
+# (range 1,000-3,000) fitted on the H100 rows by benchmarks/calibrate_kernels.py; other generations
+# carry them (an assumption: no per-shape table for them in hand).
+# Tiles: CUTLASS/cuBLAS default SM80 128x128 and 128x256, SM90 (WGMMA) 128x128, 128x256, 256x128, SM100
+# (tcgen05, 2-SM) 256x128 and 256x256; CDNA (hipBLASLt) 256x256 and 128x128.
+# Attention (hopper): cuDNN SDPA causal fwd+bwd on H100, benchmarks/data/measured/gpu_kernels_h100.csv,
+# 566.6 executed TFLOP/s at 32k keys, 32 heads, head dim 128: 0.573 (FlashAttention-3, Shah et al. 2024,
+# reaches 75% in forward only); ampere: FlashAttention-2 "50-73% of the theoretical maximum on A100"
+# (Dao 2023; fwd+bwd at the lower end of that range: 0.55 taken, range 0.50-0.73); blackwell/cdna: no
+# per-sequence table in hand: the hopper fraction, a stated assumption.
+GENERATIONS: dict[str, Generation] = {
+    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 861.0, 0.40, 1722.0),
+    "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 861.0, 0.55, 1722.0),
+    "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 861.0, 0.573, 1722.0),
+    "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 861.0, 0.573, 1722.0),
+    "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 861.0, 0.40, 1722.0),
+    "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 861.0, 0.45, 1722.0),
+}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One GPU at one GEMM precision: what its kernels can reach (None fields: unknown, no cap)."""
+
+    gen: Generation
+    sm_count: int
+    fp8: bool = False  # the GEMMs run on FP8 tensor cores (ceiling fp8_ceiling, 1-byte operands)
+    flops_per_byte: float = 0.0  # dense peak / achieved HBM bytes per second (roofline ridge)
+
+
+def wave_efficiency(tiles: float, sm_count: int) -> float:
+    """Busy fraction of the SMs over the waves of `tiles` equal CTAs: tiles / (ceil(tiles/SMs) * SMs)."""
+    if tiles <= 0:
+        return 1.0
+    return tiles / (math.ceil(tiles / sm_count) * sm_count)
+
+
+def tile_efficiency(m: float, n: float, tm: int, tn: int, sm_count: int) -> float:
+    """Useful fraction of the work of one tile shape: padding of the edge tiles times wave quantization."""
+    tiles_m, tiles_n = math.ceil(m / tm), math.ceil(n / tn)
+    padding = (m * n) / (tiles_m * tm * tiles_n * tn)
+    return padding * wave_efficiency(tiles_m * tiles_n, sm_count)
+
+
+def gemm_kernel_efficiency(spec: KernelSpec, m: float, k: float, n: float) -> float:
+    """Fraction of dense peak one (m x k) @ (k x n) GEMM can reach: ceiling x best tile's quantization x
+    k / (k + k_half), and no faster than moving its operands once through HBM (roofline)."""
+    gen = spec.gen
+    ceiling = gen.fp8_ceiling if spec.fp8 else gen.gemm_ceiling
+    quant = max(tile_efficiency(m, n, tm, tn, spec.sm_count) for tm, tn in gen.tiles)
+    eff = ceiling * quant * k / (k + gen.k_half)
+    if spec.flops_per_byte <= 0:
+        return eff
+    elem = 1.0 if spec.fp8 else 2.0
+    intensity = 2.0 * m * k * n / (elem * (m * k + k * n) + 2.0 * m * n)  # FLOPs per HBM byte
+    return min(eff, intensity / spec.flops_per_byte)
+
+
+def attention_kernel_efficiency(spec: KernelSpec, batch_heads: float, seq_q: float, seq_kv: float) -> float:
+    """Fraction of 16-bit peak fused causal attention reaches, forward and backward together, on executed
+    FLOPs: attn_ceiling x wave quantization of its (batch x heads x query tiles) CTAs x
+    seq_kv / (seq_kv + attn_half_seq) (a query tile's fixed cost over the keys it visits)."""
+    gen = spec.gen
+    tiles = batch_heads * math.ceil(seq_q / gen.attn_tile_q)
+    return gen.attn_ceiling * wave_efficiency(tiles, spec.sm_count) * seq_kv / (seq_kv + gen.attn_half_seq)
