@@ -38,6 +38,7 @@ from costmodels import compute as cmp
 from costmodels import moe_dispatch, sharding
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import ClusterSpec
+from costmodels.kernels import GENERATIONS, KernelSpec
 from costmodels.layout import Layout
 from costmodels.memory import act_shape, expert_dp
 from costmodels.model_spec import ModelSpec
@@ -99,17 +100,28 @@ class Context:
         return self.lay.zero >= 3 and self.lay.pp == 1
 
 
+def _kernel(gpu, fp8: bool) -> KernelSpec | None:
+    """The GPU's spec-sheet kernel physics (costmodels.kernels), None when its profile lacks the SM
+    count or the tensor-core generation."""
+    if gpu.sm_count is None or gpu.tensor_core_gen is None:
+        return None
+    peak = gpu.fp8_tflops if fp8 else gpu.bf16_tflops
+    ridge = peak * 1e12 / (gpu.hbm_bytes_per_s * gpu.efficiency.hbm)
+    return KernelSpec(GENERATIONS[gpu.tensor_core_gen], gpu.sm_count, fp8=fp8, flops_per_byte=ridge)
+
+
 def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Device]:
     eff = gpu.efficiency
     scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale),
                                     "attn_max": min(1.0, eff.attn_max * stack.attn_scale)})
     half = "bf16" if train.precision == "fp8" else train.precision
-    dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled)
+    dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled,
+                       _kernel(gpu, False) if half in ("bf16", "fp16") else None)
     if train.precision != "fp8":
         return dev16, dev16
     fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
                                     "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_of(train.fp8_recipe)})
-    return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8), dev16
+    return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
 
 
 def make_context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> Context:
