@@ -64,13 +64,13 @@ def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
 
 
 def device_gemm_efficiency(dev: Device, m: float, k: float, n: float) -> float:
-    """The fitted curve's efficiency, capped by what the GPU's GEMM kernel can reach at this shape
-    (costmodels.kernels: tile/wave quantization, MAMF ceiling, roofline): the step-time fit may price
+    """The fitted curve's efficiency, capped by what no GEMM kernel of this shape can beat on the GPU
+    (costmodels.kernels, bounds only: tile/wave quantization, MAMF ceiling, roofline): the step-time fit may price
     losses the kernel does not have, never a kernel faster than the hardware."""
     fitted = gemm_efficiency(dev.eff, m, k, n)
     if dev.kernel is None:
         return fitted
-    return min(fitted, gemm_kernel_efficiency(dev.kernel, m, k, n))
+    return min(fitted, gemm_kernel_efficiency(dev.kernel, m, k, n, typical=False))
 
 
 def gemm_s(dev: Device, m: float, k: float, n: float, count: float = 1.0) -> float:
@@ -199,7 +199,7 @@ def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
     if dev.kernel is None:
         return fitted
     heads = max(model.num_attention_heads / x.tp, 1.0)
-    return min(fitted, attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq))
+    return min(fitted, attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq, typical=False))
 
 
 def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:

@@ -91,13 +91,16 @@ def tile_efficiency(m: float, n: float, tm: int, tn: int, sm_count: int) -> floa
     return padding * wave_efficiency(tiles_m * tiles_n, sm_count)
 
 
-def gemm_kernel_efficiency(spec: KernelSpec, m: float, k: float, n: float) -> float:
-    """Fraction of dense peak one (m x k) @ (k x n) GEMM can reach: ceiling x best tile's quantization x
-    k / (k + k_half), and no faster than moving its operands once through HBM (roofline)."""
+def gemm_kernel_efficiency(spec: KernelSpec, m: float, k: float, n: float, typical: bool = True) -> float:
+    """Fraction of dense peak one (m x k) @ (k x n) GEMM reaches: ceiling x best tile's quantization x
+    k / (k + k_half), and no faster than moving its operands once through HBM (roofline).
+
+    typical=False leaves out the K ramp (a fitted median, not a bound): what no kernel of this shape can
+    beat, the bound costmodels.compute caps the step-time fit with."""
     gen = spec.gen
     ceiling = gen.fp8_ceiling if spec.fp8 else gen.gemm_ceiling
     quant = max(tile_efficiency(m, n, tm, tn, spec.sm_count) for tm, tn in gen.tiles)
-    eff = ceiling * quant * k / (k + gen.k_half)
+    eff = ceiling * quant * (k / (k + gen.k_half) if typical else 1.0)
     if spec.flops_per_byte <= 0:
         return eff
     elem = 1.0 if spec.fp8 else 2.0
@@ -105,10 +108,13 @@ def gemm_kernel_efficiency(spec: KernelSpec, m: float, k: float, n: float) -> fl
     return min(eff, intensity / spec.flops_per_byte)
 
 
-def attention_kernel_efficiency(spec: KernelSpec, batch_heads: float, seq_q: float, seq_kv: float) -> float:
+def attention_kernel_efficiency(spec: KernelSpec, batch_heads: float, seq_q: float, seq_kv: float,
+                                typical: bool = True) -> float:
     """Fraction of 16-bit peak fused causal attention reaches, forward and backward together, on executed
     FLOPs: attn_ceiling x wave quantization of its (batch x heads x query tiles) CTAs x
-    seq_kv / (seq_kv + attn_half_seq) (a query tile's fixed cost over the keys it visits)."""
+    seq_kv / (seq_kv + attn_half_seq) (a query tile's fixed cost over the keys it visits); typical=False
+    leaves out that fitted ramp (the bound)."""
     gen = spec.gen
     tiles = batch_heads * math.ceil(seq_q / gen.attn_tile_q)
-    return gen.attn_ceiling * wave_efficiency(tiles, spec.sm_count) * seq_kv / (seq_kv + gen.attn_half_seq)
+    ramp = seq_kv / (seq_kv + gen.attn_half_seq) if typical else 1.0
+    return gen.attn_ceiling * wave_efficiency(tiles, spec.sm_count) * ramp

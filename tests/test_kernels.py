@@ -1,0 +1,115 @@
+"""Kernel physics from the spec sheet (costmodels/kernels.py) and the MFU ceiling it puts on plans.
+
+Sources: MAMF rows (best torch.mm over a shape sweep, stas00/ml-engineering @744d01e, vendored in
+benchmarks/data/kernels/mamf.json); one H100's measured GEMMs and cuDNN attention
+(benchmarks/data/measured/gpu_kernels_h100.csv, fitted by benchmarks/calibrate_kernels.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import llama_like
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hardware_profiles as hp
+from costmodels import compute as cmp
+from costmodels.estimate import estimate
+from costmodels.kernels import GENERATIONS, KernelSpec, gemm_kernel_efficiency, wave_efficiency
+from costmodels.layout import Layout, LayoutError
+from costmodels.timing import make_context
+from costmodels.train_spec import TrainSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+MAMF = {(r["gpu"], r["dtype"]): r["value"] for r in json.loads((ROOT / "benchmarks/data/kernels/mamf.json").read_text())["rows"]}
+# generation -> (MAMF row, datasheet dense bf16 peak of that GPU)
+CEILING_SOURCES = {"ampere": (("A100-SXM", "bf16"), 312.0), "hopper": (("H100-SXM", "bf16"), 989.0),
+                   "blackwell": (("B200-SXM", "bf16"), 2250.0), "cdna3": (("MI300X", "bf16"), 1307.4),
+                   "cdna4": (("MI355X", "bf16"), 2516.6)}
+KERNEL_GPUS = [g for g in hp.list_gpus() if hp.load_gpu(g).tensor_core_gen is not None]
+
+
+@pytest.mark.parametrize("gen", sorted(CEILING_SOURCES))
+def test_generation_ceiling_is_the_measured_mamf_over_the_datasheet_peak(gen):
+    row, peak = CEILING_SOURCES[gen]
+    assert GENERATIONS[gen].gemm_ceiling == pytest.approx(MAMF[row] / peak, abs=0.002)
+
+
+def test_hopper_fp8_ceiling_is_mamf():
+    assert GENERATIONS["hopper"].fp8_ceiling == pytest.approx(MAMF[("H100-SXM", "fp8 e4m3fn")] / 1979, abs=0.002)
+
+
+def test_wave_quantization_hand_worked():
+    """132 tiles fill one wave of an H100's 132 SMs; 133 need two, the second with one busy SM."""
+    assert wave_efficiency(132, 132) == 1.0
+    assert wave_efficiency(133, 132) == pytest.approx(133 / 264)
+
+
+def test_skinny_gemm_is_bound_by_hbm():
+    """64 tokens through an 8192 x 8192 weight: 63 FLOPs per HBM byte, under the H100's ridge of 347:
+    the bound is the roofline (0.181 of peak), not the tiles (0.803 x 0.5 padding x 64/132 busy SMs = 0.195)."""
+    spec = KernelSpec(GENERATIONS["hopper"], 132, flops_per_byte=989e12 / (3350e9 * 0.85))
+    eff = gemm_kernel_efficiency(spec, 64, 8192, 8192, typical=False)
+    intensity = 2 * 64 * 8192 * 8192 / (2 * (64 * 8192 + 8192 * 8192) + 2 * 64 * 8192)
+    assert eff == pytest.approx(intensity / spec.flops_per_byte)
+
+
+def test_calibration_reproduces_the_constants():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import calibrate_kernels
+
+    assert calibrate_kernels.main(["--check"]) == 0
+
+
+def test_every_gpu_with_a_generation_has_its_sm_count():
+    assert {"a100-80gb", "h100-sxm", "b200", "b300", "gb200", "mi300x", "mi355x"} <= set(KERNEL_GPUS)
+    assert all(hp.load_gpu(g).sm_count for g in KERNEL_GPUS)
+
+
+def test_gb200_nvl72_is_one_nvlink_domain_of_72():
+    c = hp.load_cluster("gb200-nvl72")
+    assert (c.gpus_per_node, c.gpu_profile.name, c.scale_up_gb_per_s) == (72, "gb200", 900.0)
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@given(gpu=st.sampled_from(KERNEL_GPUS), layers=st.sampled_from([8, 16]), h=st.sampled_from([1024, 2048, 4096, 8192]),
+       seq=st.sampled_from([1024, 2048, 4096, 8192]), tp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2]),
+       flash=st.booleans())
+@SETTINGS
+def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, seq, tp, mbs, flash):
+    """Plausibility: no layout's utilization beats the GPU's best measured dense GEMM (MAMF / dense peak,
+    kernels.json; e.g. A100 271.2 / 312 = 86.9%, MI300X 668.4 / 1307.4 = 51.1%). Utilization on the FLOPs
+    the GPU executes: parplan's MFU counts causal scores in full (PaLM convention) though flash attention
+    skips half, so the reported MFU is scaled by executed / counted FLOPs before the comparison."""
+    profile = hp.load_gpu(gpu)
+    model = llama_like(h, h // 128, max(h // 1024, 1), layers, int(h * 3.5), seq=seq)
+    cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
+    train = TrainSpec(global_batch_size=64, precision="bf16", flash_attention=flash)
+    try:
+        est = estimate(model, cluster, train, Layout(tp=tp, mbs=mbs))
+    except LayoutError:
+        return
+    ctx = make_context(model, cluster, train, est.layout)
+    one = ctx.x
+    counted = cmp.layer_flops(model, one, False)
+    executed = counted - (0.5 * cmp.attention_core_flops(model, one) if flash else 0.0)
+    ceiling = GENERATIONS[profile.tensor_core_gen].gemm_ceiling
+    assert est.throughput.mfu * executed / counted <= ceiling
+
+
+@pytest.mark.xfail(strict=True, reason="kernel physics alone gives 77.8% (was 80.8%): GEMMs at the fitted "
+                   "curve are already under A100's MAMF (86.9%); the published 50-60% needs losses parplan does "
+                   "not model (see the branch report)")
+def test_llama3_8b_on_two_dgx_a100_lands_in_the_published_a100_range():
+    """MosaicML llm-foundry and Megatron-LM A100 tables put dense 7-8B training at 50-60% MFU."""
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-a100", num_nodes=2)
+    from planner.search import search  # noqa: PLC0415
+
+    best = search(model, cluster, TrainSpec()).best
+    assert 0.50 <= best.estimate.throughput.mfu <= 0.60
