@@ -37,6 +37,7 @@ from costmodels import comm
 from costmodels import compute as cmp
 from costmodels import moe_dispatch, sharding
 from costmodels.activations import ActShape
+from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.kernels import GENERATIONS, KernelSpec
 from costmodels.layout import Layout
@@ -121,7 +122,18 @@ def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Devic
         return dev16, dev16
     fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
                                     "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_of(train.fp8_recipe)})
-    return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
+    return cmp.Device(_low_precision_peak(gpu, train.fp8_recipe), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
+
+
+def _low_precision_peak(gpu, recipe: str) -> float:
+    """FLOP/s of the linear layers' GEMMs under precision fp8: the FP4 peak for recipe nvfp4 (Blackwell FP4
+    tensor cores), else the FP8 peak. Known deviation: NVFP4's casts are priced at the stack's FP8 bytes per
+    element (they write half a byte plus 1/16 of a scale instead of one)."""
+    if recipe != "nvfp4":
+        return gpu.peak_flops("fp8")
+    if gpu.fp4_tflops is None:
+        raise SpecError(f"fp8_recipe nvfp4 needs FP4 tensor cores: gpu {gpu.name!r} has no fp4_tflops")
+    return gpu.fp4_tflops * 1e12
 
 
 def make_context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> Context:
