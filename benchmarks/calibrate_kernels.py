@@ -63,7 +63,7 @@ def attn_errors(seq_half: float, launch_s: float = 0.0) -> list[float]:
             continue
         seq, bh = float(r["seq"]), float(r["batch"]) * float(r["heads"])
         flops = float(r["tflops_causal_half"]) * 1e12 * float(r["median_ms"]) * 1e-3
-        pred_s = flops / (attention_kernel_efficiency(spec, bh, seq, seq) * 989e12) + launch_s
+        pred_s = flops / (attention_kernel_efficiency(spec, bh, seq, seq, float(r["head_dim"])) * 989e12) + launch_s
         out.append(math.log(pred_s / (float(r["median_ms"]) * 1e-3)))
     return out
 

@@ -194,12 +194,14 @@ def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bo
 
 def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
     """Fused attention's efficiency: the fitted curve, capped by the GPU's attention kernel
-    (costmodels.kernels: mbs x local heads x query tiles of the s/cp local queries over the SMs, keys s)."""
+    (costmodels.kernels: mbs x local heads x query tiles of the s/cp local queries over the SMs, keys s,
+    the exps' share at the model's head dim)."""
     fitted = flash_efficiency(dev.eff, x.seq)
     if dev.kernel is None:
         return fitted
     heads = max(model.num_attention_heads / x.tp, 1.0)
-    return min(fitted, attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq, typical=False))
+    return min(fitted, attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq, model.head_dim,
+                                                  typical=False))
 
 
 def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:

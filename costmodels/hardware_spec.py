@@ -123,7 +123,7 @@ class GPUProfile(BaseModel):
     sm_count: Optional[int] = Field(
         None, ge=1, le=100_000, description="Streaming multiprocessors (NVIDIA) or compute units (AMD) from the "
         "spec sheet: GEMM and attention tiles are quantized over them (costmodels.kernels); null = no kernel cap.")
-    tensor_core_gen: Optional[Literal["volta", "ampere", "hopper", "blackwell", "cdna3", "cdna4"]] = Field(
+    tensor_core_gen: Optional[Literal["volta", "ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3", "cdna4"]] = Field(
         None, description="Tensor-core generation: its best measured GEMM fraction of peak, tile shapes and "
         "attention ceiling (costmodels.kernels.GENERATIONS); null = no kernel cap.")
     fp4_tflops: Optional[float] = Field(

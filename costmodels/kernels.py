@@ -35,6 +35,7 @@ class Generation:
     attn_ceiling: float  # fused attention fwd+bwd, executed FLOPs / 16-bit peak, long sequences
     attn_half_seq: float  # keys per query tile at which attention reaches half its ceiling
     attn_tile_q: int = 128  # query rows per attention CTA
+    tensor_per_exp: float = 0.0  # dense 16-bit tensor FLOPs per special-function exp, per SM and clock (0: none)
 
 
 # Ceilings: kernels.json dense_gemm rows (stas00/ml-engineering @744d01e, compute/accelerator/README.md,
@@ -57,11 +58,30 @@ class Generation:
 # reaches 75% in forward only); ampere: FlashAttention-2 "50-73% of the theoretical maximum on A100"
 # (Dao 2023; fwd+bwd at the lower end of that range: 0.55 taken, range 0.50-0.73); blackwell/cdna: no
 # per-sequence table in hand: the hopper fraction, a stated assumption.
+# blackwell attention 0.488: SM100 FMHA on B200 as NVIDIA reports it (FlashMLA README @066b5ba, kernels.json):
+# forward 1,460 and backward 1,000 TFLOP/s at head dims 192/128; fwd+bwd with backward = 2.5 x forward's
+# FLOPs: 3.5 / (1/1460 + 2.5/1000) = 1,099 TFLOP/s = 0.488 of 2,250 (range 0.45-0.55). blackwell-ultra (B300):
+# MAMF 1,769 / 2,250 = 0.786, fp8 3,353.3 / 4,500 = 0.745; twice Blackwell's exp throughput (NVIDIA
+# "Inside NVIDIA Blackwell Ultra": "2x attention-layer acceleration" from doubled SFU exponentials); no
+# attention table: Blackwell's 0.488 kept (a floor: the doubled exp rate can only help).
+# tensor_per_exp: dense 16-bit tensor-core FLOPs per SM per clock (volta 1,024, ampere 2,048, hopper 4,096,
+# blackwell 8,192: the architecture whitepapers' per-SM rates) over the 16 exp2 results per SM per clock of
+# the special function units (CUDA C++ Programming Guide, arithmetic instruction throughput table; 32 on
+# Blackwell Ultra). Head dim: flash attention spends 14d tensor FLOPs (forward 4d, backward 10d) and 2 exps
+# (softmax, and its recompute in backward) per score; the measured H100 cuDNN rows drop from 488 TFLOP/s at
+# head dim 128 to 399 at 64 (0.82 x), which the exps run beside the matmuls without overlap give exactly:
+# (1 + 2*256/(14*128)) / (1 + 2*256/(14*64)) = 0.82. Above 128, smaller tiles (shared memory) eat the gain
+# (256: 0.875 x measured), so the factor is held at 1 there. CDNA: no exp rate in hand (0: no head-dim term).
 GENERATIONS: dict[str, Generation] = {
-    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 861.0, 0.40, 1722.0),
-    "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 861.0, 0.55, 1722.0),
-    "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 861.0, 0.573, 1722.0),
-    "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 861.0, 0.573, 1722.0),
+    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 861.0, 0.40, 1722.0, tensor_per_exp=64.0),
+    "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 861.0, 0.55, 1722.0,
+                         tensor_per_exp=128.0),
+    "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 861.0, 0.573, 1722.0,
+                         tensor_per_exp=256.0),
+    "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 861.0, 0.488, 1722.0,
+                            tensor_per_exp=512.0),
+    "blackwell-ultra": Generation(0.786, 0.745, ((256, 128), (256, 256), (128, 256)), 861.0, 0.488, 1722.0,
+                                  tensor_per_exp=256.0),
     "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 861.0, 0.40, 1722.0),
     "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 861.0, 0.45, 1722.0),
 }
@@ -108,13 +128,26 @@ def gemm_kernel_efficiency(spec: KernelSpec, m: float, k: float, n: float, typic
     return min(eff, intensity / spec.flops_per_byte)
 
 
+def exp_share(gen: Generation, head_dim: float) -> float:
+    """Time of flash attention's exps over the time of its matmuls, per score: 2 exps against 14*head_dim
+    tensor FLOPs, at tensor_per_exp tensor FLOPs per exp: 2 * tensor_per_exp / (14 * head_dim)."""
+    return 2.0 * gen.tensor_per_exp / (14.0 * head_dim)
+
+
+def head_dim_factor(gen: Generation, head_dim: float) -> float:
+    """The attention ceiling's change from head dim 128 (where it is measured) to `head_dim`: the exps run
+    beside the matmuls without overlap, (1 + exp_share(128)) / (1 + exp_share(d)), held at 1 above 128."""
+    d = min(head_dim, 128.0)
+    return (1.0 + exp_share(gen, 128.0)) / (1.0 + exp_share(gen, d))
+
+
 def attention_kernel_efficiency(spec: KernelSpec, batch_heads: float, seq_q: float, seq_kv: float,
-                                typical: bool = True) -> float:
+                                head_dim: float = 128.0, typical: bool = True) -> float:
     """Fraction of 16-bit peak fused causal attention reaches, forward and backward together, on executed
-    FLOPs: attn_ceiling x wave quantization of its (batch x heads x query tiles) CTAs x
+    FLOPs: attn_ceiling x head_dim_factor x wave quantization of its (batch x heads x query tiles) CTAs x
     seq_kv / (seq_kv + attn_half_seq) (a query tile's fixed cost over the keys it visits); typical=False
     leaves out that fitted ramp (the bound)."""
     gen = spec.gen
     tiles = batch_heads * math.ceil(seq_q / gen.attn_tile_q)
     ramp = seq_kv / (seq_kv + gen.attn_half_seq) if typical else 1.0
-    return gen.attn_ceiling * wave_efficiency(tiles, spec.sm_count) * ramp
+    return gen.attn_ceiling * head_dim_factor(gen, head_dim) * wave_efficiency(tiles, spec.sm_count) * ramp

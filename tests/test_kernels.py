@@ -20,7 +20,7 @@ import hardware_profiles as hp
 from costmodels import compute as cmp
 from costmodels.errors import SpecError
 from costmodels.estimate import estimate
-from costmodels.kernels import GENERATIONS, KernelSpec, gemm_kernel_efficiency, wave_efficiency
+from costmodels.kernels import GENERATIONS, KernelSpec, gemm_kernel_efficiency, head_dim_factor, wave_efficiency
 from costmodels.layout import Layout, LayoutError
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAMF = {(r["gpu"], r["dtype"]): r["value"] for r in json.loads((ROOT / "benchmarks/data/kernels/mamf.json").read_text())["rows"]}
 # generation -> (MAMF row, datasheet dense bf16 peak of that GPU)
 CEILING_SOURCES = {"ampere": (("A100-SXM", "bf16"), 312.0), "hopper": (("H100-SXM", "bf16"), 989.0),
-                   "blackwell": (("B200-SXM", "bf16"), 2250.0), "cdna3": (("MI300X", "bf16"), 1307.4),
+                   "blackwell": (("B200-SXM", "bf16"), 2250.0), "blackwell-ultra": (("B300-SXM", "bf16"), 2250.0), "cdna3": (("MI300X", "bf16"), 1307.4),
                    "cdna4": (("MI355X", "bf16"), 2516.6)}
 KERNEL_GPUS = [g for g in hp.list_gpus() if hp.load_gpu(g).tensor_core_gen is not None]
 
@@ -48,6 +48,19 @@ def test_wave_quantization_hand_worked():
     """132 tiles fill one wave of an H100's 132 SMs; 133 need two, the second with one busy SM."""
     assert wave_efficiency(132, 132) == 1.0
     assert wave_efficiency(133, 132) == pytest.approx(133 / 264)
+
+
+def test_head_dim_64_costs_what_the_h100_measured():
+    """cuDNN SDPA fwd+bwd at 8k keys on our H100 (gpu_kernels_h100.csv): 399.35 TFLOP/s at head dim 64 against
+    488.36 at 128: 0.818; the exps beside the matmuls give (1 + 512/1792) / (1 + 512/896) = 0.818."""
+    assert head_dim_factor(GENERATIONS["hopper"], 64) == pytest.approx(399.35 / 488.36, abs=0.01)
+    assert head_dim_factor(GENERATIONS["hopper"], 256) == 1.0
+
+
+def test_blackwell_attention_ceiling_is_nvidias_sm100_fmha():
+    """FlashMLA README @066b5ba (kernels.json): SM100 FMHA on B200, forward 1,460 and backward 1,000 TFLOP/s;
+    backward does 2.5 x the forward's FLOPs."""
+    assert GENERATIONS["blackwell"].attn_ceiling == pytest.approx(3.5 / (1 / 1460 + 2.5 / 1000) / 2250, abs=0.002)
 
 
 def test_skinny_gemm_is_bound_by_hbm():
