@@ -1,8 +1,8 @@
 """Fit the kernel model's free constants (costmodels.kernels) on measured H100 kernels, and report.
 
 Data: benchmarks/data/measured/gpu_kernels_h100.csv (one H100 80GB HBM3 SXM, torch 2.11 + CUDA 13.0;
-benchmarks/gpu/README.md): `gemm` (bf16 torch.mm), `gemm_fp8` (tensorwise torch._scaled_mm) rows give
-k_half; `attn` fwd_bwd rows (cuDNN SDPA, causal) give attn_half_seq. The ceilings are not fitted here:
+benchmarks/gpu/README.md): its `gemm` (bf16 torch.mm) rows and the 21 wave-boundary rows of
+gpu_waves_h100.csv give k_half (`gemm_fp8`, tensorwise torch._scaled_mm, is reported, not fitted); `attn` fwd_bwd rows (cuDNN SDPA, causal) give attn_half_seq. The ceilings are not fitted here:
 they are the MAMF rows of kernels.json (see costmodels.kernels.GENERATIONS).
 
 Run: python benchmarks/calibrate_kernels.py [--check]. With --check it exits 1 when the constants in
@@ -21,6 +21,9 @@ from pathlib import Path
 from costmodels.kernels import GENERATIONS, KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency
 
 DATA = Path(__file__).parent / "data" / "measured" / "gpu_kernels_h100.csv"
+# bf16 torch.mm across wave boundaries on one H100 80GB HBM3 (700 W, torch 2.11.0+cu130), timed back to back
+# with CUDA events (no per-call host cost): benchmarks/gpu/measure_waves.py, 2026-11-26.
+WAVES = Path(__file__).parent / "data" / "measured" / "gpu_waves_h100.csv"
 H100_SMS = 132  # NVIDIA H100 SXM5: 132 SMs (H100 Tensor Core GPU architecture whitepaper)
 H100_PEAK = {"gemm": 989e12, "gemm_fp8": 1979e12}
 H100_RIDGE = 989e12 / (3350e9 * 0.85)  # 16-bit peak over achieved HBM (hardware_profiles h100-sxm)
@@ -54,6 +57,19 @@ def gemm_errors(k_half: float, kind: str = "gemm", launch_s: float = 0.0) -> lis
     return out
 
 
+def wave_errors(k_half: float) -> list[float]:
+    """log(predicted / measured) time of the wave-boundary GEMM rows (no per-call cost: timed back to back)."""
+    spec = KernelSpec(replace(GENERATIONS["hopper"], k_half=k_half), H100_SMS, flops_per_byte=H100_RIDGE)
+    with WAVES.open() as f:
+        rows_ = list(csv.DictReader(f))
+    out = []
+    for r in rows_:
+        m, n, k = float(r["m"]), float(r["n"]), float(r["k"])
+        pred_s = 2 * m * n * k / (gemm_kernel_efficiency(spec, m, k, n) * H100_PEAK["gemm"])
+        out.append(math.log(pred_s / (float(r["median_ms"]) * 1e-3)))
+    return out
+
+
 def attn_errors(seq_half: float, launch_s: float = 0.0) -> list[float]:
     """log(predicted / measured) time of causal fwd+bwd attention rows (`launch_s` as in gemm_errors)."""
     spec = KernelSpec(replace(GENERATIONS["hopper"], attn_half_seq=seq_half), H100_SMS)
@@ -75,7 +91,7 @@ def _cost(errors: list[float]) -> float:
 def fit() -> dict[str, float]:
     """Grid-searched constants minimising the mean |log error|."""
     k_half, g_launch = min(((k, t) for k in K_HALF_GRID for t in LAUNCH_GRID),
-                           key=lambda v: _cost(gemm_errors(v[0], "gemm", v[1])))
+                           key=lambda v: _cost(gemm_errors(v[0], "gemm", v[1]) + wave_errors(v[0])))
     seq_half, a_launch = min(((q, t) for q in SEQ_HALF_GRID for t in LAUNCH_GRID),
                              key=lambda v: _cost(attn_errors(*v)))
     return {"k_half": k_half, "attn_half_seq": seq_half, "gemm_launch_s": g_launch, "attn_launch_s": a_launch}
@@ -95,7 +111,8 @@ def main(argv: list[str]) -> int:
           f"{fitted['attn_half_seq']:.0f} (in code {gen.attn_half_seq}); per-call timing cost "
           f"{g_launch * 1e6:.0f} us (gemm), {a_launch * 1e6:.0f} us (attention)")
     print(_report("bf16 gemm (in-code constants)", gemm_errors(gen.k_half, "gemm", g_launch)))
-    print(_report("fp8 tensorwise gemm", gemm_errors(gen.k_half, "gemm_fp8", g_launch)))
+    print(_report("bf16 gemm across wave boundaries", wave_errors(gen.k_half)))
+    print(_report("fp8 tensorwise gemm (not fitted)", gemm_errors(gen.k_half, "gemm_fp8", g_launch)))
     print(_report("attention fwd+bwd", attn_errors(gen.attn_half_seq, a_launch)))
     if "--check" in argv:
         off = [k for k in ("k_half", "attn_half_seq") if abs(fitted[k] / getattr(gen, k) - 1) > 0.10]

@@ -48,8 +48,9 @@ class Generation:
 #   cdna3     MI300X bf16 668.4 / 1307.4 = 0.511 (ROCm 6.3; ROCm 6.1 gave 450: 0.344);
 #   cdna4     MI355X bf16 1565 / 2516.6 = 0.622;
 #   volta     no MAMF row: 0.80 of the V100 125 TFLOP/s peak, an assumption (range 0.7-0.85).
-# k_half 861 (range 400-1,500: the fit is flat within 5% of its error there) and attn_half_seq 1,722
-# (range 1,000-3,000) fitted on the H100 rows by benchmarks/calibrate_kernels.py; other generations
+# k_half 512 (range 300-900: the fit is flat within 10% of its error there) and attn_half_seq 1,722
+# (range 1,000-3,000) fitted on the H100 rows (92 GEMM shapes plus 21 across wave boundaries, 10 attention)
+# by benchmarks/calibrate_kernels.py; other generations
 # carry them (an assumption: no per-shape table for them in hand).
 # Tiles: CUTLASS/cuBLAS default SM80 128x128 and 128x256, SM90 (WGMMA) 128x128, 128x256, 256x128, SM100
 # (tcgen05, 2-SM) 256x128 and 256x256; CDNA (hipBLASLt) 256x256 and 128x128.
@@ -73,17 +74,17 @@ class Generation:
 # (1 + 2*256/(14*128)) / (1 + 2*256/(14*64)) = 0.82. Above 128, smaller tiles (shared memory) eat the gain
 # (256: 0.875 x measured), so the factor is held at 1 there. CDNA: no exp rate in hand (0: no head-dim term).
 GENERATIONS: dict[str, Generation] = {
-    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 861.0, 0.40, 1722.0, tensor_per_exp=64.0),
-    "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 861.0, 0.55, 1722.0,
+    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 512.0, 0.40, 1722.0, tensor_per_exp=64.0),
+    "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 512.0, 0.55, 1722.0,
                          tensor_per_exp=128.0),
-    "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 861.0, 0.573, 1722.0,
+    "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 512.0, 0.573, 1722.0,
                          tensor_per_exp=256.0),
-    "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 861.0, 0.488, 1722.0,
+    "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
                             tensor_per_exp=512.0),
-    "blackwell-ultra": Generation(0.786, 0.745, ((256, 128), (256, 256), (128, 256)), 861.0, 0.488, 1722.0,
+    "blackwell-ultra": Generation(0.786, 0.745, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
                                   tensor_per_exp=256.0),
-    "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 861.0, 0.40, 1722.0),
-    "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 861.0, 0.45, 1722.0),
+    "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 512.0, 0.40, 1722.0),
+    "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 512.0, 0.45, 1722.0),
 }
 
 
