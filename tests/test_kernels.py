@@ -108,17 +108,19 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @given(gpu=st.sampled_from(KERNEL_GPUS), layers=st.sampled_from([8, 16]), h=st.sampled_from([1024, 2048, 4096, 8192]),
        seq=st.sampled_from([1024, 2048, 4096, 8192]), tp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2]),
-       flash=st.booleans())
+       flash=st.booleans(), fp8=st.booleans())
 @SETTINGS
-def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, seq, tp, mbs, flash):
+def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, seq, tp, mbs, flash, fp8):
     """Plausibility: no layout's utilization beats the GPU's best measured dense GEMM (MAMF / dense peak,
     kernels.json; e.g. A100 271.2 / 312 = 86.9%, MI300X 668.4 / 1307.4 = 51.1%). Utilization on the FLOPs
     the GPU executes: parplan's MFU counts causal scores in full (PaLM convention) though flash attention
-    skips half, so the reported MFU is scaled by executed / counted FLOPs before the comparison."""
+    skips half, so the reported MFU is scaled by executed / counted FLOPs before the comparison. Under fp8
+    the MFU is against the FP8 peak and the ceiling is the FP8 MAMF (H100 1,402.6 / 1,979 = 70.9%)."""
     profile = hp.load_gpu(gpu)
+    fp8 = fp8 and profile.fp8_tflops is not None
     model = llama_like(h, h // 128, max(h // 1024, 1), layers, int(h * 3.5), seq=seq)
     cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
-    train = TrainSpec(global_batch_size=64, precision="bf16", flash_attention=flash)
+    train = TrainSpec(global_batch_size=64, precision="fp8" if fp8 else "bf16", flash_attention=flash)
     try:
         est = estimate(model, cluster, train, Layout(tp=tp, mbs=mbs))
     except LayoutError:
@@ -127,8 +129,28 @@ def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, seq, tp, mbs, fl
     one = ctx.x
     counted = cmp.layer_flops(model, one, False)
     executed = counted - (0.5 * cmp.attention_core_flops(model, one) if flash else 0.0)
-    ceiling = GENERATIONS[profile.tensor_core_gen].gemm_ceiling
+    gen = GENERATIONS[profile.tensor_core_gen]
+    ceiling = gen.fp8_ceiling if fp8 else gen.gemm_ceiling  # MFU under fp8 is against the FP8 peak
     assert est.throughput.mfu * executed / counted <= ceiling
+
+
+@pytest.mark.parametrize("gpu", KERNEL_GPUS)
+def test_a_refit_cannot_lift_a_gpu_past_its_kernels(gpu):
+    """A step-time fit that says every GEMM and attention runs at 100% of peak (gemm_max 1, attn_max 1, no
+    half sizes: what an unconstrained refit can return) still plans under the generation's MAMF ceiling:
+    the kernel bounds cap it (costmodels.compute.device_gemm_efficiency, attention_efficiency)."""
+    base = hp.load_gpu(gpu)
+    eff = base.efficiency.model_copy(update={"gemm_max": 1.0, "gemm_half_dim": 0.0, "attn_max": 1.0,
+                                             "attn_half_seq": 1.0, "hbm": 1.0, "layer_overhead_s": 0.0})
+    profile = base.model_copy(update={"efficiency": eff})
+    model = llama_like(4096, 32, 8, 8, 14336, seq=8192)
+    cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
+    train = TrainSpec(global_batch_size=64)
+    est = estimate(model, cluster, train, Layout(mbs=1))
+    one = make_context(model, cluster, train, est.layout).x
+    counted = cmp.layer_flops(model, one, False)
+    executed = counted - 0.5 * cmp.attention_core_flops(model, one)
+    assert est.throughput.mfu * executed / counted <= GENERATIONS[base.tensor_core_gen].gemm_ceiling
 
 
 def _step_s(model, cluster, train, layout) -> float:
