@@ -13,7 +13,9 @@ Conventions:
   Korthikanti's HFU formula for selective recompute uses s/(3h); we count one extra forward of
   the attention core (4Msq), i.e. s*2/(9h): a deviation of the paper's bookkeeping, not of time.
 - Time: FLOPs / (peak x GEMM efficiency), the efficiency a saturating curve of the GEMM's
-  effective size (fitted, see hardware_spec.Efficiency); causal flash attention skips the masked
+  effective size (fitted, see hardware_spec.Efficiency), capped by what no kernel of that shape can beat
+  on the GPU (costmodels.kernels: MAMF ceiling, tile/wave quantization, roofline; fused attention by
+  head dim and CTA waves) when the GPU profile names its SM count and tensor-core generation; causal flash attention skips the masked
   half of the scores and its backward does 2.5x the forward's matmuls (FlashAttention-2, Dao 2023);
   element-wise kernels (norms, residual/dropout, activation, RoPE, softmax, cross-entropy) are
   costed from the bytes they move at the fitted fraction of HBM bandwidth; backward moves 2x.

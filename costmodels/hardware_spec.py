@@ -38,7 +38,9 @@ class Efficiency(BaseModel):
 
     GEMM efficiency follows a saturating curve of the per-GPU GEMM size (see
     `costmodels.compute.gemm_efficiency`): eff(d) = gemm_max * d / (d + gemm_half_dim),
-    where d is the harmonic-mean-like "effective dimension" of the local matrix product.
+    where d is the harmonic-mean-like "effective dimension" of the local matrix product. Both this curve
+    and the attention one are capped by the GPU's kernel bounds (costmodels.kernels, from the profile's
+    sm_count and tensor_core_gen): a fit may price losses kernels do not have, never a faster kernel.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
