@@ -125,10 +125,18 @@ def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Devic
     return cmp.Device(_low_precision_peak(gpu, train.fp8_recipe), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
 
 
+# Tensor-core generations whose MMA applies MX block scales (PTX tcgen05.mma block_scale on SM100; CDNA 4's
+# MX-format matrix cores): MXFP8 elsewhere is emulated, which Transformer Engine refuses.
+BLOCK_SCALED_GENS = ("blackwell", "blackwell-ultra", "cdna4")
+
+
 def _low_precision_peak(gpu, recipe: str) -> float:
     """FLOP/s of the linear layers' GEMMs under precision fp8: the FP4 peak for recipe nvfp4 (Blackwell FP4
     tensor cores), else the FP8 peak. Known deviation: NVFP4's casts are priced at the stack's FP8 bytes per
     element (they write half a byte plus 1/16 of a scale instead of one)."""
+    if recipe == "mxfp8" and gpu.tensor_core_gen not in (None, *BLOCK_SCALED_GENS):
+        raise SpecError(f"fp8_recipe mxfp8 needs block-scaled (MX) tensor cores (Blackwell, CDNA 4): gpu "
+                        f"{gpu.name!r} is {gpu.tensor_core_gen}; use tensorwise, rowwise or blockwise")
     if recipe != "nvfp4":
         return gpu.peak_flops("fp8")
     if gpu.fp4_tflops is None:

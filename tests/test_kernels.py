@@ -184,6 +184,12 @@ def test_nvfp4_runs_the_linear_gemms_at_the_fp4_peak():
     assert fp4 < mx
 
 
+def test_mxfp8_on_hopper_is_one_spec_error():
+    train = TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe="mxfp8")
+    with pytest.raises(SpecError, match="mxfp8 needs block-scaled"):
+        estimate(hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100"), train, Layout(zero=3))
+
+
 def test_nvfp4_on_a_gpu_without_fp4_is_one_spec_error():
     train = TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe="nvfp4")
     with pytest.raises(SpecError, match="fp4_tflops"):
