@@ -14,8 +14,7 @@ Conventions:
   the attention core (4Msq), i.e. s*2/(9h): a deviation of the paper's bookkeeping, not of time.
 - Time: FLOPs / (peak x GEMM efficiency), the efficiency a saturating curve of the GEMM's
   effective size (fitted, see hardware_spec.Efficiency), capped by what no kernel of that shape can beat
-  on the GPU (costmodels.kernels: MAMF ceiling, tile/wave quantization, roofline; fused attention by
-  head dim and CTA waves) when the GPU profile names its SM count and tensor-core generation; causal flash attention skips the masked
+  on the GPU (costmodels.kernels: MAMF ceiling, tile padding, roofline; fused attention by head dim) when the GPU profile names its SM count and tensor-core generation; causal flash attention skips the masked
   half of the scores and its backward does 2.5x the forward's matmuls (FlashAttention-2, Dao 2023);
   element-wise kernels (norms, residual/dropout, activation, RoPE, softmax, cross-entropy) are
   costed from the bytes they move at the fitted fraction of HBM bandwidth; backward moves 2x.
@@ -67,7 +66,7 @@ def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
 
 def device_gemm_efficiency(dev: Device, m: float, k: float, n: float) -> float:
     """The fitted curve's efficiency, capped by what no GEMM kernel of this shape can beat on the GPU
-    (costmodels.kernels, bounds only: tile/wave quantization, MAMF ceiling, roofline): the step-time fit may price
+    (costmodels.kernels, bounds only: MAMF ceiling, tile padding, roofline): the step-time fit may price
     losses the kernel does not have, never a kernel faster than the hardware."""
     fitted = gemm_efficiency(dev.eff, m, k, n)
     if dev.kernel is None:
@@ -196,8 +195,7 @@ def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bo
 
 def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
     """Fused attention's efficiency: the fitted curve, capped by the GPU's attention kernel
-    (costmodels.kernels: mbs x local heads x query tiles of the s/cp local queries over the SMs, keys s,
-    the exps' share at the model's head dim)."""
+    (costmodels.kernels: the generation's ceiling at the model's head dim, the exps' share)."""
     fitted = flash_efficiency(dev.eff, x.seq)
     if dev.kernel is None:
         return fitted
