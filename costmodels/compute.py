@@ -13,7 +13,8 @@ Conventions:
   Korthikanti's HFU formula for selective recompute uses s/(3h); we count one extra forward of
   the attention core (4Msq), i.e. s*2/(9h): a deviation of the paper's bookkeeping, not of time.
 - Time: FLOPs / (peak x GEMM efficiency), the efficiency a saturating curve of the GEMM's
-  effective size (fitted, see hardware_spec.Efficiency); causal flash attention skips the masked
+  effective size (fitted, see hardware_spec.Efficiency), capped by what no kernel of that shape can beat
+  on the GPU (costmodels.kernels: MAMF ceiling, tile padding, roofline; fused attention by head dim) when the GPU profile names its SM count and tensor-core generation; causal flash attention skips the masked
   half of the scores and its backward does 2.5x the forward's matmuls (FlashAttention-2, Dao 2023);
   element-wise kernels (norms, residual/dropout, activation, RoPE, softmax, cross-entropy) are
   costed from the bytes they move at the fitted fraction of HBM bandwidth; backward moves 2x.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import Efficiency
+from costmodels.kernels import KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency
 from costmodels.model_spec import ModelSpec
 from costmodels.params import attention_matrices, kv_local_width
 
@@ -38,6 +40,7 @@ class Device:
     peak_flops: float
     hbm_bytes_per_s: float
     eff: Efficiency
+    kernel: KernelSpec | None = None  # spec-sheet kernel physics capping the fitted curves (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,19 @@ def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
     return eff.gemm_max * d / (d + eff.gemm_half_dim)
 
 
+def device_gemm_efficiency(dev: Device, m: float, k: float, n: float) -> float:
+    """The fitted curve's efficiency, capped by what no GEMM kernel of this shape can beat on the GPU
+    (costmodels.kernels, bounds only: MAMF ceiling, tile padding, roofline): the step-time fit may price
+    losses the kernel does not have, never a kernel faster than the hardware."""
+    fitted = gemm_efficiency(dev.eff, m, k, n)
+    if dev.kernel is None:
+        return fitted
+    return min(fitted, gemm_kernel_efficiency(dev.kernel, m, k, n, typical=False))
+
+
 def gemm_s(dev: Device, m: float, k: float, n: float, count: float = 1.0) -> float:
     """Seconds for `count` GEMMs of shape (m x k) @ (k x n)."""
-    return count * 2.0 * m * k * n / (dev.peak_flops * gemm_efficiency(dev.eff, m, k, n))
+    return count * 2.0 * m * k * n / (dev.peak_flops * device_gemm_efficiency(dev, m, k, n))
 
 
 def _mlp_in(model: ModelSpec, width: float) -> float:
@@ -182,8 +195,19 @@ def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bo
     runs at `flash_efficiency`; classic attention: two batched (s x d x s) GEMMs on the GEMM curve."""
     flops = attention_core_flops(model, x) * (0.5 if causal_skip else 1.0)
     if causal_skip:
-        return flops / (dev.peak_flops * flash_efficiency(dev.eff, x.seq))
-    return flops / (dev.peak_flops * gemm_efficiency(dev.eff, x.seq, model.head_dim, x.seq))
+        return flops / (dev.peak_flops * attention_efficiency(model, x, dev))
+    return flops / (dev.peak_flops * device_gemm_efficiency(dev, x.seq, model.head_dim, x.seq))
+
+
+def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
+    """Fused attention's efficiency: the fitted curve, capped by the GPU's attention kernel
+    (costmodels.kernels: the generation's ceiling at the model's head dim, the exps' share)."""
+    fitted = flash_efficiency(dev.eff, x.seq)
+    if dev.kernel is None:
+        return fitted
+    heads = max(model.num_attention_heads / x.tp, 1.0)
+    return min(fitted, attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq, model.head_dim,
+                                                  typical=False))
 
 
 def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:

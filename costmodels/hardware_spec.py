@@ -38,7 +38,9 @@ class Efficiency(BaseModel):
 
     GEMM efficiency follows a saturating curve of the per-GPU GEMM size (see
     `costmodels.compute.gemm_efficiency`): eff(d) = gemm_max * d / (d + gemm_half_dim),
-    where d is the harmonic-mean-like "effective dimension" of the local matrix product.
+    where d is the harmonic-mean-like "effective dimension" of the local matrix product. Both this curve
+    and the attention one are capped by the GPU's kernel bounds (costmodels.kernels, from the profile's
+    sm_count and tensor_core_gen): a fit may price losses kernels do not have, never a faster kernel.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -120,6 +122,15 @@ class GPUProfile(BaseModel):
     tf32_tflops: Optional[float] = Field(
         None, ge=MIN_RATE, le=1e6, description="Dense TF32 tensor-core peak, TFLOP/s; null = unknown or "
         "unsupported (precision tf32 is then refused).")
+    sm_count: Optional[int] = Field(
+        None, ge=1, le=100_000, description="Streaming multiprocessors (NVIDIA) or compute units (AMD) from the "
+        "spec sheet: GEMM and attention tiles are quantized over them (costmodels.kernels); null = no kernel cap.")
+    tensor_core_gen: Optional[Literal["volta", "ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3", "cdna4"]] = Field(
+        None, description="Tensor-core generation: its best measured GEMM fraction of peak, tile shapes and "
+        "attention ceiling (costmodels.kernels.GENERATIONS); null = no kernel cap.")
+    fp4_tflops: Optional[float] = Field(
+        None, ge=MIN_RATE, le=1e6, description="Dense FP4 (NVFP4 / MXFP4) tensor-core peak, TFLOP/s; null if "
+        "unsupported (fp8_recipe nvfp4 is then refused).")
     efficiency: Efficiency = Field(default_factory=Efficiency, description="Fitted achieved fractions of peak.")
     tdp_w: Optional[float] = Field(
         None, ge=1, le=1e5, description="Board power (TDP/TBP) from the datasheet, W; the whole run's energy "

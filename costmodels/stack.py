@@ -34,7 +34,7 @@ MIN_SCALE = 1e-3
 MAX_REL_ERROR = 100.0
 
 Framework = Literal["megatron", "deepspeed", "torchtitan", "fsdp"]
-Fp8Recipe = Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]
+Fp8Recipe = Literal["tensorwise", "rowwise", "mxfp8", "blockwise", "nvfp4"]
 
 
 class Fp8Efficiency(BaseModel):
@@ -46,7 +46,16 @@ class Fp8Efficiency(BaseModel):
     tensorwise: float = Field(0.75, ge=MIN_SCALE, le=1.5, description="Per-tensor scales (Transformer Engine delayed "
                               "scaling, torchao tensorwise): cuBLAS FP8 GEMMs.")
     rowwise: float = Field(0.6, ge=MIN_SCALE, le=1.5, description="Per-row scales (torchao rowwise): CUTLASS GEMMs.")
-    mxfp8: float = Field(0.7, ge=MIN_SCALE, le=1.5, description="MX block scales (32 elements), Blackwell only.")
+    mxfp8: float = Field(
+        1.0, ge=MIN_SCALE, le=1.5,
+        description="MX block scales (one E8M0 scale per 32 elements), Blackwell only: the tensor cores apply the "
+        "scales inside the MMA (PTX tcgen05.mma block_scale), so the GEMM runs at the FP8 rate like tensorwise "
+        "(1.0, as the stacks' tensorwise); its extra cost is in the casts (fp8_cast_bytes_per_element), not here.")
+    nvfp4: float = Field(
+        1.0, ge=MIN_SCALE, le=1.5,
+        description="NVFP4 (E2M1 values, one E4M3 scale per 16 elements and a per-tensor FP32 scale), Blackwell "
+        "only: the linear layers' GEMMs on the FP4 tensor cores at the GPU's fp4_tflops, the block scales applied "
+        "inside the MMA like MXFP8's (1.0: no source for a slower rate).")
     blockwise: float = Field(
         0.65, ge=MIN_SCALE, le=1.5,
         description="128x128 / 1x128 block scales (DeepSeek-V3 style).")

@@ -37,7 +37,9 @@ from costmodels import comm
 from costmodels import compute as cmp
 from costmodels import moe_dispatch, sharding
 from costmodels.activations import ActShape
+from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
+from costmodels.kernels import GENERATIONS, KernelSpec
 from costmodels.layout import Layout
 from costmodels.memory import act_shape, expert_dp
 from costmodels.model_spec import ModelSpec
@@ -99,17 +101,47 @@ class Context:
         return self.lay.zero >= 3 and self.lay.pp == 1
 
 
+def _kernel(gpu, fp8: bool) -> KernelSpec | None:
+    """The GPU's spec-sheet kernel physics (costmodels.kernels), None when its profile lacks the SM
+    count or the tensor-core generation."""
+    if gpu.sm_count is None or gpu.tensor_core_gen is None:
+        return None
+    peak = gpu.fp8_tflops if fp8 else gpu.bf16_tflops
+    ridge = peak * 1e12 / (gpu.hbm_bytes_per_s * gpu.efficiency.hbm)
+    return KernelSpec(GENERATIONS[gpu.tensor_core_gen], gpu.sm_count, fp8=fp8, flops_per_byte=ridge)
+
+
 def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Device]:
     eff = gpu.efficiency
     scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale),
                                     "attn_max": min(1.0, eff.attn_max * stack.attn_scale)})
     half = "bf16" if train.precision == "fp8" else train.precision
-    dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled)
+    dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled,
+                       _kernel(gpu, False) if half in ("bf16", "fp16") else None)
     if train.precision != "fp8":
         return dev16, dev16
     fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
                                     "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_of(train.fp8_recipe)})
-    return cmp.Device(gpu.peak_flops("fp8"), gpu.hbm_bytes_per_s, fp8), dev16
+    return cmp.Device(_low_precision_peak(gpu, train.fp8_recipe), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
+
+
+# Tensor-core generations whose MMA applies MX block scales (PTX tcgen05.mma block_scale on SM100; CDNA 4's
+# MX-format matrix cores): MXFP8 elsewhere is emulated, which Transformer Engine refuses.
+BLOCK_SCALED_GENS = ("blackwell", "blackwell-ultra", "cdna4")
+
+
+def _low_precision_peak(gpu, recipe: str) -> float:
+    """FLOP/s of the linear layers' GEMMs under precision fp8: the FP4 peak for recipe nvfp4 (Blackwell FP4
+    tensor cores), else the FP8 peak. Known deviation: NVFP4's casts are priced at the stack's FP8 bytes per
+    element (they write half a byte plus 1/16 of a scale instead of one)."""
+    if recipe == "mxfp8" and gpu.tensor_core_gen not in (None, *BLOCK_SCALED_GENS):
+        raise SpecError(f"fp8_recipe mxfp8 needs block-scaled (MX) tensor cores (Blackwell, CDNA 4): gpu "
+                        f"{gpu.name!r} is {gpu.tensor_core_gen}; use tensorwise, rowwise or blockwise")
+    if recipe != "nvfp4":
+        return gpu.peak_flops("fp8")
+    if gpu.fp4_tflops is None:
+        raise SpecError(f"fp8_recipe nvfp4 needs FP4 tensor cores: gpu {gpu.name!r} has no fp4_tflops")
+    return gpu.fp4_tflops * 1e12
 
 
 def make_context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> Context:

@@ -59,7 +59,8 @@ class TrainSpec(BaseModel):
     )
     fp8_recipe: Fp8Recipe = Field(
         "tensorwise", description="FP8 scaling recipe when precision is fp8: tensorwise (TE delayed scaling, "
-        "torchao tensorwise), rowwise, mxfp8 (Blackwell), blockwise (DeepSeek-V3)."
+        "torchao tensorwise), rowwise, mxfp8 (Blackwell), blockwise (DeepSeek-V3), nvfp4 (Blackwell FP4 tensor cores: the "
+        "linear GEMMs at the GPU's fp4_tflops)."
     )
 
     offload_optimizer: Literal["none", "cpu", "nvme"] = Field(

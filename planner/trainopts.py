@@ -45,8 +45,8 @@ GRAD_DTYPE_OPT = typer.Option(None, "--grad-dtype", help="fp32, bf16 or fp16 (de
 FRAMEWORK_OPT = typer.Option("any", "--framework", help="megatron, deepspeed, torchtitan, fsdp or any: search "
                               "(or check) only what that framework runs, priced with its stack; its launch files "
                               "are the export default.")
-FP8_RECIPE_OPT = typer.Option(None, "--fp8-recipe", help="With --precision fp8: tensorwise, rowwise, mxfp8 "
-                              "or blockwise (default tensorwise).")
+FP8_RECIPE_OPT = typer.Option(None, "--fp8-recipe", help="With --precision fp8: tensorwise, rowwise, mxfp8, "
+                              "blockwise or nvfp4 (FP4 GEMMs, Blackwell; default tensorwise).")
 
 
 @dataclass(frozen=True)

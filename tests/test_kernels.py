@@ -1,0 +1,244 @@
+"""Kernel physics from the spec sheet (costmodels/kernels.py) and the MFU ceiling it puts on plans.
+
+Sources: MAMF rows (best torch.mm over a shape sweep, stas00/ml-engineering @744d01e, vendored in
+benchmarks/data/kernels/mamf.json); one H100's measured GEMMs and cuDNN attention
+(benchmarks/data/measured/gpu_kernels_h100.csv, fitted by benchmarks/calibrate_kernels.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import llama_like
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hardware_profiles as hp
+from costmodels import compute as cmp
+from costmodels.errors import SpecError
+from costmodels.estimate import estimate
+from costmodels.kernels import (GENERATIONS, KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency,
+                               head_dim_factor, wave_efficiency)
+from costmodels.layout import Layout, LayoutError
+from costmodels.timing import make_context
+from costmodels.train_spec import TrainSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+MAMF = {(r["gpu"], r["dtype"]): r["value"] for r in json.loads((ROOT / "benchmarks/data/kernels/mamf.json").read_text())["rows"]}
+# generation -> (MAMF row, datasheet dense bf16 peak of that GPU)
+CEILING_SOURCES = {"ampere": (("A100-SXM", "bf16"), 312.0), "hopper": (("H100-SXM", "bf16"), 989.0),
+                   "blackwell": (("B200-SXM", "bf16"), 2250.0), "blackwell-ultra": (("B300-SXM", "bf16"), 2250.0), "cdna3": (("MI300X", "bf16"), 1307.4),
+                   "cdna4": (("MI355X", "bf16"), 2516.6)}
+KERNEL_GPUS = [g for g in hp.list_gpus() if hp.load_gpu(g).tensor_core_gen is not None]
+
+
+@pytest.mark.parametrize("gen", sorted(CEILING_SOURCES))
+def test_generation_ceiling_is_the_measured_mamf_over_the_datasheet_peak(gen):
+    row, peak = CEILING_SOURCES[gen]
+    assert GENERATIONS[gen].gemm_ceiling == pytest.approx(MAMF[row] / peak, abs=0.002)
+
+
+def test_hopper_fp8_ceiling_is_mamf():
+    assert GENERATIONS["hopper"].fp8_ceiling == pytest.approx(MAMF[("H100-SXM", "fp8 e4m3fn")] / 1979, abs=0.002)
+
+
+def test_wave_quantization_hand_worked():
+    """132 tiles fill one wave of an H100's 132 SMs; 133 need two, the second with one busy SM."""
+    assert wave_efficiency(132, 132) == 1.0
+    assert wave_efficiency(133, 132) == pytest.approx(133 / 264)
+
+
+def test_a_second_wave_costs_what_the_h100_measured():
+    """benchmarks/data/measured/gpu_waves_h100.csv: m = 1,408 (11 tiles), k = 4,096 on 132 SMs. n = 3,072 fills
+    one wave of 128 x 256 tiles (132); n = 3,200 needs 143: measured 0.0609 against 0.0466 ms (+31%). The model
+    puts the step at the same n and prices the shapes within 10% on average (benchmarks/calibrate_kernels.py)."""
+    spec = KernelSpec(GENERATIONS["hopper"], 132)
+    one, two = (2 * 1408 * n * 4096 / gemm_kernel_efficiency(spec, 1408, 4096, n) for n in (3072, 3200))
+    assert two / one > 1.2 and 0.0609 / 0.0466 > 1.2
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import calibrate_kernels
+
+    errors = calibrate_kernels.wave_errors(GENERATIONS["hopper"].k_half)
+    assert sum(abs(e) for e in errors) / len(errors) < 0.12
+
+
+def test_no_measured_h100_gemm_beats_the_bound():
+    """The cap must be a bound: every measured H100 GEMM (92 shapes in bf16 and FP8 tensorwise, 21 across
+    wave boundaries) runs at or under gemm_kernel_efficiency(typical=False)."""
+    import csv
+
+    ridge = 989e12 / (3350e9 * 0.85)
+    files = [("gpu_kernels_h100.csv", ("gemm", "gemm_fp8")), ("gpu_waves_h100.csv", ("gemm",))]
+    for name, kinds in files:
+        with (ROOT / "benchmarks/data/measured" / name).open() as f:
+            for r in csv.DictReader(f):
+                kind = r.get("kind", "gemm")
+                if kind not in kinds:
+                    continue
+                fp8 = kind == "gemm_fp8"
+                spec = KernelSpec(GENERATIONS["hopper"], 132, fp8=fp8, flops_per_byte=ridge * (2 if fp8 else 1))
+                m, n, k = float(r["m"]), float(r["n"]), float(r["k"])
+                bound = gemm_kernel_efficiency(spec, m, k, n, typical=False) * (1979 if fp8 else 989)
+                assert float(r["tflops"]) <= bound, (kind, m, n, k)
+
+
+def test_no_measured_h100_attention_beats_the_bound():
+    """cuDNN SDPA causal fwd+bwd rows (gpu_kernels_h100.csv, executed FLOPs) at or under the attention bound."""
+    import csv
+
+    spec = KernelSpec(GENERATIONS["hopper"], 132)
+    with (ROOT / "benchmarks/data/measured/gpu_kernels_h100.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] == "attn" and r["pass"] == "fwd_bwd"]
+    assert len(rows) == 12
+    for r in rows:
+        seq, bh, d = float(r["seq"]), float(r["batch"]) * float(r["heads"]), float(r["head_dim"])
+        bound = attention_kernel_efficiency(spec, bh, seq, seq, d, typical=False) * 989
+        assert float(r["tflops_causal_half"]) <= bound * 1.001, r
+
+
+def test_head_dim_64_costs_what_the_h100_measured():
+    """cuDNN SDPA fwd+bwd at 8k keys on our H100 (gpu_kernels_h100.csv): 399.35 TFLOP/s at head dim 64 against
+    488.36 at 128: 0.818; the exps beside the matmuls give (1 + 512/1792) / (1 + 512/896) = 0.818."""
+    assert head_dim_factor(GENERATIONS["hopper"], 64) == pytest.approx(399.35 / 488.36, abs=0.01)
+    assert head_dim_factor(GENERATIONS["hopper"], 256) == 1.0
+
+
+def test_blackwell_attention_ceiling_is_nvidias_sm100_fmha():
+    """FlashMLA README @066b5ba (kernels.json): SM100 FMHA on B200, forward 1,460 and backward 1,000 TFLOP/s;
+    backward does 2.5 x the forward's FLOPs."""
+    assert GENERATIONS["blackwell"].attn_ceiling == pytest.approx(3.5 / (1 / 1460 + 2.5 / 1000) / 2250, abs=0.002)
+
+
+def test_skinny_gemm_is_bound_by_hbm():
+    """64 tokens through an 8192 x 8192 weight: 63 FLOPs per HBM byte, under the H100's ridge of 347:
+    the bound is the roofline (0.181 of peak), not the tiles (0.803 x 0.5 padding x 64/132 busy SMs = 0.195)."""
+    spec = KernelSpec(GENERATIONS["hopper"], 132, flops_per_byte=989e12 / (3350e9 * 0.85))
+    eff = gemm_kernel_efficiency(spec, 64, 8192, 8192, typical=False)
+    intensity = 2 * 64 * 8192 * 8192 / (2 * (64 * 8192 + 8192 * 8192) + 2 * 64 * 8192)
+    assert eff == pytest.approx(intensity / spec.flops_per_byte)
+
+
+def test_calibration_reproduces_the_constants():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import calibrate_kernels
+
+    assert calibrate_kernels.main(["--check"]) == 0
+
+
+def test_every_gpu_with_a_generation_has_its_sm_count():
+    assert {"a100-80gb", "h100-sxm", "b200", "b300", "gb200", "mi300x", "mi355x"} <= set(KERNEL_GPUS)
+    assert all(hp.load_gpu(g).sm_count for g in KERNEL_GPUS)
+
+
+def test_gb200_nvl72_is_one_nvlink_domain_of_72():
+    c = hp.load_cluster("gb200-nvl72")
+    assert (c.gpus_per_node, c.gpu_profile.name, c.scale_up_gb_per_s) == (72, "gb200", 900.0)
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@given(gpu=st.sampled_from(KERNEL_GPUS), layers=st.sampled_from([8, 16]), h=st.sampled_from([1024, 2048, 4096, 8192]),
+       seq=st.sampled_from([1024, 2048, 4096, 8192]), tp=st.sampled_from([1, 2, 4, 8]), mbs=st.sampled_from([1, 2]),
+       flash=st.booleans(), fp8=st.booleans())
+@SETTINGS
+def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, seq, tp, mbs, flash, fp8):
+    """Plausibility: no layout's utilization beats the GPU's best measured dense GEMM (MAMF / dense peak,
+    kernels.json; e.g. A100 271.2 / 312 = 86.9%, MI300X 668.4 / 1307.4 = 51.1%). Utilization on the FLOPs
+    the GPU executes: parplan's MFU counts causal scores in full (PaLM convention) though flash attention
+    skips half, so the reported MFU is scaled by executed / counted FLOPs before the comparison. Under fp8
+    the MFU is against the FP8 peak and the ceiling is the FP8 MAMF (H100 1,402.6 / 1,979 = 70.9%)."""
+    profile = hp.load_gpu(gpu)
+    fp8 = fp8 and profile.fp8_tflops is not None
+    model = llama_like(h, h // 128, max(h // 1024, 1), layers, int(h * 3.5), seq=seq)
+    cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
+    train = TrainSpec(global_batch_size=64, precision="fp8" if fp8 else "bf16", flash_attention=flash)
+    try:
+        est = estimate(model, cluster, train, Layout(tp=tp, mbs=mbs))
+    except LayoutError:
+        return
+    ctx = make_context(model, cluster, train, est.layout)
+    one = ctx.x
+    counted = cmp.layer_flops(model, one, False)
+    executed = counted - (0.5 * cmp.attention_core_flops(model, one) if flash else 0.0)
+    gen = GENERATIONS[profile.tensor_core_gen]
+    ceiling = gen.fp8_ceiling if fp8 else gen.gemm_ceiling  # MFU under fp8 is against the FP8 peak
+    assert est.throughput.mfu * executed / counted <= ceiling
+
+
+@pytest.mark.parametrize("gpu", KERNEL_GPUS)
+def test_a_refit_cannot_lift_a_gpu_past_its_kernels(gpu):
+    """A step-time fit that says every GEMM and attention runs at 100% of peak (gemm_max 1, attn_max 1, no
+    half sizes: what an unconstrained refit can return) still plans under the generation's MAMF ceiling:
+    the kernel bounds cap it (costmodels.compute.device_gemm_efficiency, attention_efficiency)."""
+    base = hp.load_gpu(gpu)
+    eff = base.efficiency.model_copy(update={"gemm_max": 1.0, "gemm_half_dim": 0.0, "attn_max": 1.0,
+                                             "attn_half_seq": 1.0, "hbm": 1.0, "layer_overhead_s": 0.0})
+    profile = base.model_copy(update={"efficiency": eff})
+    model = llama_like(4096, 32, 8, 8, 14336, seq=8192)
+    cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
+    train = TrainSpec(global_batch_size=64)
+    est = estimate(model, cluster, train, Layout(mbs=1))
+    one = make_context(model, cluster, train, est.layout).x
+    counted = cmp.layer_flops(model, one, False)
+    executed = counted - 0.5 * cmp.attention_core_flops(model, one)
+    assert est.throughput.mfu * executed / counted <= GENERATIONS[base.tensor_core_gen].gemm_ceiling
+
+
+def _step_s(model, cluster, train, layout) -> float:
+    return estimate(model, cluster, train, layout).time.step_s
+
+
+def test_torchtitan_a100_llama3_8b_lands_in_the_published_range():
+    """torchtitan docs/performance.md @157a12c56 (measured_runs.csv TT-036): Llama 3 8B, seq 8192, FSDP2 on
+    64 A100 80GB, selective layer AC, local batch 1: 2,904 tokens/s per GPU, reported MFU 56.8% of 312."""
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-a100", num_nodes=8)
+    train = TrainSpec(global_batch_size=64, stack=hp.load_stack("torchtitan"))
+    est = estimate(model, cluster, train, Layout(zero=3, mbs=1, recompute="selective"))
+    assert 0.50 <= est.throughput.mfu <= 0.60
+
+
+def test_mxfp8_gemms_run_at_the_fp8_rate():
+    """torchtitan mxfp8.md on 8 power-limited B200 (measured_runs.csv TT-045..047), Llama 3 8B: MXFP8 with
+    cuBLAS 9,969 tokens/s, with rceil 9,642, tensorwise 10,417: MXFP8 costs 4.5-8%, not the 25-31% that
+    a 0.7 GEMM fraction priced. parplan prices the same GEMM rate and casts: within that band or under."""
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-b200")
+    lay = Layout(zero=3, mbs=1)
+    tensorwise, mx = (_step_s(model, cluster, TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe=r,
+                                                        stack=hp.load_stack("torchtitan")), lay) for r in ("tensorwise", "mxfp8"))
+    assert 1.0 <= mx / tensorwise <= 1.08
+
+
+def test_nvfp4_runs_the_linear_gemms_at_the_fp4_peak():
+    model, cluster, lay = hp.load_model("llama3-8b"), hp.load_cluster("dgx-b200"), Layout(zero=3, mbs=1)
+    mx, fp4 = (_step_s(model, cluster, TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe=r), lay)
+               for r in ("mxfp8", "nvfp4"))
+    assert fp4 < mx
+
+
+def test_mxfp8_on_hopper_is_one_spec_error():
+    train = TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe="mxfp8")
+    with pytest.raises(SpecError, match="mxfp8 needs block-scaled"):
+        estimate(hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100"), train, Layout(zero=3))
+
+
+def test_nvfp4_on_a_gpu_without_fp4_is_one_spec_error():
+    train = TrainSpec(global_batch_size=8, precision="fp8", fp8_recipe="nvfp4")
+    with pytest.raises(SpecError, match="fp4_tflops"):
+        estimate(hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100"), train, Layout(zero=3))
+
+
+@pytest.mark.xfail(strict=True, reason="the planner's winner (megatron-core, no recompute, ZeRO-2) is priced at "
+                   "77.9% MFU (80.8% before the kernel caps): its GEMMs are at the fitted curve, under A100's MAMF "
+                   "(86.9%), its attention at FlashAttention-2's A100 range; FlashAttention-2 (Dao 2023) itself "
+                   "reports 72% MFU end to end on A100 at 8k context; no sourced physics takes it to 50-60%")
+def test_llama3_8b_on_two_dgx_a100_lands_in_the_published_a100_range():
+    """torchtitan's A100 table (TT-036/037) has Llama 3 8B at 56.8-58.2% MFU with selective recompute."""
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-a100", num_nodes=2)
+    from planner.search import search  # noqa: PLC0415
+
+    best = search(model, cluster, TrainSpec()).best
+    assert 0.50 <= best.estimate.throughput.mfu <= 0.60
