@@ -215,7 +215,8 @@ def print_params(fits: dict) -> None:
 
 
 PROFILE_KIND = {"a100-80gb": "a100", "a100-40gb": "a100", "h100-sxm": "h100", "h100-sxm-500w": "h100", "h200": "h100",
-                "h800": "h100", "b200": "b200", "mi300x": "h100", "v100-sxm3-32gb": "a100"}
+                "h800": "h100", "b200": "b200", "mi300x": "h100", "v100-sxm3-32gb": "a100",
+                "b300": "b200", "gb200": "b200", "mi355x": "h100"}  # no published collective rows: nearest generation
 CLUSTER_KIND = {"dgx-a100": "a100", "dgx-h100": "h100", "hgx-h200": "h100", "dgx-b200": "b200", "mi300x-node": "h100"}
 # dgx-b200 has ConnectX-7 InfiniBand (datasheet) like dgx-h100, so its alpha_out is the IB fit, not the EFA one.
 ALPHA_OUT_KIND = {"dgx-b200": "h100"}
@@ -225,7 +226,7 @@ MARK = "NCCL collectives:"
 def profile_fields(name: str, p: dict) -> dict:
     """The efficiency fields this script owns, for one GPU profile."""
     p = {k: float(v) for k, v in p.items()}
-    nvls = 1.0 if name == "mi300x" else p["nvls"]
+    nvls = 1.0 if name.startswith("mi") else p["nvls"]  # AMD Infinity Fabric: no NVLink SHARP
     return {"scale_up": round(p["eta_up"], 4), "scale_out": round(p["eta_out"], 4),
             "launch_us": round(p["launch_us"], 2), "up_half_mib": round(p["half_up_mib"], 2),
             "out_half_mib": round(p["half_out_mib"], 2), "nvls_speedup": round(nvls, 3)}
