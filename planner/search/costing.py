@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
+from planner.search.memo import FieldMemo
 from planner.search.space import Candidate
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
@@ -38,41 +39,34 @@ class Bounds:
 
 @dataclass
 class Coster:
-    """Caches per problem (model, cluster, train)."""
+    """Caches per problem (model, cluster, train), each keyed on the candidate fields its cost function
+    reads (planner.search.memo: derived by watching the function, never hand-written)."""
 
     model: ModelSpec
     cluster: ClusterSpec
     train: TrainSpec
-    _layers: dict = field(default_factory=dict)
-    _params: dict = field(default_factory=dict)
-    _states: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict)
-    _fixed: dict = field(default_factory=dict)
 
-    def layer(self, lay: Candidate) -> LayerCosts:
-        """Per-layer costs for the layout's activation shape (cached)."""
-        key = (lay.tp, lay.sp, lay.cp, lay.ep, lay.etp, lay.mbs, lay.recompute)
-        if lay.zero >= 3 and lay.pp == 1:  # per-layer ZeRO-3 collectives depend on the shard group
-            key += (lay.dp, lay.shard_group)
-        if key not in self._layers:
-            self._layers[key] = layer_costs(make_context(self.model, self.cluster, self.train, lay))
-        return self._layers[key]
+    def __post_init__(self) -> None:
+        m, c, t = self.model, self.cluster, self.train
+        self.layer = FieldMemo(lambda lay: layer_costs(make_context(m, c, t, lay)))
+        self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
+                                                  for moe in (False, True)))
+        self.states = FieldMemo(self._states)
+        self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
+        self.fixed_s = FieldMemo(self._fixed_s)
+        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo))
 
-    def params(self, lay: Candidate):
-        """(dense layer, MoE layer) parameters on one GPU (cached)."""
-        key = (lay.tp, lay.ep, lay.etp)
-        if key not in self._params:
-            self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
-        return self._params[key]
+    def _states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part."""
+        edp = expert_dp(self.cluster, lay)
+        return tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
+                     for f in (state_bytes, persistent_bytes))
 
-    def states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part (cached)."""
-        key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp, lay.shard_group)
-        if key not in self._states:
-            edp = expert_dp(self.cluster, lay)
-            self._states[key] = tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
-                                      for f in (state_bytes, persistent_bytes))
-        return self._states[key]
+    def _fixed_s(self, lay: Candidate) -> float:
+        """Split-independent seconds of every step: pipeline sends and the stack's step overhead."""
+        c = make_context(self.model, self.cluster, self.train, lay)
+        return pp_comm_s(c) + step_overhead_s(c)
 
     def bounds(self, lay: Candidate) -> Bounds:
         """Lower bounds on the peak memory and the step time of any split of this candidate."""
@@ -80,7 +74,7 @@ class Coster:
         n_moe = m.num_moe_layers
         costs = self.layer(lay)
         states, kept = self.states(lay)
-        dev = device_terms(self.cluster, self.train, lay)
+        dev = self.device(lay)
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
         per = [dev.reserved(states[j] + costs.act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
@@ -89,23 +83,14 @@ class Coster:
         step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
         return Bounds(memory, step + self.fixed_s(lay))
 
-    def fixed_s(self, lay: Candidate) -> float:
-        """Split-independent seconds of every step: pipeline sends and the stack's step overhead (cached)."""
-        key = (lay.tp, lay.cp, lay.dp, lay.pp, lay.mbs, lay.vpp, lay.num_microbatches, lay.sp)
-        if key not in self._fixed:
-            c = make_context(self.model, self.cluster, self.train, lay)
-            self._fixed[key] = pp_comm_s(c) + step_overhead_s(c)
-        return self._fixed[key]
-
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
-        k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
-        return make_table(lay, k, device_terms(self.cluster, self.train, lay))
+        return make_table(lay, self.coefficients(lay), self.device(lay))
 
     def budget(self, lay: Candidate) -> int:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin
         (costmodels.device_memory; bounds and tables count device bytes)."""
-        return device_terms(self.cluster, self.train, lay).device_budget
+        return self.device(lay).device_budget
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

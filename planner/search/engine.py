@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -28,7 +29,8 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
-from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
+from planner.search.memo import FieldMemo
+from planner.search.space import Candidate, SpaceOptions, fixed_splits, enumerate_layouts
 from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
@@ -74,31 +76,74 @@ class SearchResult:
 Keep = Callable[[Candidate], bool]
 
 
+@dataclass(frozen=True)
+class Group:
+    """Candidates that differ only in the stage split a framework's partitioner imposes: one bound
+    serves them all (bounds hold for every split), tables are built per member."""
+
+    base: Candidate  # fixed_stages None
+    splits: tuple  # (None,): the search splits the layers; else the partitioner's splits
+
+    @property
+    def members(self) -> list[Candidate]:
+        """The candidates of the group, one per split."""
+        if self.splits == (None,):
+            return [self.base]
+        return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
+
+
+def _groups(model, cluster, train, opts: SpaceOptions, keep: Optional[FieldMemo]):
+    """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
+    `keep` is a FieldMemo: while no call has read fixed_stages, its answer for the base holds for every
+    split (planner.search.memo)."""
+    free = dataclasses.replace(opts, stage_splits=None)
+    L = model.num_layers
+    for base in enumerate_layouts(model, cluster, train, free):
+        splits = fixed_splits(L, base.pp, base.vpp, opts)
+        if not splits:
+            continue
+        if keep is None:
+            yield base, splits, 0
+        elif "fixed_stages" in keep.fields or "fixed_stages" in _read_now(keep, base):
+            kept = tuple(s for s in splits if keep(Group(base, (s,)).members[0]))
+            yield base, kept, len(splits) - len(kept)
+        else:
+            yield (base, splits, 0) if keep(base) else (base, (), len(splits))
+
+
+def _read_now(keep: FieldMemo, base: Candidate) -> tuple[str, ...]:
+    """The fields `keep` has read once it has seen `base`."""
+    keep(base)
+    return keep.fields
+
+
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
-                keep: Optional[Keep] = None):
+                keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
-    for lay in enumerate_layouts(model, cluster, train, opts):
-        if stats.layouts_considered % 256 == 0 and time.perf_counter() > deadline:
+    memo = FieldMemo(keep) if keep is not None else None
+    for n, (lay, splits, rejected) in enumerate(_groups(model, cluster, train, opts, memo)):
+        if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
             break
         if lay.dp > MAX_DEGREE:
             continue  # a degree Layout cannot hold (costmodels.layout.MAX_DEGREE): not a layout to offer
-        stats.layouts_considered += 1
-        if keep is not None and not keep(lay):
-            stats.filtered_out += 1
+        stats.layouts_considered += rejected + len(splits)
+        stats.filtered_out += rejected
+        if not splits:
             continue
+        group, count = Group(lay, splits), len(splits)
         b = coster.bounds(lay)
         usable = coster.budget(lay)
         if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
-            stats.smallest_memory_bound = (b.memory_bytes, lay)
+            stats.smallest_memory_bound = (b.memory_bytes, group.members[0])
         if b.memory_bytes > usable:
-            stats.memory_pruned += 1
+            stats.memory_pruned += count
             near = b.memory_bytes <= NEAR_MISS * usable
             if near and (stats.fastest_pruned is None or b.step_s < stats.fastest_pruned[0]):
-                stats.fastest_pruned = (b.step_s, b.memory_bytes, lay)
+                stats.fastest_pruned = (b.step_s, b.memory_bytes, group.members[0])
             continue
-        kept.append((b.step_s, lay))
+        kept.append((b.step_s, group))
     kept.sort(key=lambda item: item[0])
     return kept
 
@@ -110,22 +155,23 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (lb, lay) in enumerate(kept):
+    for i, (lb, group) in enumerate(kept):
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
-            stats.bound_pruned += len(kept) - i
+            stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
             break
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
             stats.truncated = True
             stats.cut_short("costing")
             break
-        table = coster.table(lay)
-        found = first_objective(model, table)
-        bound = lower_bound(table, model)
-        if bound is not None:  # None: a single-stage layout that does not fit
-            out.append((bound, table, found))
-        if found is not None:
-            best = sorted(best + [found[0]])[:top]
+        for lay in group.members:
+            table = coster.table(lay)
+            found = first_objective(model, table)
+            bound = lower_bound(table, model)
+            if bound is not None:  # None: a single-stage layout that does not fit
+                out.append((bound, table, found))
+            if found is not None:
+                best = sorted(best + [found[0]])[:top]
     stats.tabled = len(out)
     if len(best) >= top:
         kept_out = [item for item in out if item[0] <= best[-1]]

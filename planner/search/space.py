@@ -180,13 +180,13 @@ def _inner(model, world, gbs, opts, degrees, gpus_per_node) -> Iterator[Candidat
                     for recompute in opts.recompute:
                         if cp > 1 and opts.cp_choice and opts.cp_choice(tp, cp, mbs, recompute) != cp_comm:
                             continue  # a faster cp algorithm exists for this layout (DOMINATED)
-                        for fixed in _fixed_splits(model.num_layers, pp, vpp, opts):
+                        for fixed in fixed_splits(model.num_layers, pp, vpp, opts):
                             yield Candidate(tp, tp > 1, cp, cp_comm, ep, etp, pp, vpp, dp, zero, mbs, recompute,
                                             "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group,
                                             fixed)
 
 
-def _fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
+def fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
     """(None,): the search splits the layers; else the splits the framework's partitioner makes
     (each stage at least vpp layers)."""
     if pp == 1 or opts.stage_splits is None:
