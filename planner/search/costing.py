@@ -12,6 +12,7 @@ bounds that never exceed the true optimum (used to prune without losing it):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from costmodels import activations as act
@@ -22,9 +23,10 @@ from planner.search.space import Candidate
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
-from costmodels.stage_linear import LayerCosts, layer_costs, layout_coefficients, persistent_bytes, state_bytes
+from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
+                                     persistent_bytes, state_bytes)
 from costmodels.step import pp_comm_s
-from costmodels.timing import make_context, step_overhead_s
+from costmodels.timing import Context, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 from planner.search.tables import Table, make_table, stage_counts
 
@@ -49,13 +51,18 @@ class Coster:
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
-        self.layer = FieldMemo(lambda lay: layer_costs(make_context(m, c, t, lay)))
+        self.times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
+        self.acts = FieldMemo(lambda lay: layer_acts(make_context(m, c, t, lay)))
         self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
                                                   for moe in (False, True)))
         self.states = FieldMemo(self._states)
         self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
         self.fixed_s = FieldMemo(self._fixed_s)
         self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo))
+
+    def layer(self, lay: Candidate) -> LayerCosts:
+        """Per-layer costs for the layout's activation shape (cached)."""
+        return combine_layer_costs(self.times(lay), self.acts(lay))
 
     def _states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
         """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part."""
@@ -68,20 +75,31 @@ class Coster:
         c = make_context(self.model, self.cluster, self.train, lay)
         return pp_comm_s(c) + step_overhead_s(c)
 
-    def bounds(self, lay: Candidate) -> Bounds:
-        """Lower bounds on the peak memory and the step time of any split of this candidate."""
+    def memory_bound(self, lay: Candidate) -> float:
+        """A lower bound on the peak device bytes of any split of this candidate: the largest stage
+        holds at least the average (module docstring)."""
         m, L = self.model, self.model.num_layers
         n_moe = m.num_moe_layers
-        costs = self.layer(lay)
+        act_bytes, _, _, _, working = self.acts(lay)
         states, kept = self.states(lay)
         dev = self.device(lay)
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
-        per = [dev.reserved(states[j] + costs.act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
-        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(costs.working_bytes)
-        total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
-        step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
-        return Bounds(memory, step + self.fixed_s(lay))
+        per = [dev.reserved(states[j] + act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
+        return ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(working)
+
+    def layers_bound_s(self, lay: Candidate) -> float:
+        """A lower bound on the step seconds of any split from the layers alone: the slowest stage
+        takes at least the average; fixed_s (pipeline sends, overhead) comes on top."""
+        m, L = self.model, self.model.num_layers
+        n_moe = m.num_moe_layers
+        time_s, head_s = self.times(lay)
+        total = (L - n_moe) * time_s[0] + n_moe * time_s[1] + head_s
+        return (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
+
+    def bounds(self, lay: Candidate) -> Bounds:
+        """Lower bounds on the peak memory and the step time of any split of this candidate."""
+        return Bounds(self.memory_bound(lay), self.layers_bound_s(lay) + self.fixed_s(lay))
 
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
@@ -91,6 +109,22 @@ class Coster:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin
         (costmodels.device_memory; bounds and tables count device bytes)."""
         return self.device(lay).device_budget
+
+
+class _SearchContext(Context):
+    """A Context whose zero3_per_microbatch is read from the candidate, as one (atomic) read
+    (space.Candidate.ATOMIC): the layer time then depends on the ZeRO stage through that flag alone."""
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """Candidate.zero3_per_microbatch (the same code as Context's)."""
+        return self.lay.zero3_per_microbatch
+
+
+def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate) -> Context:
+    """make_context's Context for a candidate, as a _SearchContext."""
+    c = make_context(model, cluster, train, lay)
+    return _SearchContext(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)})
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

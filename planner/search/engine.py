@@ -133,17 +133,20 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
         if not splits:
             continue
         group, count = Group(lay, splits), len(splits)
-        b = coster.bounds(lay)
+        memory = coster.memory_bound(lay)
         usable = coster.budget(lay)
-        if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
-            stats.smallest_memory_bound = (b.memory_bytes, group.members[0])
-        if b.memory_bytes > usable:
+        if stats.smallest_memory_bound is None or memory < stats.smallest_memory_bound[0]:
+            stats.smallest_memory_bound = (memory, group.members[0])
+        if memory > usable:
             stats.memory_pruned += count
-            near = b.memory_bytes <= NEAR_MISS * usable
-            if near and (stats.fastest_pruned is None or b.step_s < stats.fastest_pruned[0]):
-                stats.fastest_pruned = (b.step_s, b.memory_bytes, group.members[0])
+            if memory <= NEAR_MISS * usable:
+                step = coster.layers_bound_s(lay)
+                if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
+                    step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
+                    if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
+                        stats.fastest_pruned = (step, memory, group.members[0])
             continue
-        kept.append((b.step_s, group))
+        kept.append((coster.layers_bound_s(lay), group))
     kept.sort(key=lambda item: item[0])
     return kept
 
@@ -155,10 +158,13 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (lb, group) in enumerate(kept):
+    for i, (lb, group) in enumerate(kept):  # lb: the layers' bound, without the split-free fixed_s
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
             break
+        if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+            stats.bound_pruned += len(group.splits)
+            continue
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
             stats.truncated = True

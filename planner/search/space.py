@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Optional
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, a2a_heads_ok
 from costmodels.model_spec import ModelSpec
+from costmodels.timing import Context
 from costmodels.train_spec import TrainSpec
 
 RECOMPUTE = ("none", "selective", "full")
@@ -32,6 +33,13 @@ DOMINATED = [
     "zero=3 with pp>1: pipelining keeps a stage's weights gathered and gradients unsharded for the whole step, "
     "so it costs exactly what zero=1 costs (costmodels.memory.memory_zero, costmodels.sharding)",
 ]
+
+
+@dataclass(frozen=True)
+class _LayOnly:
+    """A stand-in Context holding only a layout, for Context properties that read nothing else."""
+
+    lay: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,15 @@ class Candidate:
     shard_group: Optional[int] = None
     # the split a framework's partitioner imposes (DeepSpeed's partition_method); None: the search chooses
     fixed_stages: Optional[tuple[int, ...]] = None
+
+    # properties a FieldMemo records as one read (their value), not as the fields inside (planner.search.memo)
+    ATOMIC = frozenset({"zero3_per_microbatch"})
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """costmodels.timing.Context.zero3_per_microbatch of this candidate (the same code): whether its
+        ZeRO-3 collectives run per layer and micro-batch."""
+        return Context.zero3_per_microbatch.fget(_LayOnly(self))
 
     @property
     def model_parallel_size(self) -> int:
