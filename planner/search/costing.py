@@ -51,6 +51,7 @@ class Coster:
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
+        self._n_moe = m.num_moe_layers  # a property that counts: read once
         self.times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
         self.acts = FieldMemo(lambda lay: layer_acts(make_context(m, c, t, lay)))
         self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
@@ -78,8 +79,7 @@ class Coster:
     def memory_bound(self, lay: Candidate) -> float:
         """A lower bound on the peak device bytes of any split of this candidate: the largest stage
         holds at least the average (module docstring)."""
-        m, L = self.model, self.model.num_layers
-        n_moe = m.num_moe_layers
+        L, n_moe = self.model.num_layers, self._n_moe
         act_bytes, _, _, _, working = self.acts(lay)
         states, kept = self.states(lay)
         dev = self.device(lay)
@@ -91,8 +91,7 @@ class Coster:
     def layers_bound_s(self, lay: Candidate) -> float:
         """A lower bound on the step seconds of any split from the layers alone: the slowest stage
         takes at least the average; fixed_s (pipeline sends, overhead) comes on top."""
-        m, L = self.model, self.model.num_layers
-        n_moe = m.num_moe_layers
+        L, n_moe = self.model.num_layers, self._n_moe
         time_s, head_s = self.times(lay)
         total = (L - n_moe) * time_s[0] + n_moe * time_s[1] + head_s
         return (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
@@ -103,7 +102,11 @@ class Coster:
 
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
-        return make_table(lay, self.coefficients(lay), self.device(lay))
+        if lay.fixed_stages is None:  # tabled once: a cache would only add its bookkeeping
+            k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
+        else:  # a framework's split group: its members share everything but the split
+            k = self.coefficients(lay)
+        return make_table(lay, k, self.device(lay))
 
     def budget(self, lay: Candidate) -> int:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin

@@ -84,6 +84,9 @@ class _Leaf:
         self.value = value
 
 
+_MISSING = object()
+
+
 def _getter(names: tuple[str, ...]) -> Callable[[Any], Any]:
     """A key function reading `names` (a tuple of values; a single value for one name)."""
     return attrgetter(*names) if names else (lambda _: ())
@@ -118,11 +121,9 @@ class FieldMemo(Generic[T]):
     def __call__(self, lay: Any) -> T:
         if type(lay) is _Reads:  # called inside another memo's call: only the walk reads fields in the
             return self._walk(lay)  # order the function does (the outer memo records that order)
-        key = self._key(lay)
-        try:
-            return self._flat[key]
-        except KeyError:
-            pass
+        value = self._flat.get(self._key(lay), _MISSING)
+        if value is not _MISSING:
+            return value
         value = self._walk(lay)
         self._flat[self._key(lay)] = value  # the key again: a miss may have widened it
         return value

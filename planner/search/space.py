@@ -35,11 +35,13 @@ DOMINATED = [
 ]
 
 
-@dataclass(frozen=True)
 class _LayOnly:
     """A stand-in Context holding only a layout, for Context properties that read nothing else."""
 
-    lay: object
+    __slots__ = ("lay",)
+
+    def __init__(self, lay: object):
+        self.lay = lay
 
 
 @dataclass(frozen=True, slots=True)
