@@ -18,7 +18,10 @@ from costmodels.estimate import estimate
 from costmodels.train_spec import TrainSpec
 from planner.search import search
 from planner.search.costing import Coster
-from planner.search.memo import FieldMemo
+from costmodels.params import local_layer_params
+from costmodels.stage_linear import _param_class, param_key
+from costmodels.timing import make_context
+from planner.search.memo import FieldMemo, _Reads, field_names
 from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
 from tests.helpers import cluster, gpt, llama_like
 
@@ -116,3 +119,32 @@ def test_a_framework_split_group_keeps_every_split():
     found = sorted((p.layout.tp, p.layout.pp, tuple(p.layout.stage_layers)) for p in result.plans)
     want = sorted((lay.tp, lay.pp, lay.fixed_stages or (model.num_layers,)) for lay in every)
     assert found == want
+
+
+def _reads(fn, lay) -> set[str]:
+    """The candidate fields fn(probe) reads."""
+    probe = _Reads(lay, field_names(lay))
+    fn(probe)
+    return set(probe._read)
+
+
+@pytest.mark.parametrize("name", ["dense", "moe"])
+def test_param_key_covers_what_the_stage_parameters_read(name):
+    """layout_coefficients memoizes _param_class on the hand-written param_key: every field that
+    _param_class reads (the context built first, as layout_coefficients builds it) must be one
+    param_key reads, for every candidate of a space with ZeRO 0-3, HSDP, cp, ep and pipelines."""
+    from tests.test_stage_linear import MOE
+
+    model = MOE if name == "moe" else llama_like(512, 8, 4, 8, 1536, vocab=4096, seq=1024)
+    clus = cluster(16, per_node=8)
+    train = TrainSpec(global_batch_size=16)
+    opts = SpaceOptions(max_mbs=2, max_vpp=2, max_cp=2, cp_comm=ALL_CP)
+    params = {}
+    for lay in enumerate_layouts(model, clus, train, opts):
+        c = make_context(model, clus, train, lay)
+        key = (lay.tp, lay.ep, lay.etp)
+        params.setdefault(key, tuple(local_layer_params(model, moe, *key) for moe in (False, True)))
+        for stage in {0, lay.pp // 2, lay.pp - 1}:
+            cls = 0 if stage == 0 else (2 if stage == lay.pp - 1 else 1)
+            needed = _reads(lambda p: _param_class(dataclasses.replace(c, lay=p), stage, params[key]), lay)
+            assert needed <= _reads(lambda p: param_key(p, cls), lay), (lay, needed)
