@@ -21,7 +21,7 @@ from planner.search.costing import Coster
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import _param_class, param_key
 from costmodels.timing import make_context
-from planner.search.memo import FieldMemo, _Reads, field_names
+from planner.search.memo import FieldMemo, probe
 from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
 from tests.helpers import cluster, gpt, llama_like
 
@@ -123,9 +123,9 @@ def test_a_framework_split_group_keeps_every_split():
 
 def _reads(fn, lay) -> set[str]:
     """The candidate fields fn(probe) reads."""
-    probe = _Reads(lay, field_names(lay))
-    fn(probe)
-    return set(probe._read)
+    watched = probe(lay)
+    fn(watched)
+    return set(watched._read)
 
 
 @pytest.mark.parametrize("name", ["dense", "moe"])

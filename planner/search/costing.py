@@ -12,7 +12,6 @@ bounds that never exceed the true optimum (used to prune without losing it):
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from costmodels import activations as act
@@ -127,7 +126,9 @@ class _SearchContext(Context):
 def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate) -> Context:
     """make_context's Context for a candidate, as a _SearchContext."""
     c = make_context(model, cluster, train, lay)
-    return _SearchContext(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)})
+    out = object.__new__(_SearchContext)  # the same fields, no re-validation (Context is a frozen dataclass)
+    out.__dict__.update(c.__dict__)
+    return out
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

@@ -71,6 +71,8 @@ class SearchResult:
     stats: SearchStats
     gap: Optional[float] = 0.0  # relative optimality gap; None when the time limit cut the enumeration
     tables: list[Table] = field(default_factory=list)
+    # the cost caches of this problem, for a later search of the same (model, cluster, train)
+    coster: Optional[Coster] = field(default=None, repr=False, compare=False)
 
 
 Keep = Callable[[Candidate], bool]
@@ -185,16 +187,19 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
-           keep: Optional[Keep] = None, deadline: Optional[float] = None) -> SearchResult:
+           keep: Optional[Keep] = None, deadline: Optional[float] = None,
+           coster: Optional[Coster] = None) -> SearchResult:
     """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds (and
     before `deadline`, a time.perf_counter() value, less RESERVE_S for what the caller does after):
     when the limit stops the search early, the best found is returned with status "feasible" and
     stats.cut says what was cut. `keep`: only candidates it accepts are costed (the others count in
-    stats.filtered_out)."""
+    stats.filtered_out). `coster`: the cost caches of an earlier search of the same problem (used only
+    when its model, cluster and train equal these)."""
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
-    coster = Coster(model, cluster, train)
+    if coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train):
+        coster = Coster(model, cluster, train)
     progress("enumerating layouts")
     kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
@@ -212,7 +217,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     if stats.truncated:
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
-                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors])
+                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster)
 
 
 def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
@@ -304,7 +309,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
         result.stats.cut_short("validated alternative")
         return None
     again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
-                   deadline=deadline)
+                   deadline=deadline, coster=result.coster)  # the same problem: its cost caches serve again
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
     return again.plans[0] if again.plans else None

@@ -51,6 +51,40 @@ class _Reads:
         raise AttributeError(f"{self._cls.__name__} is read-only here")
 
 
+def _recorder(name: str) -> property:
+    """A property of a probe class: read `name` from the candidate (or outer probe) and record it."""
+
+    def read(self: _Reads) -> Any:
+        value = getattr(self._obj, name)
+        self._read.setdefault(name, value)
+        return value
+
+    return property(read)
+
+
+def _on_probe(prop: property) -> property:
+    """A candidate's property evaluated on the probe, so that the fields it reads are recorded."""
+    return property(lambda self: prop.fget(self))
+
+
+_PROBES: dict[type, type] = {}
+
+
+def probe(lay: Any) -> _Reads:
+    """A _Reads for `lay` whose class has a property per recorded name and per property of the
+    candidate's class (faster than __getattr__, which stays for methods and absent names)."""
+    cls = lay._cls if isinstance(lay, _Reads) else type(lay)
+    kind = _PROBES.get(cls)
+    if kind is None:
+        names = field_names(lay)
+        ns: dict[str, Any] = {"__slots__": ()}
+        for klass in reversed(cls.__mro__):
+            ns.update({k: _on_probe(v) for k, v in vars(klass).items() if isinstance(v, property)})
+        ns.update({n: _recorder(n) for n in names})
+        kind = _PROBES[cls] = type(f"Reads{cls.__name__}", (_Reads,), ns)
+    return kind(lay, field_names(lay))
+
+
 def field_names(obj: Any) -> frozenset[str]:
     """The names a _Reads records for a candidate: its dataclass fields and the properties its class lists
     in ATOMIC (recorded as their value: a cost function that depends on zero only through
@@ -119,7 +153,7 @@ class FieldMemo(Generic[T]):
         return tuple(sorted(self.read))
 
     def __call__(self, lay: Any) -> T:
-        if type(lay) is _Reads:  # called inside another memo's call: only the walk reads fields in the
+        if isinstance(lay, _Reads):  # called inside another memo's call: only the walk reads fields in the
             return self._walk(lay)  # order the function does (the outer memo records that order)
         value = self._flat.get(self._key(lay), _MISSING)
         if value is not _MISSING:
@@ -134,10 +168,10 @@ class FieldMemo(Generic[T]):
             node = node.children.get(getattr(lay, node.field))
         if node is not None:
             return node.value
-        probe = _Reads(lay, field_names(lay))
-        value = self.fn(probe)
+        watched = probe(lay)
+        value = self.fn(watched)
         self.calls += 1
-        self._insert(list(probe._read.items()), value)
+        self._insert(list(watched._read.items()), value)
         return value
 
     def _insert(self, path: list[tuple[str, Any]], value: Any) -> None:
