@@ -1,8 +1,9 @@
 """Costing candidates for the search: cheap lower bounds, integer tables, a balanced first split.
 
-Everything numeric comes from costmodels (stage_linear, memory, params); this module caches the
-shape-dependent primitives (a layer's time and activations depend only on tp, sp, cp, ep, etp,
-mbs and recompute) so that tens of thousands of candidates cost milliseconds each, and derives
+Everything numeric comes from costmodels (stage_linear, memory, params); this module caches each
+primitive (layer times, activations, states, device terms) on the candidate fields its cost function
+reads, as planner.search.memo observes them (no hand-written keys), so that tens of thousands of
+candidates cost microseconds each, and derives
 bounds that never exceed the true optimum (used to prune without losing it):
 - memory (device bytes, costmodels.device_memory): the largest stage holds at least the average of
   all stages' persistent states + (1 + fragmentation) x their other states and activations, plus the

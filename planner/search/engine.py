@@ -2,6 +2,8 @@
 
 1. Enumerate every candidate layout (planner.search.space), keeping those a `keep` predicate accepts
    (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
+   Candidates that differ only in a stage split a framework's partitioner fixes form one `Group`:
+   their bounds are the same (a bound holds for every split), so they are bounded once.
 2. Drop candidates whose device-memory lower bound (states, activations, the allocator's
    fragmentation, CUDA context and NCCL buffers: costmodels.device_memory) exceeds HBM less the
    margin: no split can fit them.
