@@ -148,3 +148,30 @@ def test_param_key_covers_what_the_stage_parameters_read(name):
             cls = 0 if stage == 0 else (2 if stage == lay.pp - 1 else 1)
             needed = _reads(lambda p: _param_class(dataclasses.replace(c, lay=p), stage, params[key]), lay)
             assert needed <= _reads(lambda p: param_key(p, cls), lay), (lay, needed)
+
+
+@given(layers=st.integers(4, 12), name=st.sampled_from(["deepspeed", "torchtitan"]), hbm=st.sampled_from([0.6, 8.0]),
+       top=st.sampled_from([1, 12]))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+def test_search_over_split_groups_equals_the_oracle(layers, name, hbm, top):
+    """The engine bounds a framework's split group once and filters it with the framework's `keep`; its
+    top K still equal plain enumeration of every table (planner.search.brute), split for split."""
+    import hardware_profiles as hp
+    from planner.search import frameworks as fws
+    from planner.search.brute import best_split
+    from planner.search.tables import objective_seconds
+
+    model = llama_like(256, 4, 2, layers, 512, vocab=4096, seq=512)
+    gpu = hp.load_gpu("h100-sxm").model_copy(update={"hbm_gib": hbm})
+    clus = cluster(4, gpu=gpu, memory_reserve_gib=0.0)
+    fw = hp.load_framework(name)
+    train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
+    opts = fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2, max_cp=1))
+    keep = fws.keep(fw, train)
+    coster = Coster(model, clus, train)
+    every = [c for c in enumerate_layouts(model, clus, train, opts) if keep(c)]
+    bests = sorted(found[0] for found in (best_split(model, coster.table(c)) for c in every) if found is not None)
+    result = search(model, clus, train, top=top, time_limit_s=60, opts=opts, keep=keep)
+    assert result.objectives_s == [objective_seconds(v) for v in bests[:top]]
+    for plan in result.plans:
+        assert fws.split_runs(fw, plan.layout)
