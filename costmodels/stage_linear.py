@@ -177,9 +177,11 @@ def param_key(lay: Layout, stage_class: int) -> tuple:
 
 
 def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout,
-                        costs: LayerCosts | None = None, memo: dict | None = None) -> LayoutCoefficients:
+                        costs: LayerCosts | None = None, memo: dict | None = None,
+                        sends_s: float | None = None) -> LayoutCoefficients:
     """Coefficients of every stage; `lay` must be resolved (its stage_layers are ignored).
-    `costs` and `memo` let a caller reuse the shape- and parameter-dependent parts."""
+    `costs`, `memo` and `sends_s` (step.pp_comm_s of this layout) let a caller reuse the shape- and
+    parameter-dependent parts."""
     c = make_context(model, cluster, train, lay)
     costs = costs or layer_costs(c)
     memo = {} if memo is None else memo
@@ -203,5 +205,6 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
                         states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
         stages.append(StageCoefficients(time, memory, Affine(*kept), reduce, gather, opt))
-    return LayoutCoefficients(stages, pp_comm_s(c), step_overhead_s(c), lay.num_microbatches, lay.vpp,
+    sends_s = pp_comm_s(c) if sends_s is None else sends_s
+    return LayoutCoefficients(stages, sends_s, step_overhead_s(c), lay.num_microbatches, lay.vpp,
                               lay.zero, dp_overlap(c))

@@ -58,8 +58,10 @@ class Coster:
                                                   for moe in (False, True)))
         self.states = FieldMemo(self._states)
         self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
-        self.fixed_s = FieldMemo(self._fixed_s)
-        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo))
+        self.sends_s = FieldMemo(lambda lay: pp_comm_s(make_context(m, c, t, lay)))
+        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(make_context(m, c, t, lay)))
+        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo,
+                                                                      self.sends_s(lay)))
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
@@ -71,10 +73,9 @@ class Coster:
         return tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
                      for f in (state_bytes, persistent_bytes))
 
-    def _fixed_s(self, lay: Candidate) -> float:
+    def fixed_s(self, lay: Candidate) -> float:
         """Split-independent seconds of every step: pipeline sends and the stack's step overhead."""
-        c = make_context(self.model, self.cluster, self.train, lay)
-        return pp_comm_s(c) + step_overhead_s(c)
+        return self.sends_s(lay) + self.overhead_s(lay)
 
     def memory_bound(self, lay: Candidate) -> float:
         """A lower bound on the peak device bytes of any split of this candidate: the largest stage
@@ -103,7 +104,8 @@ class Coster:
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
         if lay.fixed_stages is None:  # tabled once: a cache would only add its bookkeeping
-            k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
+            k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo,
+                                    self.sends_s(lay))
         else:  # a framework's split group: its members share everything but the split
             k = self.coefficients(lay)
         return make_table(lay, k, self.device(lay))

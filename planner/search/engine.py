@@ -166,6 +166,9 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
             break
+        if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+            stats.bound_pruned += len(group.splits)  # the sends and overhead too: provably slower
+            continue
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
             stats.truncated = True
