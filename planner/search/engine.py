@@ -96,10 +96,10 @@ class Group:
         return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
 
 
-def _groups(model, cluster, train, opts: SpaceOptions, keep: Optional[FieldMemo]):
+def _groups(model, cluster, train, opts: SpaceOptions, keep: Optional[Keep]):
     """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
-    `keep` is a FieldMemo: while no call has read fixed_stages, its answer for the base holds for every
-    split (planner.search.memo)."""
+    With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
+    for the base holds for every split (planner.search.memo)."""
     free = dataclasses.replace(opts, stage_splits=None)
     L = model.num_layers
     for base in enumerate_layouts(model, cluster, train, free):
@@ -108,23 +108,20 @@ def _groups(model, cluster, train, opts: SpaceOptions, keep: Optional[FieldMemo]
             continue
         if keep is None:
             yield base, splits, 0
-        elif "fixed_stages" in keep.fields or "fixed_stages" in _read_now(keep, base):
+            continue
+        ok = keep(base)
+        if splits != (None,) and "fixed_stages" in keep.read:
             kept = tuple(s for s in splits if keep(Group(base, (s,)).members[0]))
             yield base, kept, len(splits) - len(kept)
         else:
-            yield (base, splits, 0) if keep(base) else (base, (), len(splits))
-
-
-def _read_now(keep: FieldMemo, base: Candidate) -> tuple[str, ...]:
-    """The fields `keep` has read once it has seen `base`."""
-    keep(base)
-    return keep.fields
+            yield (base, splits, 0) if ok else (base, (), len(splits))
 
 
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
                 keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
-    memo = FieldMemo(keep) if keep is not None else None
+    # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
+    memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
     for n, (lay, splits, rejected) in enumerate(_groups(model, cluster, train, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
