@@ -14,12 +14,13 @@ bounds that never exceed the true optimum (used to prune without losing it):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate
+from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
@@ -48,6 +49,7 @@ class Coster:
     cluster: ClusterSpec
     train: TrainSpec
     _memo: dict = field(default_factory=dict)
+    _layouts: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
@@ -62,6 +64,19 @@ class Coster:
         self.overhead_s = FieldMemo(lambda lay: step_overhead_s(make_context(m, c, t, lay)))
         self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo,
                                                                       self.sends_s(lay)))
+
+    def layouts(self, opts: SpaceOptions) -> Iterator[Candidate]:
+        """enumerate_layouts of this problem, kept once a pass has run to the end (a re-search of the same
+        space, e.g. the validated alternative, then skips the enumeration)."""
+        done = self._layouts.get(opts)
+        if done is not None:
+            yield from done
+            return
+        out = []
+        for lay in enumerate_layouts(self.model, self.cluster, self.train, opts):
+            out.append(lay)
+            yield lay
+        self._layouts[opts] = out
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""

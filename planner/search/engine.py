@@ -32,7 +32,7 @@ from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate, SpaceOptions, fixed_splits, enumerate_layouts
+from planner.search.space import Candidate, SpaceOptions, fixed_splits
 from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
@@ -96,13 +96,13 @@ class Group:
         return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
 
 
-def _groups(model, cluster, train, opts: SpaceOptions, keep: Optional[Keep]):
+def _groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep]):
     """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
     With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
     for the base holds for every split (planner.search.memo)."""
     free = dataclasses.replace(opts, stage_splits=None)
-    L = model.num_layers
-    for base in enumerate_layouts(model, cluster, train, free):
+    L = coster.model.num_layers
+    for base in coster.layouts(free):
         splits = fixed_splits(L, base.pp, base.vpp, opts)
         if not splits:
             continue
@@ -122,7 +122,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
     memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
-    for n, (lay, splits, rejected) in enumerate(_groups(model, cluster, train, opts, memo)):
+    for n, (lay, splits, rejected) in enumerate(_groups(coster, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
