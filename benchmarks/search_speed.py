@@ -23,20 +23,22 @@ import hardware_profiles as hp  # noqa: E402
 from costmodels.train_spec import TrainSpec  # noqa: E402
 from planner.search.brute import brute_force  # noqa: E402
 from planner.search.costing import Coster  # noqa: E402
-from planner.search.frameworks import space_options  # noqa: E402
+from planner.search import frameworks as fws  # noqa: E402
 from planner.search import search  # noqa: E402
 from planner.search.space import enumerate_layouts  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 ORACLE_LIMIT = 3_000_000
-LADDER = [  # name, model, cluster, nodes (or GPUs of one node when below 1), global batch, sequence
-    ("Megatron GPT 1.7B, 4 A100", "megatron-1.7b", "dgx-a100", -4, 32, 2048),
-    ("Llama 3 8B, 8 H100", "llama3-8b", "dgx-h100", 1, 64, 8192),
-    ("Llama 3 70B, 64 H100", "llama3-70b", "dgx-h100", 8, 128, 8192),
-    ("Mixtral 8x7B, 64 H100", "mixtral-8x7b", "dgx-h100", 8, 256, 4096),
-    ("GPT-3 175B, 1,536 A100", "gpt3-175b", "dgx-a100", 192, 1536, 2048),
-    ("Llama 3 70B, 1,024 H100", "llama3-70b", "dgx-h100", 128, 1024, 8192),
-    ("Llama 3.1 405B, 16,384 H100", "llama3.1-405b", "dgx-h100", 2048, 2048, 8192),
+LADDER = [  # name, model, cluster, nodes (or GPUs of one node when below 1), global batch, sequence, framework
+    ("Megatron GPT 1.7B, 4 A100", "megatron-1.7b", "dgx-a100", -4, 32, 2048, None),
+    ("Llama 3 8B, 8 H100", "llama3-8b", "dgx-h100", 1, 64, 8192, None),
+    ("Llama 3 70B, 64 H100", "llama3-70b", "dgx-h100", 8, 128, 8192, None),
+    ("Llama 3 70B, 64 H100, torchtitan", "llama3-70b", "dgx-h100", 8, 512, None, "torchtitan"),
+    ("Mixtral 8x7B, 64 H100", "mixtral-8x7b", "dgx-h100", 8, 256, 4096, None),
+    ("GPT-3 175B, 1,536 A100", "gpt3-175b", "dgx-a100", 192, 1536, 2048, None),
+    ("Llama 3 70B, 1,024 H100", "llama3-70b", "dgx-h100", 128, 1024, 8192, None),
+    ("Llama 3.1 405B, 16,384 H100", "llama3.1-405b", "dgx-h100", 2048, 2048, 8192, None),
+    ("Qwen3 235B-A22B, 32,768 H100", "qwen3-235b-a22b", "dgx-h100", 4096, 512, None, None),
 ]
 
 
@@ -44,7 +46,7 @@ def oracle_pairs(model, cluster, train, opts) -> int:
     """(layout, stage split) pairs plain enumeration evaluates: sum of C(L - pp(v-1) - 1, pp - 1), the
     splits with at least v layers a stage (planner.search.brute.splits)."""
     L = model.num_layers
-    return sum(math.comb(L - lay.pp * (lay.vpp - 1) - 1, lay.pp - 1)
+    return sum(1 if lay.fixed_stages is not None else math.comb(L - lay.pp * (lay.vpp - 1) - 1, lay.pp - 1)
                for lay in enumerate_layouts(model, cluster, train, opts))
 
 
@@ -56,21 +58,25 @@ def oracle_seconds(model, cluster, train, opts) -> float:
     return time.perf_counter() - start
 
 
-def run_row(name, model_name, cluster_name, nodes, gbs, seq) -> dict:
+def run_row(name, model_name, cluster_name, nodes, gbs, seq, framework=None) -> dict:
     model, cluster = hp.load_model(model_name), hp.load_cluster(cluster_name, max(nodes, 1))
     if nodes < 0:  # part of one node
         cluster = cluster.model_copy(update={"gpus_per_node": -nodes})
-    train = hp.resolve_train(TrainSpec(global_batch_size=gbs, seq_length=seq))
-    opts = space_options(None, model, cluster, train)  # what `parplan plan` searches (--framework any)
-    one = search(model, cluster, train, top=1, opts=opts)
-    three = search(model, cluster, train, top=3, opts=opts)
+    fw = fws.load(framework)
+    train = hp.resolve_train(TrainSpec(global_batch_size=gbs, seq_length=seq), fw.stack if fw else None)
+    opts = fws.space_options(fw, model, cluster, train)  # what `parplan plan --framework` searches
+    keep = fws.keep(fw, train)
+    cpu = time.process_time()
+    one = search(model, cluster, train, top=1, opts=opts, keep=keep)
+    cpu = time.process_time() - cpu
+    three = search(model, cluster, train, top=3, opts=opts, keep=keep)
     pairs = oracle_pairs(model, cluster, train, opts)
     oracle = oracle_seconds(model, cluster, train, opts) if pairs <= ORACLE_LIMIT else None
     s = one.stats
     win = one.plans[0] if one.plans else None
     return dict(name=name, gpus=cluster.num_gpus, layouts=s.layouts_considered, memory=s.memory_pruned,
-                bound=s.bound_pruned, solver=s.solver_candidates, top1=one.seconds, top3=three.seconds,
-                status=one.status, pairs=pairs, oracle=oracle,
+                bound=s.bound_pruned, tables=s.tabled, solver=s.solver_candidates, top1=one.seconds, cpu1=cpu,
+                top3=three.seconds, status=one.status, pairs=pairs, oracle=oracle,
                 winner=_layout(win) if win else "-", mfu=win.throughput.mfu if win else float("nan"))
 
 
@@ -82,14 +88,14 @@ def _layout(e) -> str:
 
 def markdown(rows: list[dict]) -> str:
     """The table of docs/performance.md."""
-    head = ("| problem | GPUs | layouts | cannot fit | provably slower | to CP-SAT | search s (top 1) | "
-            "search s (top 3) | status | oracle pairs | oracle s |")
-    lines = [head, "|" + "---|" * 11]
+    head = ("| problem | GPUs | layouts | cannot fit | provably slower | tables | to CP-SAT | search s (top 1) | "
+            "CPU s (top 1) | search s (top 3) | status | oracle pairs | oracle s |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         oracle = f"{r['oracle']:.1f}" if r["oracle"] is not None else "not run"
         lines.append(f"| {r['name']} | {r['gpus']:,} | {r['layouts']:,} | {r['memory']:,} | {r['bound']:,} | "
-                     f"{r['solver']:,} | {r['top1']:.2f} | {r['top3']:.2f} | {r['status']} | {r['pairs']:.3g} | "
-                     f"{oracle} |")
+                     f"{r['tables']:,} | {r['solver']:,} | {r['top1']:.2f} | {r['cpu1']:.2f} | {r['top3']:.2f} | "
+                     f"{r['status']} | {r['pairs']:.3g} | {oracle} |")
     lines += ["", "| problem | winner | MFU |", "|---|---|---|"]
     lines += [f"| {r['name']} | {r['winner']} | {r['mfu']:.1%} |" for r in rows]
     return "\n".join(lines)
@@ -97,13 +103,22 @@ def markdown(rows: list[dict]) -> str:
 
 HEADER = """# Search performance
 
-Generated by `python benchmarks/search_speed.py --write` on the 2-core development machine.
-"search s" is the wall time of `planner.search.search` (enumeration, bounds, integer tables, CP-SAT,
-re-estimation of the winners). "oracle pairs" is what plain enumeration (`planner.search.brute`) must
-evaluate: every layout times every stage split, sum of C(L - pp(v-1) - 1, pp - 1); it is run only where
-that is below 3 million pairs. The search costs every layout's bounds (linear in the number of
-layouts, i.e. of divisor combinations) and tables only the few that can still win; CP-SAT then
-chooses the layout and the stage split among those.
+Generated by `python benchmarks/search_speed.py --write` on the 2-core development machine, shared with
+other work while it ran: "search s" (wall) moves with the load, "CPU s" (this process's CPU time, CP-SAT's
+threads included) less so; compare rows of one run only. "search s" is the wall time of
+`planner.search.search` (enumeration, bounds, integer tables, CP-SAT, re-estimation of the winners).
+"layouts" counts every candidate (a framework's fixed stage splits each count); "cannot fit" and
+"provably slower" are those the memory and step-time lower bounds remove, "tables" the integer tables
+built, "to CP-SAT" the candidates the solver sees (those with one split only, pp = 1 or a split the
+framework's partitioner fixes, are settled by their exact objective without a model). "oracle pairs" is
+what plain enumeration (`planner.search.brute`) must evaluate: every layout times every stage split, sum
+of C(L - pp(v-1) - 1, pp - 1); it is run only where that is below 3 million pairs.
+
+How the search stays fast while exact: every per-layout cost is cached on the candidate fields its cost
+function reads (planner/search/memo.py watches each call and files the result in a decision tree: no
+hand-written cache keys); candidates that differ only in a framework's fixed stage split share one bound;
+the memory bound needs no layer time, so layer times are computed only for layouts that can fit; tables
+are built in order of the step-time bound until the K-th best split found beats the next bound.
 
 """
 

@@ -91,16 +91,29 @@ class LayerCosts:
 def layer_costs(c: Context) -> LayerCosts:
     """The shape-dependent primitives of a context; stored activations scaled as memory.stage_memory
     scales them (TrainSpec.activation_scale: 2 in fp32/tf32 training)."""
+    return combine_layer_costs(layer_times(c), layer_acts(c))
+
+
+def layer_times(c: Context) -> tuple[tuple[float, float], float]:
+    """((dense, MoE) layer seconds, output layer seconds), one micro-batch forward + backward."""
+    m = c.model
+    return (layer_time(c, False).total_s, layer_time(c, True).total_s if m.is_moe else 0.0), head_time(c).total_s
+
+
+def layer_acts(c: Context) -> tuple[float, ...]:
+    """The activation fields of LayerCosts, in its order after head_time_s (act_bytes first): they
+    depend on the activation shape alone (no ZeRO, pipeline or cp algorithm), so a caller may cache
+    them apart from the times."""
     m, x, k = c.model, c.x, c.train.activation_scale
-    return LayerCosts(
-        time_s=(layer_time(c, False).total_s, layer_time(c, True).total_s if m.is_moe else 0.0),
-        act_bytes=(k * act.layer_bytes(m, x, False), k * act.layer_bytes(m, x, True) if m.is_moe else 0.0),
-        head_time_s=head_time(c).total_s,
-        head_act_bytes=k * act.head_bytes(m, x),
-        mtp_act_bytes=k * act.mtp_bytes(m, x),
-        embedding_act_bytes=k * act.embedding_bytes(m, x),
-        working_bytes=k * act.recompute_working_bytes(m, x, m.is_moe),
-    )
+    return ((k * act.layer_bytes(m, x, False), k * act.layer_bytes(m, x, True) if m.is_moe else 0.0),
+            k * act.head_bytes(m, x), k * act.mtp_bytes(m, x), k * act.embedding_bytes(m, x),
+            k * act.recompute_working_bytes(m, x, m.is_moe))
+
+
+def combine_layer_costs(times: tuple, acts: tuple) -> LayerCosts:
+    """LayerCosts from layer_times and layer_acts."""
+    (time_s, head_s), (act_bytes, head_act, mtp_act, emb_act, working) = times, acts
+    return LayerCosts(time_s, act_bytes, head_s, head_act, mtp_act, emb_act, working)
 
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
@@ -164,9 +177,11 @@ def param_key(lay: Layout, stage_class: int) -> tuple:
 
 
 def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout,
-                        costs: LayerCosts | None = None, memo: dict | None = None) -> LayoutCoefficients:
+                        costs: LayerCosts | None = None, memo: dict | None = None,
+                        sends_s: float | None = None) -> LayoutCoefficients:
     """Coefficients of every stage; `lay` must be resolved (its stage_layers are ignored).
-    `costs` and `memo` let a caller reuse the shape- and parameter-dependent parts."""
+    `costs`, `memo` and `sends_s` (step.pp_comm_s of this layout) let a caller reuse the shape- and
+    parameter-dependent parts."""
     c = make_context(model, cluster, train, lay)
     costs = costs or layer_costs(c)
     memo = {} if memo is None else memo
@@ -190,5 +205,6 @@ def layout_coefficients(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec
                         states[2] + costs.act_bytes[1] * inflight + peak.per_moe)
         time = Affine(costs.head_time_s if last else 0.0, *costs.time_s)
         stages.append(StageCoefficients(time, memory, Affine(*kept), reduce, gather, opt))
-    return LayoutCoefficients(stages, pp_comm_s(c), step_overhead_s(c), lay.num_microbatches, lay.vpp,
+    sends_s = pp_comm_s(c) if sends_s is None else sends_s
+    return LayoutCoefficients(stages, sends_s, step_overhead_s(c), lay.num_microbatches, lay.vpp,
                               lay.zero, dp_overlap(c))

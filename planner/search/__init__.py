@@ -1,6 +1,7 @@
 """The search: from a problem to the fastest layouts that fit, and why.
 
-Holds the layout space (`space`), the integer stage tables (`costing`, `tables`), CP-SAT (`cpsat`)
+Holds the layout space (`space`), the integer stage tables (`costing`, `tables`; costs cached on the
+fields each cost function reads, `memo`), CP-SAT (`cpsat`)
 and its brute-force oracle (`brute`), the split of one fixed layout (`stage_split`), the search
 driver (`engine`, re-exported here: `search`, `SearchResult`, `best_validated`, `validated_filter`),
 the explanations (`explain`) and the framework restrictions (`frameworks`).

@@ -1,8 +1,9 @@
 """Costing candidates for the search: cheap lower bounds, integer tables, a balanced first split.
 
-Everything numeric comes from costmodels (stage_linear, memory, params); this module caches the
-shape-dependent primitives (a layer's time and activations depend only on tp, sp, cp, ep, etp,
-mbs and recompute) so that tens of thousands of candidates cost milliseconds each, and derives
+Everything numeric comes from costmodels (stage_linear, memory, params); this module caches each
+primitive (layer times, activations, states, device terms) on the candidate fields its cost function
+reads, as planner.search.memo observes them (no hand-written keys), so that tens of thousands of
+candidates cost microseconds each, and derives
 bounds that never exceed the true optimum (used to prune without losing it):
 - memory (device bytes, costmodels.device_memory): the largest stage holds at least the average of
   all stages' persistent states + (1 + fragmentation) x their other states and activations, plus the
@@ -13,17 +14,20 @@ bounds that never exceed the true optimum (used to prune without losing it):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
-from planner.search.space import Candidate
+from planner.search.memo import FieldMemo
+from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
-from costmodels.stage_linear import LayerCosts, layer_costs, layout_coefficients, persistent_bytes, state_bytes
+from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
+                                     persistent_bytes, state_bytes)
 from costmodels.step import pp_comm_s
-from costmodels.timing import make_context, step_overhead_s
+from costmodels.timing import Context, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 from planner.search.tables import Table, make_table, stage_counts
 
@@ -38,74 +42,111 @@ class Bounds:
 
 @dataclass
 class Coster:
-    """Caches per problem (model, cluster, train)."""
+    """Caches per problem (model, cluster, train), each keyed on the candidate fields its cost function
+    reads (planner.search.memo: derived by watching the function, never hand-written)."""
 
     model: ModelSpec
     cluster: ClusterSpec
     train: TrainSpec
-    _layers: dict = field(default_factory=dict)
-    _params: dict = field(default_factory=dict)
-    _states: dict = field(default_factory=dict)
     _memo: dict = field(default_factory=dict)
-    _fixed: dict = field(default_factory=dict)
+    _layouts: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        m, c, t = self.model, self.cluster, self.train
+        self._n_moe = m.num_moe_layers  # a property that counts: read once
+        self.times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
+        self.acts = FieldMemo(lambda lay: layer_acts(make_context(m, c, t, lay)))
+        self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
+                                                  for moe in (False, True)))
+        self.states = FieldMemo(self._states)
+        self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
+        self.sends_s = FieldMemo(lambda lay: pp_comm_s(make_context(m, c, t, lay)))
+        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(make_context(m, c, t, lay)))
+        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo,
+                                                                      self.sends_s(lay)))
+
+    def layouts(self, opts: SpaceOptions) -> Iterator[Candidate]:
+        """enumerate_layouts of this problem, kept once a pass has run to the end (a re-search of the same
+        space, e.g. the validated alternative, then skips the enumeration)."""
+        done = self._layouts.get(opts)
+        if done is not None:
+            yield from done
+            return
+        out = []
+        for lay in enumerate_layouts(self.model, self.cluster, self.train, opts):
+            out.append(lay)
+            yield lay
+        self._layouts[opts] = out
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
-        key = (lay.tp, lay.sp, lay.cp, lay.ep, lay.etp, lay.mbs, lay.recompute)
-        if lay.zero >= 3 and lay.pp == 1:  # per-layer ZeRO-3 collectives depend on the shard group
-            key += (lay.dp, lay.shard_group)
-        if key not in self._layers:
-            self._layers[key] = layer_costs(make_context(self.model, self.cluster, self.train, lay))
-        return self._layers[key]
+        return combine_layer_costs(self.times(lay), self.acts(lay))
 
-    def params(self, lay: Candidate):
-        """(dense layer, MoE layer) parameters on one GPU (cached)."""
-        key = (lay.tp, lay.ep, lay.etp)
-        if key not in self._params:
-            self._params[key] = tuple(local_layer_params(self.model, moe, *key) for moe in (False, True))
-        return self._params[key]
+    def _states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part."""
+        edp = expert_dp(self.cluster, lay)
+        return tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
+                     for f in (state_bytes, persistent_bytes))
 
-    def states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part (cached)."""
-        key = (lay.tp, lay.ep, lay.etp, lay.zero, lay.dp, lay.cp, lay.pp, lay.shard_group)
-        if key not in self._states:
-            edp = expert_dp(self.cluster, lay)
-            self._states[key] = tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
-                                      for f in (state_bytes, persistent_bytes))
-        return self._states[key]
+    def fixed_s(self, lay: Candidate) -> float:
+        """Split-independent seconds of every step: pipeline sends and the stack's step overhead."""
+        return self.sends_s(lay) + self.overhead_s(lay)
+
+    def memory_bound(self, lay: Candidate) -> float:
+        """A lower bound on the peak device bytes of any split of this candidate: the largest stage
+        holds at least the average (module docstring)."""
+        L, n_moe = self.model.num_layers, self._n_moe
+        act_bytes, _, _, _, working = self.acts(lay)
+        states, kept = self.states(lay)
+        dev = self.device(lay)
+        # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
+        inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
+        per = [dev.reserved(states[j] + act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
+        return ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(working)
+
+    def layers_bound_s(self, lay: Candidate) -> float:
+        """A lower bound on the step seconds of any split from the layers alone: the slowest stage
+        takes at least the average; fixed_s (pipeline sends, overhead) comes on top."""
+        L, n_moe = self.model.num_layers, self._n_moe
+        time_s, head_s = self.times(lay)
+        total = (L - n_moe) * time_s[0] + n_moe * time_s[1] + head_s
+        return (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
 
     def bounds(self, lay: Candidate) -> Bounds:
         """Lower bounds on the peak memory and the step time of any split of this candidate."""
-        m, L = self.model, self.model.num_layers
-        n_moe = m.num_moe_layers
-        costs = self.layer(lay)
-        states, kept = self.states(lay)
-        dev = device_terms(self.cluster, self.train, lay)
-        # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
-        inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
-        per = [dev.reserved(states[j] + costs.act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
-        memory = ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(costs.working_bytes)
-        total = (L - n_moe) * costs.time_s[0] + n_moe * costs.time_s[1] + costs.head_time_s
-        step = (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
-        return Bounds(memory, step + self.fixed_s(lay))
-
-    def fixed_s(self, lay: Candidate) -> float:
-        """Split-independent seconds of every step: pipeline sends and the stack's step overhead (cached)."""
-        key = (lay.tp, lay.cp, lay.dp, lay.pp, lay.mbs, lay.vpp, lay.num_microbatches, lay.sp)
-        if key not in self._fixed:
-            c = make_context(self.model, self.cluster, self.train, lay)
-            self._fixed[key] = pp_comm_s(c) + step_overhead_s(c)
-        return self._fixed[key]
+        return Bounds(self.memory_bound(lay), self.layers_bound_s(lay) + self.fixed_s(lay))
 
     def table(self, lay: Candidate) -> Table:
         """The candidate's integer table."""
-        k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo)
-        return make_table(lay, k, device_terms(self.cluster, self.train, lay))
+        if lay.fixed_stages is None:  # tabled once: a cache would only add its bookkeeping
+            k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo,
+                                    self.sends_s(lay))
+        else:  # a framework's split group: its members share everything but the split
+            k = self.coefficients(lay)
+        return make_table(lay, k, self.device(lay))
 
     def budget(self, lay: Candidate) -> int:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin
         (costmodels.device_memory; bounds and tables count device bytes)."""
-        return device_terms(self.cluster, self.train, lay).device_budget
+        return self.device(lay).device_budget
+
+
+class _SearchContext(Context):
+    """A Context whose zero3_per_microbatch is read from the candidate, as one (atomic) read
+    (space.Candidate.ATOMIC): the layer time then depends on the ZeRO stage through that flag alone."""
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """Candidate.zero3_per_microbatch (the same code as Context's)."""
+        return self.lay.zero3_per_microbatch
+
+
+def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate) -> Context:
+    """make_context's Context for a candidate, as a _SearchContext."""
+    c = make_context(model, cluster, train, lay)
+    out = object.__new__(_SearchContext)  # the same fields, no re-validation (Context is a frozen dataclass)
+    out.__dict__.update(c.__dict__)
+    return out
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

@@ -17,7 +17,7 @@ from typing import Optional
 from ortools.sat.python import cp_model
 
 from costmodels.model_spec import ModelSpec
-from planner.search.tables import OBJ_PER_TIME, Table, lower_bound, stage_counts
+from planner.search.tables import OBJ_PER_TIME, Table, lower_bound, only_split, stage_counts
 
 MAX_DOMAIN = 2**62  # CP-SAT integer variables are 64-bit: larger bounds make the model invalid
 GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one
@@ -176,10 +176,13 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             by_pp.setdefault(t.layout.pp, []).append(idx)
     bounds = {i: lower_bound(tables[i], model) for ids in by_pp.values() for i in ids}
     usable = {i for i in bounds if bounds[i] is not None}
-    huge = {i for i in usable if _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
+    huge = {i for i in usable if only_split(tables[i], model) is None
+            and _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
     usable -= huge  # objectives beyond CP-SAT's 64-bit integers: the caller's first split stands for them
-    best: Optional[Solution] = None
+    best = _best_exact(model, tables, by_pp, bounds, usable)  # one split only: no model needed
     incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
+    if best is not None and (incumbent is None or best.objective <= incumbent):
+        incumbent = best.objective
     optimal = not huge
     for pp, ids in sorted(by_pp.items(), key=lambda kv: min((bounds[i] for i in kv[1] if bounds[i] is not None),
                                                             default=2**62)):
@@ -208,6 +211,20 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         best = Solution(best.index, best.table, best.stage_layers, best.objective, optimal,
                         best.objective if optimal else best.bound)
     return best
+
+
+def _best_exact(model, tables, by_pp, bounds, usable) -> Optional[Solution]:
+    """The best candidate with one split only (planner.search.tables.only_split), whose lower bound is
+    its objective, taken out of by_pp: the models need not carry them."""
+    exact = []
+    for pp, ids in by_pp.items():
+        single = {i for i in ids if only_split(tables[i], model) is not None}
+        by_pp[pp] = [i for i in ids if i not in single]
+        exact += [(bounds[i], i) for i in sorted(single) if i in usable]
+    if not exact:
+        return None
+    value, i = min(exact)
+    return Solution(i, tables[i], only_split(tables[i], model), value, True, value)
 
 
 def _build_s(count: int, pp: int) -> float:

@@ -2,6 +2,8 @@
 
 1. Enumerate every candidate layout (planner.search.space), keeping those a `keep` predicate accepts
    (e.g. `validated_filter`: only layouts whose accuracy regime is validated).
+   Candidates that differ only in a stage split a framework's partitioner fixes form one `Group`:
+   their bounds are the same (a bound holds for every split), so they are bounded once.
 2. Drop candidates whose device-memory lower bound (states, activations, the allocator's
    fragmentation, CUDA context and NCCL buffers: costmodels.device_memory) exceeds HBM less the
    margin: no split can fit them.
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -28,7 +31,8 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
-from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
+from planner.search.memo import FieldMemo
+from planner.search.space import Candidate, SpaceOptions, fixed_splits
 from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
@@ -69,36 +73,81 @@ class SearchResult:
     stats: SearchStats
     gap: Optional[float] = 0.0  # relative optimality gap; None when the time limit cut the enumeration
     tables: list[Table] = field(default_factory=list)
+    # the cost caches of this problem, for a later search of the same (model, cluster, train)
+    coster: Optional[Coster] = field(default=None, repr=False, compare=False)
 
 
 Keep = Callable[[Candidate], bool]
 
 
+@dataclass(frozen=True)
+class Group:
+    """Candidates that differ only in the stage split a framework's partitioner imposes: one bound
+    serves them all (bounds hold for every split), tables are built per member."""
+
+    base: Candidate  # fixed_stages None
+    splits: tuple  # (None,): the search splits the layers; else the partitioner's splits
+
+    @property
+    def members(self) -> list[Candidate]:
+        """The candidates of the group, one per split."""
+        if self.splits == (None,):
+            return [self.base]
+        return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
+
+
+def _groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep]):
+    """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
+    With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
+    for the base holds for every split (planner.search.memo)."""
+    free = dataclasses.replace(opts, stage_splits=None)
+    L = coster.model.num_layers
+    for base in coster.layouts(free):
+        splits = fixed_splits(L, base.pp, base.vpp, opts)
+        if not splits:
+            continue
+        if keep is None:
+            yield base, splits, 0
+            continue
+        ok = keep(base)
+        if splits != (None,) and "fixed_stages" in keep.read:
+            kept = tuple(s for s in splits if keep(Group(base, (s,)).members[0]))
+            yield base, kept, len(splits) - len(kept)
+        else:
+            yield (base, splits, 0) if ok else (base, (), len(splits))
+
+
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
-                keep: Optional[Keep] = None):
+                keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
-    for lay in enumerate_layouts(model, cluster, train, opts):
-        if stats.layouts_considered % 256 == 0 and time.perf_counter() > deadline:
+    # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
+    memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
+    for n, (lay, splits, rejected) in enumerate(_groups(coster, opts, memo)):
+        if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
             break
         if lay.dp > MAX_DEGREE:
             continue  # a degree Layout cannot hold (costmodels.layout.MAX_DEGREE): not a layout to offer
-        stats.layouts_considered += 1
-        if keep is not None and not keep(lay):
-            stats.filtered_out += 1
+        stats.layouts_considered += rejected + len(splits)
+        stats.filtered_out += rejected
+        if not splits:
             continue
-        b = coster.bounds(lay)
+        group, count = Group(lay, splits), len(splits)
+        memory = coster.memory_bound(lay)
         usable = coster.budget(lay)
-        if stats.smallest_memory_bound is None or b.memory_bytes < stats.smallest_memory_bound[0]:
-            stats.smallest_memory_bound = (b.memory_bytes, lay)
-        if b.memory_bytes > usable:
-            stats.memory_pruned += 1
-            near = b.memory_bytes <= NEAR_MISS * usable
-            if near and (stats.fastest_pruned is None or b.step_s < stats.fastest_pruned[0]):
-                stats.fastest_pruned = (b.step_s, b.memory_bytes, lay)
+        if stats.smallest_memory_bound is None or memory < stats.smallest_memory_bound[0]:
+            stats.smallest_memory_bound = (memory, group.members[0])
+        if memory > usable:
+            stats.memory_pruned += count
+            if memory <= NEAR_MISS * usable:
+                step = coster.layers_bound_s(lay)
+                if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
+                    step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
+                    if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
+                        stats.fastest_pruned = (step, memory, group.members[0])
             continue
-        kept.append((b.step_s, lay))
+        kept.append((coster.layers_bound_s(lay), group))
     kept.sort(key=lambda item: item[0])
     return kept
 
@@ -110,22 +159,26 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (lb, lay) in enumerate(kept):
+    for i, (lb, group) in enumerate(kept):  # lb: the layers' bound, without the split-free fixed_s
         if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
-            stats.bound_pruned += len(kept) - i
+            stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
             break
+        if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+            stats.bound_pruned += len(group.splits)  # the sends and overhead too: provably slower
+            continue
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
             stats.truncated = True
             stats.cut_short("costing")
             break
-        table = coster.table(lay)
-        found = first_objective(model, table)
-        bound = lower_bound(table, model)
-        if bound is not None:  # None: a single-stage layout that does not fit
-            out.append((bound, table, found))
-        if found is not None:
-            best = sorted(best + [found[0]])[:top]
+        for lay in group.members:
+            table = coster.table(lay)
+            found = first_objective(model, table)
+            bound = lower_bound(table, model)
+            if bound is not None:  # None: a single-stage layout that does not fit
+                out.append((bound, table, found))
+            if found is not None:
+                best = sorted(best + [found[0]])[:top]
     stats.tabled = len(out)
     if len(best) >= top:
         kept_out = [item for item in out if item[0] <= best[-1]]
@@ -136,16 +189,19 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
-           keep: Optional[Keep] = None, deadline: Optional[float] = None) -> SearchResult:
+           keep: Optional[Keep] = None, deadline: Optional[float] = None,
+           coster: Optional[Coster] = None) -> SearchResult:
     """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds (and
     before `deadline`, a time.perf_counter() value, less RESERVE_S for what the caller does after):
     when the limit stops the search early, the best found is returned with status "feasible" and
     stats.cut says what was cut. `keep`: only candidates it accepts are costed (the others count in
-    stats.filtered_out)."""
+    stats.filtered_out). `coster`: the cost caches of an earlier search of the same problem (used only
+    when its model, cluster and train equal these)."""
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
-    coster = Coster(model, cluster, train)
+    if coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train):
+        coster = Coster(model, cluster, train)
     progress("enumerating layouts")
     kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
@@ -163,7 +219,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     if stats.truncated:
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
-                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors])
+                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster)
 
 
 def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
@@ -255,7 +311,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
         result.stats.cut_short("validated alternative")
         return None
     again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
-                   deadline=deadline)
+                   deadline=deadline, coster=result.coster)  # the same problem: its cost caches serve again
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
     return again.plans[0] if again.plans else None

@@ -83,7 +83,7 @@ def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, o
     for n, lay in enumerate(enumerate_layouts(model, cluster, train, opts)):
         if deadline is not None and n % 256 == 0 and time.perf_counter() > deadline:
             break
-        b = coster.bounds(lay).memory_bytes
+        b = coster.memory_bound(lay)  # no layer time needed for memory
         if best is None or b < best[0]:
             best = (b, lay)
     return best

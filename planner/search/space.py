@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Optional
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, a2a_heads_ok
 from costmodels.model_spec import ModelSpec
+from costmodels.timing import Context
 from costmodels.train_spec import TrainSpec
 
 RECOMPUTE = ("none", "selective", "full")
@@ -32,6 +33,15 @@ DOMINATED = [
     "zero=3 with pp>1: pipelining keeps a stage's weights gathered and gradients unsharded for the whole step, "
     "so it costs exactly what zero=1 costs (costmodels.memory.memory_zero, costmodels.sharding)",
 ]
+
+
+class _LayOnly:
+    """A stand-in Context holding only a layout, for Context properties that read nothing else."""
+
+    __slots__ = ("lay",)
+
+    def __init__(self, lay: object):
+        self.lay = lay
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +67,15 @@ class Candidate:
     shard_group: Optional[int] = None
     # the split a framework's partitioner imposes (DeepSpeed's partition_method); None: the search chooses
     fixed_stages: Optional[tuple[int, ...]] = None
+
+    # properties a FieldMemo records as one read (their value), not as the fields inside (planner.search.memo)
+    ATOMIC = frozenset({"zero3_per_microbatch"})
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """costmodels.timing.Context.zero3_per_microbatch of this candidate (the same code): whether its
+        ZeRO-3 collectives run per layer and micro-batch."""
+        return Context.zero3_per_microbatch.fget(_LayOnly(self))
 
     @property
     def model_parallel_size(self) -> int:
@@ -180,13 +199,13 @@ def _inner(model, world, gbs, opts, degrees, gpus_per_node) -> Iterator[Candidat
                     for recompute in opts.recompute:
                         if cp > 1 and opts.cp_choice and opts.cp_choice(tp, cp, mbs, recompute) != cp_comm:
                             continue  # a faster cp algorithm exists for this layout (DOMINATED)
-                        for fixed in _fixed_splits(model.num_layers, pp, vpp, opts):
+                        for fixed in fixed_splits(model.num_layers, pp, vpp, opts):
                             yield Candidate(tp, tp > 1, cp, cp_comm, ep, etp, pp, vpp, dp, zero, mbs, recompute,
                                             "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group,
                                             fixed)
 
 
-def _fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
+def fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
     """(None,): the search splits the layers; else the splits the framework's partitioner makes
     (each stage at least vpp layers)."""
     if pp == 1 or opts.stage_splits is None:

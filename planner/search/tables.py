@@ -143,13 +143,23 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     """An objective no split can beat. Per-layer coefficients are the same on every stage, so the
     sums over stages of t_i, R_i, G_i and opt_i are constants; a maximum over stages is at least
     the mean, and the mean of max(0, a_i) is at least max(0, mean a_i) (convexity)."""
-    if table.layout.pp == 1:  # one split only: the bound is the objective itself (None: it overflows)
-        return table.objective(stage_counts(model, [model.num_layers]))
+    only = only_split(table, model)
+    if only is not None:  # one split only: the bound is the objective itself (None: it overflows)
+        return table.objective(stage_counts(model, only))
     q, p = OBJ_PER_TIME, table.layout.pp
     counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
     t, r, g, o = (_sum_over_stages(a, *counts) for a in (table.time, table.reduce, table.gather, table.optimizer))
     dp = table.dp_term(r, g, t) // p
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
+
+
+def only_split(table: Table, model: ModelSpec) -> list[int] | None:
+    """The stage split when the candidate has one only (pp = 1, or a framework's partitioner fixes it),
+    else None (the search chooses)."""
+    if table.layout.pp == 1:
+        return [model.num_layers]
+    fixed = table.layout.fixed_stages
+    return list(fixed) if fixed is not None else None
 
 
 def make_table(layout: Candidate, k: LayoutCoefficients, dev: DeviceTerms) -> Table:
