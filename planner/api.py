@@ -238,7 +238,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     say = progress or (lambda message: None)
     model, clus = prob.model, prob.cluster
     space = fws.space_options(fw, model, clus, train)
-    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus) if validated_only else None)
+    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name) if validated_only else None)
     result = search(model, clus, train, top=top, time_limit_s=time_limit_s, opts=space, progress=say, keep=keep,
                     deadline=deadline)
     alternative = None

@@ -86,3 +86,19 @@ def test_a_generation_without_rows_takes_the_leave_one_generation_out_band():
     held["ampere/zero1-2/*"] = _err(6, 0.05)
     a100 = uncertainty(base.model_copy(update={"held_out": held}), lay, 8, "a100-80gb")
     assert a100.rows == 6 and a100.basis.startswith("same GPU generation")
+
+
+def test_validated_only_asks_the_band_of_the_plans_own_gpu_generation():
+    """plan --validated-only keeps a layout when its regime is validated on the cluster's GPU generation
+    (the regime key ends in it): the filter's answer is the band of that generation, which for torchtitan
+    ZeRO-3 on <= 64 GPUs differs between generations, so a filter that dropped the GPU would fail here."""
+    import hardware_profiles as hp
+    from costmodels.layout import Layout
+    from costmodels.uncertainty import uncertainty
+    from planner.search.engine import validated_filter
+
+    stack, lay = hp.load_stack("torchtitan"), Layout(tp=1, pp=1, dp=16, zero=3, mbs=1)
+    answers = {gpu: uncertainty(stack, lay, 16, gpu).validated for gpu in ("h100-sxm", "a100-80gb", "b200")}
+    for gpu, want in answers.items():
+        assert validated_filter(stack, 16, gpu)(lay) is want, gpu
+    assert len(set(answers.values())) == 2  # the generations disagree: the GPU decides

@@ -281,15 +281,16 @@ def _estimate(model, cluster, train, sol: cpsat.Solution) -> Estimate:
     return estimate(model, cluster, train, sol.table.layout.to_layout(sol.stage_layers))
 
 
-def validated_filter(stack: Stack, num_gpus: int) -> Keep:
-    """A `keep` predicate: the candidate's regime (stack x sharding x scale, costmodels.uncertainty)
-    is validated. The regime depends on the sharding class alone here, so it is cached by it."""
+def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None) -> Keep:
+    """A `keep` predicate: the candidate's regime (stack x sharding x scale x GPU generation,
+    costmodels.uncertainty) is validated. The regime depends on the sharding class alone here, so it
+    is cached by it."""
     cache: dict[str, bool] = {}
 
     def keep(lay: Candidate) -> bool:
         key = sharding_class(lay)
         if key not in cache:
-            cache[key] = uncertainty(stack, lay, num_gpus).validated
+            cache[key] = uncertainty(stack, lay, num_gpus, gpu).validated
         return cache[key]
 
     return keep
@@ -305,7 +306,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
-    valid = validated_filter(train.stack_spec, cluster.num_gpus)
+    valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name)
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
