@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
-from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
+from planner.frameworks.deepspeed import export as deepspeed
+from planner.frameworks.megatron import export as megatron
+from planner.frameworks.megatron import export_slurm as slurm
+from planner.frameworks.fsdp import export as torchrun
+from planner.frameworks.torchtitan import export as torchtitan
 from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
 from planner.exporters.pricing import misfit, misfit_brief, priced_for
 from planner.files.guarded_write import Target, write_all

@@ -6,10 +6,10 @@ batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
 --model. Every problem is a UserError naming the flag or key and its value.
-A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.files.ds_auto (check's flags, else
+A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.frameworks.deepspeed.auto (check's flags, else
 TrainingArguments' defaults, each named); its offload sections and fp32 (no bf16/fp16) are read into the
 TrainSpec (costmodels.offload prices them). torchtitan's converters, compile, async TP and activation
-checkpointing are read by planner.files.titan_read, its 0.3 launch lines by planner.files.titan_cli.
+checkpointing are read by planner.frameworks.torchtitan.config_toml, its 0.3 launch lines by planner.frameworks.torchtitan.config_cli.
 
 The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
 `megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML
@@ -29,16 +29,16 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
-from planner.files import megatron_deepspeed as mds
-from planner.files import megatron_flags as mf
-from planner.files import megatron_train
-from planner.files import ds_auto
+from planner.frameworks.megatron import deepspeed_dialect as mds
+from planner.frameworks.megatron import flags as mf
+from planner.frameworks.megatron import train as megatron_train
+from planner.frameworks.deepspeed import auto as ds_auto
 from planner.files import parplan_launch
 from planner.files import read_configs as rc
-from planner.files import titan_cli
-from planner.files import titan_read as tr
-from planner.files.ds_auto import ReadNotes, TrainerFlags
-from planner.files.ds_partition import ds_stages
+from planner.frameworks.torchtitan import config_cli as titan_cli
+from planner.frameworks.torchtitan import config_toml as tr
+from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+from planner.frameworks.deepspeed.partition import ds_stages
 from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
 from planner.files.shellread import sbatch_options
 from planner.files.safe_read import parse_json, parse_toml, read_text
@@ -99,7 +99,7 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     """Read a native launch config into specs and a layout (dp derived).
 
     flags: check's --micro-batch/--grad-accum/--global-batch/--precision, which fill a DeepSpeed JSON's
-    "auto" values (planner.files.ds_auto); notes: receives one line per assumption made and per setting read but not priced.
+    "auto" values (planner.frameworks.deepspeed.auto); notes: receives one line per assumption made and per setting read but not priced.
 
     model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
     cluster: preset or spec file (always needed); nodes: overrides the cluster's node count (a
