@@ -11,8 +11,11 @@ and never overwrites without `force`; names holding terminal control characters 
 exit 2); with fmt="all" such refusals are collected instead, and only an export in which every
 target refuses fails.
 
-May import: costmodels, hardware_profiles, planner.errors, planner.safetext, planner.files (readers,
-writers, DeepSpeed's partitioner), planner.search (the split of a layout without stage_layers).
+Each target's module lives in its framework's folder (planner.frameworks.<name>.export*); this package
+keeps what they share (`common`, `pricing`) and the validators (`check_written`, `launch_rules`,
+`config_rules`). May import: costmodels, hardware_profiles, planner.errors, planner.safetext,
+planner.files (readers, writers), planner.frameworks (readers and exporters), planner.search (the split
+of a layout without stage_layers).
 Never planner.report or the CLI.
 """
 

@@ -34,12 +34,13 @@ from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.deepspeed import auto as ds_auto
 from planner.files import parplan_launch
-from planner.files import read_configs as rc
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_toml as tr
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
 from planner.frameworks.deepspeed.partition import ds_stages
-from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
+from planner.frameworks.deepspeed import config_json as dsc
+from planner.frameworks.torchtitan import config_values as ttc
+from planner.frameworks.torchtitan.config_values import titan_split  # noqa: F401  (re-exported)
 from planner.files.shellread import sbatch_options
 from planner.files.safe_read import parse_json, parse_toml, read_text
 
@@ -285,21 +286,21 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
     cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
     if notes is not None:
-        notes.notes.extend(rc.ds_unpriced(cfg))
+        notes.notes.extend(dsc.ds_unpriced(cfg))
     spec = _need_model(model, path, "DeepSpeed")
-    pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
+    pp, cp = dsc.ds_pipeline(cfg, path), dsc.ds_sequence_parallel(cfg, path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, dsc.ds_world(cfg, path, pp * cp), path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
-    zero = rc.ds_zero(cfg, path, pp)
+    zero = dsc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
                         f"{clus.num_gpus} GPUs")
     dp = clus.num_gpus // (pp * cp)
-    micro, gas, total = rc.ds_batch(cfg, path, dp)
-    recompute = rc.ds_recompute(cfg, path)
-    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
-             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed", **rc.ds_offload(cfg, path, zero)}
-    overlap = rc.ds_overlap(cfg, path)
+    micro, gas, total = dsc.ds_batch(cfg, path, dp)
+    recompute = dsc.ds_recompute(cfg, path)
+    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": dsc.ds_precision(cfg, path),
+             "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero)}
+    overlap = dsc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
     lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, "recompute": recompute,
@@ -319,18 +320,18 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     else:
         cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
-    par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
-    world = rc.tt_world(par, path) or launched
+    par, training = ttc.section(cfg, "parallelism", path), ttc.section(cfg, "training", path)
+    world = ttc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
                           "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
-    lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
-    local = rc.tt_int(training, "local_batch_size", path, 8, "training")
-    gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
+    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
+    local = ttc.tt_int(training, "local_batch_size", path, 8, "training")
+    gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
-    lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
+    lay["mbs"] = ttc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
     lay["recompute"] = tr.recompute(cfg, path, notes.notes)
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
-    train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
+    train = {"global_batch_size": gbs, "seq_length": ttc.tt_int(training, "seq_len", path, 2048, "training"),
              **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
              "stack": "torchtitan" if compile_on else "torchtitan-eager"}
     if loss_compiled:

@@ -9,8 +9,8 @@ one module per parallelism:
   hardware_profiles/frameworks/), the software stacks whose fitted efficiencies price it (STACKS, data
   in hardware_profiles/stacks/; the first is its default) and the export formats it writes (FORMATS).
 
-What stays shared: the generic launch-script reader (planner.files.shellread and shell_*), the DeepSpeed
-and torchtitan value checks of planner.files.read_configs, the native dispatcher (planner.files.native),
+What stays shared: the generic launch-script reader (planner.files.shellread and shell_*), the value
+checks every config reader uses (planner.files.config_values), the native dispatcher (planner.files.native),
 the guarded log reader (planner.files.logs), the exporters' common code, pricing and validators
 (planner.exporters), and the search's `--framework` logic (planner.search.frameworks).
 

@@ -101,7 +101,7 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
 def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: Optional[int], hf_name: str,
                path: Path, notes: list[str]) -> None:
     """Fill cfg[key] from the flag, else (when "auto") from the Trainer's default; None leaves the key
-    to DeepSpeed's batch rule (planner.files.read_configs.ds_batch)."""
+    to DeepSpeed's batch rule (planner.frameworks.deepspeed.config_json.ds_batch)."""
     value = cfg.get(key)
     if flag is not None:
         if value not in (None, "auto") and value != flag:

@@ -13,7 +13,7 @@ Choices documented in the files and in docs/exporters.md:
   global / (local * dp) = num_microbatches.
 - stages: pipeline_parallel_layers_per_stage with first/last_stage_less_layers chosen so that
   torchtitan's own split (distributed/pipeline_parallel.py generate_llm_fqn_per_model_part, mirrored by
-  read_configs.titan_split) gives the plan's stage_layers with each rank's chunks as even as parplan
+  config_values.titan_split) gives the plan's stage_layers with each rank's chunks as even as parplan
   models them (Llama 3 405B on pp=16: 1 and 1 give 7, 8, ..., 8, 7); other splits would need
   module_fqns_per_model_part with the model's module names, and are refused.
 """
@@ -27,7 +27,7 @@ from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
 from planner.files.planfile import VERSION
-from planner.files.read_configs import stage_options
+from planner.frameworks.torchtitan.config_values import stage_options
 
 TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
 TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
