@@ -88,8 +88,8 @@ def test_costmodels_is_pure(name, path):
 def test_every_package_says_what_it_holds_and_may_import():
     folders = [p.relative_to(ROOT / "planner") for p in (ROOT / "planner" / "frameworks").iterdir() if p.is_dir()
                and (p / "__init__.py").exists()]
-    for init in [ROOT / "planner" / p / "__init__.py" for p in ("files", "search", "exporters", "report", "frameworks",
-                                                              *folders)]:
+    packages = ("files", "search", "exporters", "report", "frameworks", *folders)
+    for init in [ROOT / "planner" / p / "__init__.py" for p in packages]:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "May import" in doc, init
 
@@ -111,8 +111,10 @@ def test_a_frameworks_readers_never_import_its_exporters():
     assert level("planner.frameworks.deepspeed") == level("planner.files")
 
 
-@pytest.mark.parametrize("old", sorted(p for p in (ROOT / "planner").rglob("*.py") if "sys.modules[__name__]" in p.read_text()),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+ALIASES = sorted(p for p in (ROOT / "planner").rglob("*.py") if "sys.modules[__name__]" in p.read_text())
+
+
+@pytest.mark.parametrize("old", ALIASES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_old_paths_stay_thin_aliases_of_the_moved_modules(old):
     """A path kept for one release is a docstring and one alias, never code of its own (one place to fix)."""
     import importlib

@@ -53,3 +53,13 @@ def test_a_folders_exporters_render_what_the_exporters_package_dispatches(name):
     modules = sorted(p.stem for p in (ROOT / "planner" / "frameworks" / name).glob("export*.py"))
     renderers = {importlib.import_module(f"planner.frameworks.{name}.{m}").render for m in modules}
     assert renderers == {exporters.RENDERERS[f] for f in folder(name).FORMATS}
+
+
+def test_the_old_read_configs_path_names_the_moved_readers():
+    """planner.files.read_configs is kept for one release: its names are the moved functions themselves."""
+    from planner.files import read_configs
+    from planner.frameworks.deepspeed import config_json
+    from planner.frameworks.torchtitan import config_values
+    assert read_configs.ds_batch is config_json.ds_batch and read_configs.ds_unpriced is config_json.ds_unpriced
+    assert read_configs.stage_options is config_values.stage_options
+    assert read_configs.titan_split is config_values.titan_split
