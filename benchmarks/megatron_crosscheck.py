@@ -126,7 +126,7 @@ def exports(out: Path) -> list[tuple[str, Path, int]]:
 
 
 def job_for(path: Path, world: int, site: Path, stubs: list[str]) -> dict:
-    from planner.files.megatron_flags import read_megatron
+    from planner.frameworks.megatron.flags import read_megatron
     text = path.read_text()
     if path.suffix == ".sbatch":
         text = f"SLURM_NNODES={world // 8}\nSLURM_JOB_ID=1\n" + text

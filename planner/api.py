@@ -268,7 +268,7 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
     from planner import trainopts as to
     from planner.files import check_overrides as co
     from planner.files import loading
-    from planner.files.ds_auto import ReadNotes
+    from planner.frameworks.deepspeed.auto import ReadNotes
     from planner.files.native import config_kind, is_native, load_native
     from planner.search import frameworks as fws
     from planner.search import stage_split

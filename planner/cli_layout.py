@@ -20,7 +20,7 @@ from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_
 from planner.errors import UserError
 from planner.exporters import run_export
 from planner.files import check_overrides as co
-from planner.files.ds_auto import ReadNotes
+from planner.frameworks.deepspeed.auto import ReadNotes
 from planner.files.native import config_kind, is_native, load_native
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic

@@ -152,7 +152,7 @@ def test_torchtitan_reader_strips_colours_and_turns_tps_into_seconds(tmp_path):
     assert log.framework == "torchtitan"
     assert (log.settings["global_batch"], log.settings["seq_length"], log.settings["total_params"]) == (
         16, 8192, 8_030_261_248)
-    from planner.files.logs import torchtitan
+    from planner.frameworks.torchtitan import log as torchtitan
     torchtitan.to_seconds(log, 16, 8192, 8)
     assert summarize(log).step_s == pytest.approx(16 * 8192 / (6000 * 8), rel=0.04)
 
@@ -161,7 +161,7 @@ def test_deepspeed_reader_throughput_and_timers(tmp_path):
     log = read_log(_write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=32.0)))
     assert (log.framework, log.settings["global_batch"], log.settings["zero"], log.settings["mbs"]) == (
         "deepspeed", 64, 3, 8)
-    from planner.files.logs import deepspeed
+    from planner.frameworks.deepspeed import log as deepspeed
     deepspeed.to_seconds(log, 64)
     assert summarize(log).step_s == pytest.approx(2.0, rel=0.03)
     timed = read_log(_write(tmp_path, "dst.log", deepspeed_log(train_batch=64, mbs=8, zero=2, samples_per_s=0,

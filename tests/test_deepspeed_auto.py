@@ -18,7 +18,7 @@ from costmodels.train_spec import TrainSpec
 from planner.cli import app
 from planner.errors import UserError
 from planner.files import loading
-from planner.files.ds_auto import ReadNotes, TrainerFlags, resolve
+from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags, resolve
 from planner.files.native import load_native
 
 CORPUS = Path(__file__).parent / "data" / "configs"

@@ -175,7 +175,7 @@ def test_refusals_are_reported_for_all(exported):
     if name in ("70b-tp4-cp2-interleaved", "mixtral-8x7b-example"):
         assert "deepspeed" in result.refused
         assert any(k in result.refused["deepspeed"] for k in ("tensor", "context", "expert"))
-    # torchtitan states uneven ends through first/last_stage_less_layers (planner.exporters.torchtitan.stage_keys);
+    # torchtitan states uneven ends through first/last_stage_less_layers (planner.frameworks.torchtitan.export.stage_keys);
     # these two splits it cannot make without module names (was: every uneven split refused)
     if name in ("8b-uneven-vpp", "8b-layout-string"):
         assert "torchtitan" in result.refused

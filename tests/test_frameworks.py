@@ -25,7 +25,7 @@ from costmodels.train_spec import TrainSpec
 from planner.cli import app
 from planner.exporters import FORMATS, render_all
 from planner.exporters.common import plan_from_doc
-from planner.exporters.deepspeed import ds_config
+from planner.frameworks.deepspeed.export import ds_config
 from planner.files import loading
 from planner.files.planfile import plan_document
 from planner.files.shellread import find_launch, read_script

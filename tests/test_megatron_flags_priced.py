@@ -1,7 +1,7 @@
 """Every Megatron flag that changes memory is read and priced, or warned about (issue 34).
 
 Flag names and defaults: megatron-core 0.16.1's config dataclasses (tests/data/megatron_core_0.16.1_config_fields.txt,
-see its header) and planner/files/megatron_flag_table.py. Each test compares one script with and without a flag:
+see its header) and planner/frameworks/megatron/flag_table.py. Each test compares one script with and without a flag:
 it fails if the flag is read but ignored (identical numbers), which is the symptom users met.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from costmodels.estimate import estimate
 from planner.errors import UserError
-from planner.files import megatron_flag_table as table
+from planner.frameworks.megatron import flag_table as table
 from planner.files.native import load_native_text
 
 FIELDS = Path(__file__).parent / "data" / "megatron_core_0.16.1_config_fields.txt"
@@ -156,7 +156,7 @@ def test_megatron_deepspeed_bf16_optimizer_is_zero1_and_legacy_recompute_is_full
 def test_recompute_modules_given_as_separate_words_are_all_read():
     """--recompute-modules is argparse nargs='+': `--recompute-modules mlp moe layernorm` names three
     modules (NVIDIA's Megatron-FSDP DeepSeek-V3 script), not one followed by stray words."""
-    from planner.files.megatron_flags import layout_data, model_data, read_megatron
+    from planner.frameworks.megatron.flags import layout_data, model_data, read_megatron
     script = ("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
               "--vocab-size 1000 --micro-batch-size 1 --bf16 --recompute-granularity selective "
               "--recompute-modules mlp moe layernorm --use-distributed-optimizer\n")

@@ -120,7 +120,7 @@ def test_gqa_matrices_unchanged():
 
 
 def test_megatron_flags_round_trip(tmp_path):
-    from planner.files.megatron_flags import model_data, read_megatron
+    from planner.frameworks.megatron.flags import model_data, read_megatron
     script = tmp_path / "run.sh"
     script.write_text("torchrun pretrain_gpt.py --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
                       "--vocab-size 129280 --seq-length 4096 --multi-latent-attention --q-lora-rank 1536 "
@@ -132,7 +132,7 @@ def test_megatron_flags_round_trip(tmp_path):
 
 
 def test_megatron_export_writes_mla_flags():
-    from planner.exporters.megatron import mla_args
+    from planner.frameworks.megatron.export import mla_args
     m = hp.load_model("deepseek-v3")
     flags = dict(mla_args(m.mla))
     assert flags == {"--multi-latent-attention": None, "--q-lora-rank": 1536, "--kv-lora-rank": 512,

@@ -93,8 +93,8 @@ def test_mtp_time_and_flops_on_the_last_stage():
 
 
 def test_readers_and_megatron_writer_carry_mtp(tmp_path):
-    from planner.exporters.megatron import model_args
-    from planner.files.megatron_flags import model_data, read_megatron
+    from planner.frameworks.megatron.export import model_args
+    from planner.frameworks.megatron.flags import model_data, read_megatron
     v3 = {"model_type": "deepseek_v3", "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
           "intermediate_size": 4096, "moe_intermediate_size": 512, "n_routed_experts": 8, "n_shared_experts": 1,
           "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": None, "kv_lora_rank": 512,

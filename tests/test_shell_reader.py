@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.errors import UserError
-from planner.files import megatron_vocab as mv
-from planner.files.megatron_flags import read_megatron
+from planner.frameworks.megatron import vocab as mv
+from planner.frameworks.megatron.flags import read_megatron
 from planner.files.native import load_native
 from planner.files.shellread import read_script
 

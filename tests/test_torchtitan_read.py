@@ -1,4 +1,4 @@
-"""torchtitan TOML read as its users run it (planner/files/titan_read.py): converters, float8 recipe,
+"""torchtitan TOML read as its users run it (planner/frameworks/torchtitan/config_toml.py): converters, float8 recipe,
 compile components, async TP, activation checkpoint modes, CPU offload; and the five corpus presets
 (tests/data/configs, unedited) judged on the hardware they ran on."""
 
@@ -13,7 +13,7 @@ import hardware_profiles as hp
 from costmodels.estimate import estimate
 from planner.errors import UserError
 from planner.files import loading
-from planner.files.ds_auto import ReadNotes
+from planner.frameworks.deepspeed.auto import ReadNotes
 from planner.files.native import load_native
 
 CORPUS = Path(__file__).parent / "data" / "configs"

@@ -34,7 +34,7 @@ from costmodels.pipeline import chunk_layers, pipeline_span_s
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.cli import app
-from planner.files.ds_partition import ds_split
+from planner.frameworks.deepspeed.partition import ds_split
 from planner.search.stage_split import choose
 
 runner = CliRunner()

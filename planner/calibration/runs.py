@@ -29,7 +29,9 @@ from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files import loading
-from planner.files.logs import RunLog, Summary, deepspeed, summarize, torchtitan
+from planner.files.logs import RunLog, Summary, summarize
+from planner.frameworks.deepspeed import log as deepspeed
+from planner.frameworks.torchtitan import log as torchtitan
 from planner.safetext import visible
 
 MIN_STEP_S = 1e-4  # 0.1 ms: below any transformer training step (a kernel launch is ~5 us, a step thousands)

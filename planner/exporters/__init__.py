@@ -11,8 +11,11 @@ and never overwrites without `force`; names holding terminal control characters 
 exit 2); with fmt="all" such refusals are collected instead, and only an export in which every
 target refuses fails.
 
-May import: costmodels, hardware_profiles, planner.errors, planner.safetext, planner.files (readers,
-writers, DeepSpeed's partitioner), planner.search (the split of a layout without stage_layers).
+Each target's module lives in its framework's folder (planner.frameworks.<name>.export*); this package
+keeps what they share (`common`, `pricing`) and the validators (`check_written`, `launch_rules`,
+`config_rules`). May import: costmodels, hardware_profiles, planner.errors, planner.safetext,
+planner.files (readers, writers), planner.frameworks (readers and exporters), planner.search (the split
+of a layout without stage_layers).
 Never planner.report or the CLI.
 """
 
@@ -23,7 +26,11 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
-from planner.exporters import deepspeed, megatron, slurm, torchrun, torchtitan
+from planner.frameworks.deepspeed import export as deepspeed
+from planner.frameworks.megatron import export as megatron
+from planner.frameworks.megatron import export_slurm as slurm
+from planner.frameworks.fsdp import export as torchrun
+from planner.frameworks.torchtitan import export as torchtitan
 from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
 from planner.exporters.pricing import misfit, misfit_brief, priced_for
 from planner.files.guarded_write import Target, write_all

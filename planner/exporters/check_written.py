@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from planner.errors import UserError
-from planner.files import megatron_flags as mf
+from planner.frameworks.megatron import flags as mf
 from planner.exporters.common import ExportPlan, plan_from_doc
 from planner.files.shellread import (
     find_launch, flag_dict, parse_flags, read_script, sbatch_options, split_at_script,

@@ -12,8 +12,8 @@ import re
 from typing import Optional
 
 from planner.errors import UserError
-from planner.files import megatron_flags as mf
-from planner.files import megatron_train
+from planner.frameworks.megatron import flags as mf
+from planner.frameworks.megatron import train as megatron_train
 from planner.files.shellread import flag_dict, parse_flags
 
 

@@ -12,7 +12,7 @@ user's own train.py, so it keeps the plan's stack (written as PARPLAN_STACK).
 
 The layout is the one the framework runs: torchtitan always shards activations over TP when tp > 1
 (ParallelismConfig.enable_sequence_parallel, default True, which the exporter writes), and its ZeRO-1
-is FSDP2 without resharding (ZeRO-2 memory; planner/exporters/torchtitan.py).
+is FSDP2 without resharding (ZeRO-2 memory; planner/frameworks/torchtitan/export.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`check`'s batch, sequence and precision options over what a config says.
 
 A DeepSpeed JSON takes --micro-batch, --grad-accum, --global-batch and --precision while it is read
-(they fill its "auto" values: planner.files.ds_auto); for every format, --seq-len and --precision then
+(they fill its "auto" values: planner.frameworks.deepspeed.auto); for every format, --seq-len and --precision then
 replace the training settings, --recompute the layout's activation recompute, and for the others (plan file, Megatron script, torchtitan TOML)
 --micro-batch sets the layout's micro-batch, --global-batch the global batch, and --grad-accum the
 micro-batches per step (global batch = micro-batch x dp x grad-accum), the micro-batch count being
@@ -18,7 +18,7 @@ from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files import loading
-from planner.files.ds_auto import TrainerFlags
+from planner.frameworks.deepspeed.auto import TrainerFlags
 
 
 @dataclass(frozen=True)

@@ -1,79 +1,10 @@
-"""Megatron's pipeline stage flags read back into per-rank layer counts and virtual stages.
+"""Moved to planner.frameworks.megatron.stages (planner/frameworks/megatron/stages.py); import it from there.
 
-Source: megatron/training/arguments.py (--num-layers-per-virtual-pipeline-stage,
---num-virtual-stages-per-pipeline-rank, --decoder-first/last-pipeline-num-layers,
---pipeline-model-parallel-layout, at most one of the virtual-stage flags) and
-benchmarks/data/launch_formats.md, section "Megatron-LM". Used by planner.files.megatron_flags.layout_data.
-"""
+This path is kept for one release only. It names the very same module object, so attributes,
+monkeypatches and private names agree whichever path a caller used."""
 
-from __future__ import annotations
+import sys
 
-import re
-from typing import TYPE_CHECKING, Optional
+from planner.frameworks.megatron import stages as _moved
 
-from planner.errors import UserError
-
-if TYPE_CHECKING:
-    from planner.files.megatron_flags import MegatronArgs
-
-VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-                 "--pipeline-model-parallel-layout")
-
-
-def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int]:
-    """(layers per pipeline rank or None for an even split, virtual stages per rank)."""
-    given = [f for f in VIRTUAL_FLAGS if a.has(f)]
-    if len(given) > 1:
-        raise UserError(f"{' and '.join(given)}: Megatron accepts only one of them")
-    if a.has("--pipeline-model-parallel-layout"):
-        return layout_stages(a.str("--pipeline-model-parallel-layout"), layers, pp)
-    vpp = 1
-    if a.has("--num-layers-per-virtual-pipeline-stage"):
-        per = a.int("--num-layers-per-virtual-pipeline-stage")
-        if layers % pp or (layers // pp) % per:
-            raise UserError(f"--num-layers-per-virtual-pipeline-stage {per}: layers per pipeline rank "
-                            f"({layers}/{pp}) must be a whole multiple of it")
-        vpp = layers // pp // per
-    elif a.has("--num-virtual-stages-per-pipeline-rank"):
-        vpp = a.int("--num-virtual-stages-per-pipeline-rank")
-    return uneven_stages(a, layers, pp), vpp
-
-
-def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
-    first = a.int("--decoder-first-pipeline-num-layers")
-    last = a.int("--decoder-last-pipeline-num-layers")
-    if first is None and last is None:
-        return None
-    rest = layers - (first or 0) - (last or 0)
-    middle = pp - (first is not None) - (last is not None)
-    if bool(rest) != bool(middle) or (middle and rest % middle) or rest < 0:
-        raise UserError(f"--decoder-first-pipeline-num-layers {first}, --decoder-last-pipeline-num-layers {last}: "
-                        f"the other {rest} layers do not split evenly over {middle} middle stages (pp={pp})")
-    inner = [rest // middle] * middle if middle else []
-    return ([first] if first is not None else []) + inner + ([last] if last is not None else [])
-
-
-MAX_LAYOUT_CHARS = 1_000_000  # an expanded --pipeline-model-parallel-layout: far above any real model's
-
-
-def _repeat(part: str, times: str, text: str) -> str:
-    """`part * times` of a layout string, refused past MAX_LAYOUT_CHARS ('t*99999999999' would fill memory)."""
-    if len(times) > 9 or len(part) * int(times) > MAX_LAYOUT_CHARS:
-        raise UserError(f"--pipeline-model-parallel-layout {text[:40]!r}: {part[:20]}*{times[:20]} expands past "
-                        f"{MAX_LAYOUT_CHARS} characters")
-    return part * int(times)
-
-
-def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
-    """Per-rank layer counts and vpp from a --pipeline-model-parallel-layout string."""
-    flat = text.replace(",", "").replace(" ", "")
-    for pattern in (r"\(([^)]+)\)\*([0-9]+)", r"(.)\*([0-9]+)"):
-        flat = re.sub(pattern, lambda m: _repeat(m.group(1), m.group(2), text), flat)
-    chunks = flat.split("|")
-    bad = set(flat) - set("ELtm|")
-    if bad or len(chunks) % pp or flat.count("E") != 1 or flat.count("L") != 1 or not chunks[0].startswith("E") \
-            or not chunks[-1].endswith("L") or flat.count("t") != layers:
-        raise UserError(f"--pipeline-model-parallel-layout {text!r}: needs E first, L last, {layers} t's and a "
-                        f"multiple of pp={pp} stages separated by '|'")
-    vpp = len(chunks) // pp
-    return [sum(chunks[v * pp + r].count("t") for v in range(vpp)) for r in range(pp)], vpp
+sys.modules[__name__] = _moved

@@ -1,74 +1,10 @@
-"""The vocabulary a Megatron launch trains with, from its tokenizer flags, padded as Megatron pads it.
+"""Moved to planner.frameworks.megatron.vocab (planner/frameworks/megatron/vocab.py); import it from there.
 
-Sources:
-- Megatron-LM megatron/training/tokenizer/tokenizer.py `build_tokenizer` and `_vocab_size_with_padding`:
-  the embedding has `ceil(V / (make_vocab_size_divisible_by * tp)) * make_vocab_size_divisible_by * tp`
-  rows (`--make-vocab-size-divisible-by`, default 128, megatron/training/arguments.py).
-- Megatron-DeepSpeed (BigScience) `--pad-vocab-size-to N`: exactly N rows (its arguments.py; N must be
-  at least V and a multiple of tp).
-- Tokenizer sizes: GPT-2 BPE 50257 (openai gpt2 encoder.json), BERT WordPiece uncased 30522 / cased 28996
-  (google-research/bert vocab.txt of BERT-Large), Llama 2 SentencePiece 32000 (Llama 2 paper, section 2.1),
-  Llama 3 tiktoken 128256 (meta-llama/Meta-Llama-3-8B config.json vocab_size), DeepSeek-V3 129280
-  (deepseek-ai/DeepSeek-V3 config.json), Mistral/Mixtral 32000 (mistralai/Mixtral-8x7B-v0.1 config.json),
-  BLOOM 250680 (bigscience/bloom config.json).
-Known deviation: an explicit --vocab-size (NullTokenizer, mock data) is taken as given; Megatron's
-NullTokenizer adds one end-of-document token and pads that (128256 -> 128384 at tp=1).
-"""
+This path is kept for one release only. It names the very same module object, so attributes,
+monkeypatches and private names agree whichever path a caller used."""
 
-from __future__ import annotations
+import sys
 
-from typing import Optional
+from planner.frameworks.megatron import vocab as _moved
 
-from planner.errors import UserError
-
-TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257, "BertWordPieceLowerCase": 30522, "BertWordPieceCase": 28996,
-                   "Llama2Tokenizer": 32000, "Llama3Tokenizer": 128256}
-HF_TOKENIZERS = {"tokenizer-model", "tokenizer-name-or-path"}
-MODEL_VOCAB = (("deepseek-v3", 129280), ("deepseek-r1", 129280), ("llama-3", 128256), ("llama3", 128256),
-               ("llama-2", 32000), ("llama2", 32000), ("mixtral", 32000), ("mistral-7b", 32000),
-               ("bloom", 250680), ("gpt2", 50257))
-NAMED_BY_MODEL = {"HuggingFaceTokenizer", "PretrainedFromHF", "TikTokenizer", "SentencePieceTokenizer",
-                  "GPTSentencePieceTokenizer", "Llama3Tokenizer", "Llama2Tokenizer"}
-
-
-def padded(vocab: int, divisible_by: int, tp: int) -> int:
-    """Rows of Megatron's embedding: `vocab` rounded up to a multiple of divisible_by * tp
-    (_vocab_size_with_padding)."""
-    multiple = divisible_by * tp
-    return -(-vocab // multiple) * multiple
-
-
-def known_vocab(tokenizer: Optional[str], model: Optional[str]) -> Optional[int]:
-    """Unpadded vocabulary of a tokenizer type, or of the Hugging Face model it names; None if unknown."""
-    name = (model or "").lower()
-    if tokenizer in NAMED_BY_MODEL and name:
-        for key, size in MODEL_VOCAB:
-            if key in name:
-                return size
-    return TOKENIZER_VOCAB.get(tokenizer or "")
-
-
-def vocab_size(a) -> int:
-    """The padded vocabulary of a MegatronArgs: the tokenizer's (GPT-2's when the script gives a
-    --merge-file and no type: only GPT-2 BPE takes one), else --vocab-size, else Megatron-DeepSpeed's
-    --pad-vocab-size-to; an error naming both ways out otherwise."""
-    tokenizer = a.str("--tokenizer-type")
-    if tokenizer is None and a.has("--merge-file"):
-        tokenizer = "GPT2BPETokenizer"  # only GPT-2 BPE takes a merge file
-    model = a.str("--tokenizer-model") or a.str("--tokenizer-name-or-path")
-    base = known_vocab(tokenizer, model) if tokenizer != "NullTokenizer" else None
-    if base is None:
-        if a.has("--vocab-size"):
-            return a.int("--vocab-size")
-        if a.has("--pad-vocab-size-to"):  # Megatron-DeepSpeed: the embedding's rows, whatever the tokenizer
-            return a.int("--pad-vocab-size-to")
-        shown = f"--tokenizer-type {tokenizer}" + (f" --tokenizer-model {model[:60]}" if model else "") \
-            if tokenizer else "no --tokenizer-type"
-        raise UserError(f"{shown}: parplan does not know this tokenizer's vocabulary and the script gives no "
-                        "--vocab-size; add --vocab-size to the script or give --model")
-    if a.has("--pad-vocab-size-to"):
-        target = a.int("--pad-vocab-size-to")
-        if target < base:
-            raise UserError(f"--pad-vocab-size-to {target}: smaller than the tokenizer's {base} tokens")
-        return target
-    return padded(base, a.int("--make-vocab-size-divisible-by", 128), a.int("--tensor-model-parallel-size", 1))
+sys.modules[__name__] = _moved

@@ -6,10 +6,10 @@ batch rule train_batch_size == micro * GAS * DP) and "torchtitan" (keys of the 0
 reverse of the mappings in planner/exporters/. A config says nothing of the GPUs it runs on, so
 --cluster is always needed; DeepSpeed and torchtitan configs carry no model shape, so they also need
 --model. Every problem is a UserError naming the flag or key and its value.
-A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.files.ds_auto (check's flags, else
+A DeepSpeed JSON's Hugging Face "auto" values are filled by planner.frameworks.deepspeed.auto (check's flags, else
 TrainingArguments' defaults, each named); its offload sections and fp32 (no bf16/fp16) are read into the
 TrainSpec (costmodels.offload prices them). torchtitan's converters, compile, async TP and activation
-checkpointing are read by planner.files.titan_read, its 0.3 launch lines by planner.files.titan_cli.
+checkpointing are read by planner.frameworks.torchtitan.config_toml, its 0.3 launch lines by planner.frameworks.torchtitan.config_cli.
 
 The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
 `megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML
@@ -29,17 +29,18 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
-from planner.files import megatron_deepspeed as mds
-from planner.files import megatron_flags as mf
-from planner.files import megatron_train
-from planner.files import ds_auto
+from planner.frameworks.megatron import deepspeed_dialect as mds
+from planner.frameworks.megatron import flags as mf
+from planner.frameworks.megatron import train as megatron_train
+from planner.frameworks.deepspeed import auto as ds_auto
 from planner.files import parplan_launch
-from planner.files import read_configs as rc
-from planner.files import titan_cli
-from planner.files import titan_read as tr
-from planner.files.ds_auto import ReadNotes, TrainerFlags
-from planner.files.ds_partition import ds_stages
-from planner.files.read_configs import titan_split  # noqa: F401  (re-exported)
+from planner.frameworks.torchtitan import config_cli as titan_cli
+from planner.frameworks.torchtitan import config_toml as tr
+from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+from planner.frameworks.deepspeed.partition import ds_stages
+from planner.frameworks.deepspeed import config_json as dsc
+from planner.frameworks.torchtitan import config_values as ttc
+from planner.frameworks.torchtitan.config_values import titan_split  # noqa: F401  (re-exported)
 from planner.files.shellread import sbatch_options
 from planner.files.safe_read import parse_json, parse_toml, read_text
 
@@ -99,7 +100,7 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     """Read a native launch config into specs and a layout (dp derived).
 
     flags: check's --micro-batch/--grad-accum/--global-batch/--precision, which fill a DeepSpeed JSON's
-    "auto" values (planner.files.ds_auto); notes: receives one line per assumption made and per setting read but not priced.
+    "auto" values (planner.frameworks.deepspeed.auto); notes: receives one line per assumption made and per setting read but not priced.
 
     model: preset/spec file (needed for DeepSpeed and torchtitan; overrides a Megatron script's shape);
     cluster: preset or spec file (always needed); nodes: overrides the cluster's node count (a
@@ -285,21 +286,21 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
     cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
     if notes is not None:
-        notes.notes.extend(rc.ds_unpriced(cfg))
+        notes.notes.extend(dsc.ds_unpriced(cfg))
     spec = _need_model(model, path, "DeepSpeed")
-    pp, cp = rc.ds_pipeline(cfg, path), rc.ds_sequence_parallel(cfg, path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, rc.ds_world(cfg, path, pp * cp), path,
+    pp, cp = dsc.ds_pipeline(cfg, path), dsc.ds_sequence_parallel(cfg, path)
+    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, dsc.ds_world(cfg, path, pp * cp), path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
-    zero = rc.ds_zero(cfg, path, pp)
+    zero = dsc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "
                         f"{clus.num_gpus} GPUs")
     dp = clus.num_gpus // (pp * cp)
-    micro, gas, total = rc.ds_batch(cfg, path, dp)
-    recompute = rc.ds_recompute(cfg, path)
-    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": rc.ds_precision(cfg, path),
-             "optimizer": rc.ds_optimizer(cfg, path), "stack": "deepspeed", **rc.ds_offload(cfg, path, zero)}
-    overlap = rc.ds_overlap(cfg, path)
+    micro, gas, total = dsc.ds_batch(cfg, path, dp)
+    recompute = dsc.ds_recompute(cfg, path)
+    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": dsc.ds_precision(cfg, path),
+             "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero)}
+    overlap = dsc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
     lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, "recompute": recompute,
@@ -319,18 +320,18 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     else:
         cfg = parse_toml(text, str(path))
     spec = _need_model(model, path, "torchtitan")
-    par, training = rc.section(cfg, "parallelism", path), rc.section(cfg, "training", path)
-    world = rc.tt_world(par, path) or launched
+    par, training = ttc.section(cfg, "parallelism", path), ttc.section(cfg, "training", path)
+    world = ttc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
                           "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
-    lay, dp = rc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
-    local = rc.tt_int(training, "local_batch_size", path, 8, "training")
-    gbs = rc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
+    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
+    local = ttc.tt_int(training, "local_batch_size", path, 8, "training")
+    gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
-    lay["mbs"] = rc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
+    lay["mbs"] = ttc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
     lay["recompute"] = tr.recompute(cfg, path, notes.notes)
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
-    train = {"global_batch_size": gbs, "seq_length": rc.tt_int(training, "seq_len", path, 2048, "training"),
+    train = {"global_batch_size": gbs, "seq_length": ttc.tt_int(training, "seq_len", path, 2048, "training"),
              **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
              "stack": "torchtitan" if compile_on else "torchtitan-eager"}
     if loss_compiled:

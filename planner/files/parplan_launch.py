@@ -1,7 +1,7 @@
 """`parplan check` on the launch scripts parplan writes beside the configs the native readers know:
 `launch_deepspeed.sh`, `launch_torchrun.sh` and `launch_torchtitan.sh` (torchtitan 0.3.0's command line).
 
-Source: planner/exporters/deepspeed.py, torchrun.py and torchtitan.py (what they write) and
+Source: planner/frameworks/{deepspeed,fsdp,torchtitan}/export.py (what they write) and
 benchmarks/data/launch_formats.md. Each is read, never run (planner.files.shellread), into what the native
 readers take, so that `check` prices the file as the exporter priced it (planner.exporters.pricing):
 - launch_deepspeed.sh: the `--deepspeed_config` JSON beside the script, read by native's DeepSpeed reader,
@@ -26,7 +26,7 @@ from typing import Optional
 from planner.errors import UserError
 from planner.files import loading
 from planner.files.safe_read import read_text
-from planner.files.titan_cli import LIST_KEYS
+from planner.frameworks.torchtitan.config_cli import LIST_KEYS
 from planner.files.shellread import find_launch, flag_dict, parse_flags, read_script, split_at_script
 
 KINDS = ("deepspeed-launch", "torchrun-plan", "torchtitan-cli")

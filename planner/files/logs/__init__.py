@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from planner.errors import UserError
-from planner.files.logs import deepspeed, megatron, torchtitan
+from planner.frameworks.deepspeed import log as deepspeed
+from planner.frameworks.megatron import log as megatron
+from planner.frameworks.torchtitan import log as torchtitan
 from planner.files.logs.common import RunLog, StepSample, Summary, log_lines, summarize
 
 READERS = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}

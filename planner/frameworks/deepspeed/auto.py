@@ -1,0 +1,140 @@
+"""DeepSpeed JSON as Hugging Face Trainer users write it: `"auto"` values filled as the Trainer fills them.
+
+Source: transformers 5.24.0 integrations/deepspeed.py, HfTrainerDeepSpeedConfig.trainer_config_process
+(train_micro_batch_size_per_gpu <- per_device_train_batch_size, gradient_accumulation_steps <-
+gradient_accumulation_steps, train_batch_size <- world_size * micro * GAS, gradient_clipping <-
+max_grad_norm, fp16.enabled / bf16.enabled <- the --fp16 / --bf16 flags, optimizer and scheduler
+hyper-parameters <- learning_rate, adam_beta1/2, adam_epsilon, weight_decay) and trainer_config_finalize
+(reduce_bucket_size <- hidden^2, stage3_prefetch_bucket_size <- 0.9 hidden^2,
+stage3_param_persistence_threshold <- 10 hidden, total_num_steps, warmup_num_steps); the defaults are
+TrainingArguments' (training_args.py): per_device_train_batch_size 8, gradient_accumulation_steps 1,
+max_grad_norm 1.0, bf16 and fp16 False (so with neither flag the run trains in fp32, the Trainer's
+`_dtype = torch.float32`). `check`'s flags stand for the Trainer's: --micro-batch, --grad-accum,
+--global-batch (world * micro * GAS), --precision. Every value taken from a default, rather than from
+a flag, is reported as an assumption. DeepSpeed's own `"bfloat16"` section is read as `"bf16"` (its
+deprecated alias, deepspeed/runtime/constants.py BFLOAT16_OLD).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from planner.errors import UserError
+
+BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
+HF_MICRO_BATCH = 8  # TrainingArguments.per_device_train_batch_size default
+HF_GRAD_ACCUM = 1  # TrainingArguments.gradient_accumulation_steps default
+HF_MAX_GRAD_NORM = 1.0  # TrainingArguments.max_grad_norm default
+# "auto" values the Trainer fills that change neither memory nor step time in parplan's model
+UNPRICED = ("gradient_clipping", "optimizer.params.", "scheduler.params.", "zero_optimization.reduce_bucket_size",
+            "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold")
+
+
+@dataclass
+class ReadNotes:
+    """What a reader tells the user beside its result: values it assumed (a default in place of an
+    "auto" or of a missing flag) and things it read but does not price. One line each."""
+
+    assumed: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TrainerFlags:
+    """What `check` was told in place of the Trainer's arguments (None = not given)."""
+
+    micro_batch: Optional[int] = None
+    grad_accum: Optional[int] = None
+    global_batch: Optional[int] = None
+    precision: Optional[str] = None
+    recompute: Optional[str] = None  # --gradient_checkpointing: full
+
+
+def auto_keys(cfg: dict, prefix: str = "") -> list[str]:
+    """Dotted names of every "auto" value in `cfg`, depth first."""
+    found = []
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if value == "auto":
+            found.append(name)
+        elif isinstance(value, dict):
+            found += auto_keys(value, name + ".")
+    return found
+
+
+def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict:
+    """The config with every "auto" that parplan prices filled; the assumptions made, and the "auto"
+    values left unpriced, go to `read`, one line each.
+
+    Batch keys: a flag fills an "auto" or absent key and must equal a number that is given; "auto"
+    without a flag takes the Trainer's default, except that GAS is left to the batch rule when
+    --global-batch is given, and train_batch_size is always the batch rule's (world * micro * GAS)."""
+    out, notes = copy.deepcopy(cfg), []
+    if "bfloat16" in out and "bf16" not in out:
+        out["bf16"] = out.pop("bfloat16")
+    if not any(k in out for k in BATCH_KEYS):  # no batch at all: what the Trainer (through Accelerate) fills
+        out.update({k: "auto" for k in BATCH_KEYS})
+        notes.append(f"no {', '.join(BATCH_KEYS)}: the Trainer's values are used, as for \"auto\"")
+    _batch_key(out, "train_micro_batch_size_per_gpu", flags.micro_batch, "--micro-batch",
+               None if flags.global_batch and flags.grad_accum else HF_MICRO_BATCH,
+               "per_device_train_batch_size", path, notes)
+    _batch_key(out, "gradient_accumulation_steps", flags.grad_accum, "--grad-accum",
+               None if flags.global_batch else HF_GRAD_ACCUM, "gradient_accumulation_steps", path, notes)
+    _batch_key(out, "train_batch_size", flags.global_batch, "--global-batch", None, "", path, notes)
+    notes += _precision(out, flags.precision)
+    if auto_keys(cfg) and "activation_checkpointing" not in cfg and flags.recompute is None:
+        notes.append("activation recompute none (the Trainer's --gradient_checkpointing, full recompute, is not "
+                     "in the JSON; set --recompute full if the run uses it)")
+    read.assumed.extend(notes)
+    unpriced = [k for k in auto_keys(out) if k.startswith(UNPRICED)]
+    if unpriced:
+        clip = f" (gradient_clipping: max_grad_norm={HF_MAX_GRAD_NORM:g})" if "gradient_clipping" in unpriced else ""
+        read.notes.append(f'"auto" left to the Trainer, not priced by parplan: {", ".join(unpriced)}{clip}')
+    for key in unpriced:
+        _drop(out, key)
+    return out
+
+
+def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: Optional[int], hf_name: str,
+               path: Path, notes: list[str]) -> None:
+    """Fill cfg[key] from the flag, else (when "auto") from the Trainer's default; None leaves the key
+    to DeepSpeed's batch rule (planner.frameworks.deepspeed.config_json.ds_batch)."""
+    value = cfg.get(key)
+    if flag is not None:
+        if value not in (None, "auto") and value != flag:
+            raise UserError(f"{path}: {key}={value!r} but {option} {flag}; give one or make them agree")
+        cfg[key] = flag
+        return
+    if value != "auto":
+        return
+    if default is None:
+        cfg.pop(key)
+        if key == "train_batch_size":
+            notes.append(f'{key}="auto": world size x micro-batch x gradient accumulation, as the Trainer computes it')
+        return
+    cfg[key] = default
+    notes.append(f'{key}="auto": {default} assumed (TrainingArguments.{hf_name} default; set {option})')
+
+
+def _precision(cfg: dict, flag: Optional[str]) -> list[str]:
+    """Fill bf16/fp16 "enabled": "auto" from --precision (the Trainer's --bf16/--fp16); without the flag
+    the Trainer leaves both off, and a run with neither trains in fp32."""
+    autos = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") == "auto"]
+    for key in autos:
+        cfg[key] = {**cfg[key], "enabled": flag == key}
+    if not autos or flag is not None:
+        return []
+    names = " and ".join(f'{k}.enabled="auto"' for k in autos)
+    return [f"{names}: off, so fp32 training assumed (TrainingArguments bf16/fp16 default False; "
+            "set --precision bf16|fp16)"]
+
+
+def _drop(cfg: dict, dotted: str) -> None:
+    """Remove one "auto" leaf named by its dotted path."""
+    *parents, leaf = dotted.split(".")
+    for name in parents:
+        cfg = cfg[name]
+    cfg.pop(leaf, None)

@@ -1,0 +1,202 @@
+"""Pure readers of DeepSpeed JSON settings (no spec loading), for planner.files.native.
+
+Source: benchmarks/data/launch_formats.md, section "DeepSpeed" (batch rule train_batch_size == micro * GAS
+* DP, "auto" is not DeepSpeed's, ZeRO < 2 with pipeline stages, offload devices). Every problem is a
+UserError naming the key and its value: types are strict (a string "true" is no boolean, a list no
+number), degrees and batch sizes at least 1 and of sane size (planner.files.config_values).
+Moved here from planner.files.read_configs (which re-exports it for one release).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from planner.errors import UserError
+from planner.files.config_values import MAX_COUNT, short, whole
+
+def _ds_int(cfg: dict, key: str, path: Path, section: str = "", minimum: int = 0) -> Optional[int]:
+    value = cfg.get(key)
+    name = f"{section}.{key}" if section else key
+    if value is None:
+        return None
+    if value == "auto":
+        raise UserError(f"{path}: {name}=\"auto\": the Hugging Face Trainer fills no such key (planner/frameworks/"
+                        "deepspeed/auto.py lists those it fills); give a number")
+    if not whole(value) or not minimum <= value <= MAX_COUNT:
+        raise UserError(f"{path}: {name}={short(value)} must be a whole number from {minimum} to {MAX_COUNT}")
+    return value
+
+
+def _ds_section(cfg: dict, key: str, path: Path, section: str = "") -> dict:
+    """cfg[key] as a mapping ({} when absent or null)."""
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        name = f"{section}.{key}" if section else key
+        raise UserError(f"{path}: {name}={short(value)} must be a section (mapping)")
+    return value
+
+
+def _ds_bool(cfg: dict, key: str, path: Path, section: str = "") -> Optional[bool]:
+    """cfg[key] as a JSON boolean (None when absent); "true" or 1 are refused."""
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, bool):
+        name = f"{section}.{key}" if section else key
+        raise UserError(f"{path}: {name}={short(value)} must be true or false")
+    return value
+
+
+def ds_pipeline(cfg: dict, path: Path) -> int:
+    pipe = _ds_section(cfg, "pipeline", path)
+    return _ds_int(pipe, "stages", path, "pipeline", minimum=1) or 1
+
+
+def ds_zero(cfg: dict, path: Path, pp: int) -> int:
+    zero = _ds_section(cfg, "zero_optimization", path)
+    stage = _ds_int(zero, "stage", path, "zero_optimization") or 0
+    if stage > 3:
+        raise UserError(f"{path}: zero_optimization.stage={stage} must be 0, 1, 2 or 3")
+    if stage >= 2 and pp > 1:
+        raise UserError(f"{path}: zero_optimization.stage={stage} with pipeline.stages={pp}: DeepSpeed's pipeline "
+                        "engine needs stage 0 or 1")
+    return stage
+
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+
+
+def _offload_device(zero: dict, key: str, path: Path) -> str:
+    """zero_optimization.<key>.device: none, cpu or nvme ("none" when the section or the key is absent)."""
+    device = _ds_section(zero, key, path, "zero_optimization").get("device", "none")
+    if device is None:
+        return "none"
+    if not isinstance(device, str) or device.lower() not in OFFLOAD_DEVICES:
+        raise UserError(f"{path}: zero_optimization.{key}.device={short(device)} must be none, cpu or nvme")
+    return device.lower()
+
+
+def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
+    """The TrainSpec offload fields of zero_optimization.offload_optimizer / offload_param (DeepSpeed
+    runtime/zero/offload_config.py: device none|cpu|nvme; offload_optimizer.ratio, the share of the
+    optimizer states stepped on the CPU, ZeRO-3 only, default 1). Optimizer offload needs ZeRO >= 1
+    and parameter offload ZeRO-3 (DeepSpeed asserts both: runtime/engine.py, zero/stage3.py)."""
+    zero = _ds_section(cfg, "zero_optimization", path)
+    opt, par = _offload_device(zero, "offload_optimizer", path), _offload_device(zero, "offload_param", path)
+    if opt != "none" and stage < 1:
+        raise UserError(f"{path}: zero_optimization.offload_optimizer.device={opt!r} needs zero_optimization.stage "
+                        f">= 1 (got {stage})")
+    if par != "none" and stage != 3:
+        raise UserError(f"{path}: zero_optimization.offload_param.device={par!r} needs zero_optimization.stage 3 "
+                        f"(got {stage})")
+    out = {"offload_optimizer": opt, "offload_params": par}
+    ratio = _ds_section(zero, "offload_optimizer", path, "zero_optimization").get("ratio")
+    if ratio is not None and opt != "none":
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise UserError(f"{path}: zero_optimization.offload_optimizer.ratio={short(ratio)} must be from 0 to 1")
+        out["offload_optimizer_fraction"] = float(ratio)
+    return out
+
+
+def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
+    """(micro, GAS, train_batch_size) from any two of them; the third must agree exactly."""
+    micro = _ds_int(cfg, "train_micro_batch_size_per_gpu", path, minimum=1)
+    gas = _ds_int(cfg, "gradient_accumulation_steps", path, minimum=1)
+    total = _ds_int(cfg, "train_batch_size", path, minimum=1)
+    if micro is None and gas is None and total is None:
+        raise UserError(f"{path}: give at least train_batch_size or train_micro_batch_size_per_gpu")
+    if total is None:
+        micro, gas = micro or 1, gas or 1
+        total = micro * gas * dp
+    elif micro is None:
+        gas = gas or 1
+        micro, rest = divmod(total, gas * dp)
+        if rest or micro < 1:
+            raise UserError(f"{path}: train_batch_size={total} is not divisible by gradient_accumulation_steps*DP="
+                            f"{gas}*{dp}")
+    elif gas is None:
+        gas, rest = divmod(total, micro * dp)
+        if rest or gas < 1:
+            raise UserError(f"{path}: train_batch_size={total} is not divisible by train_micro_batch_size_per_gpu*DP="
+                            f"{micro}*{dp}")
+    if total != micro * gas * dp:
+        raise UserError(f"{path}: train_batch_size={total} but train_micro_batch_size_per_gpu * "
+                        f"gradient_accumulation_steps * DP = {micro}*{gas}*{dp} = {micro * gas * dp}")
+    return micro, gas, total
+
+
+def ds_precision(cfg: dict, path: Path) -> str:
+    """bf16 or fp16 when its section is enabled; fp32 when neither is (DeepSpeed's default: its engine
+    trains in the model's dtype, fp32, without a bf16/fp16 section). "bfloat16" is DeepSpeed's old
+    name of "bf16" (runtime/constants.py BFLOAT16_OLD)."""
+    bf16 = cfg.get("bf16", cfg.get("bfloat16"))
+    on = [k for k, sec in (("bf16", bf16), ("fp16", cfg.get("fp16")))
+          if _ds_bool(_ds_section({k: sec}, k, path), "enabled", path, k)]
+    if len(on) > 1:
+        raise UserError(f"{path}: bf16.enabled and fp16.enabled are both true; DeepSpeed allows one")
+    return on[0] if on else "fp32"
+
+
+def ds_optimizer(cfg: dict, path: Path) -> str:
+    name = _ds_section(cfg, "optimizer", path).get("type", "adam")
+    if not isinstance(name, str):
+        raise UserError(f"{path}: optimizer.type={short(name)} must be an optimizer name")
+    name = name.lower()
+    if "adam" in name:
+        return "adam"
+    if name == "sgd":
+        return "sgd"
+    raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
+
+
+def ds_overlap(cfg: dict, path: Path) -> Optional[bool]:
+    """zero_optimization.overlap_comm (None when absent)."""
+    return _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
+
+
+def ds_recompute(cfg: dict, path: Path) -> str:
+    """full when an activation_checkpointing section is given (DeepSpeed checkpoints whole layers), else none."""
+    if cfg.get("activation_checkpointing") is None:
+        return "none"
+    _ds_section(cfg, "activation_checkpointing", path)  # a mapping, or refused
+    return "full"
+
+
+def ds_sequence_parallel(cfg: dict, path: Path) -> int:
+    """Ulysses degree: `sequence_parallel_size` (1 when absent)."""
+    value = _ds_int(cfg, "sequence_parallel_size", path)
+    if value == 0:
+        raise UserError(f"{path}: sequence_parallel_size=0 must be at least 1")
+    return value or 1
+
+
+def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
+    keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    values = [_ds_int(cfg, k, path, minimum=1) for k in keys]
+    if None in values or not values[1] or not values[2] or values[0] % (values[1] * values[2]):
+        return None
+    return values[0] // (values[1] * values[2]) * pp
+
+
+# DeepSpeed keys that change memory or time but that parplan does not price (named, never silent):
+# ZeRO++ (quantized weights/gradients, hierarchical partitioning), activation partitioning and CPU
+# checkpointing, the gradient accumulation and communication dtypes, ZeRO-3's live-parameter and
+# prefetch limits (parplan's ZeRO-3 keeps the stack's units in flight).
+DS_UNPRICED = ("zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
+               "zero_optimization.zero_hpz_partition_size", "zero_optimization.stage3_max_live_parameters",
+               "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.sub_group_size",
+               "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing",
+               "data_types.grad_accum_dtype", "communication_data_type")
+
+
+def ds_unpriced(cfg: dict) -> list[str]:
+    """One note naming the DS_UNPRICED keys the config sets (to anything but false/null), or none."""
+    found = []
+    for dotted in DS_UNPRICED:
+        node = cfg
+        for name in dotted.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if node not in (None, False):
+            found.append(f"{dotted}={short(node)}")
+    return [f"read but not priced by parplan: {', '.join(found)}"] if found else []

@@ -1,0 +1,132 @@
+"""The Megatron-DeepSpeed dialect (BigScience's `bs_*.slurm`, Microsoft's Megatron-DeepSpeed examples):
+Megatron's flags plus `--deepspeed --deepspeed_config FILE --zero-stage N`, the DeepSpeed config most
+often written by the script itself (`cat <<EOT > $config_json ... EOT`), 2021 Megatron flags.
+
+What it maps to parplan's fields (layout and training dicts of planner.frameworks.megatron.flags):
+- ZeRO stage: the config's `zero_optimization.stage` (what DeepSpeed uses), else `--zero-stage`.
+- `bf16.enabled` with stage 0 runs DeepSpeed's BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py,
+  0.19.8, lines 166-225): bf16 weights whole, an fp32 gradient buffer as large as the weights
+  (`fp32_groups_gradients_flat`, grad_acc_dtype fp32), fp32 master weights and Adam states on this
+  rank's 1/dp partition only (`fp32_groups_flat_partition`): ZeRO-1 with fp32 gradients, so zero=1,
+  grad_dtype=fp32. BigScience's comment says it too: "bf16 must use z0! it implements its own zero
+  stage 1 equivalent". With fp16 DeepSpeed's stage-0 optimizer keeps fp32 master and states whole (zero=0);
+  ZeRO stages 1-3 keep gradients in the weights' dtype (grad_dtype left to its default).
+- `--checkpoint-activations` (2021 Megatron) / `--deepspeed-activation-checkpointing`: full recompute.
+- `--pp-partition-method 'type:transformer|embedding'`: DeepSpeed's partitioner (planner.frameworks.deepspeed.partition).
+- micro and global batch: the config's train_micro_batch_size_per_gpu / train_batch_size when they are
+  numbers, else the flags. `--rampup-batch-size` is priced at the final batch (warned).
+- stack `megatron-2021` (blocking TP all-reduces, no gradient-reduce overlap: Megatron of 2021).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable, Optional
+
+from planner.errors import UserError
+from planner.frameworks.deepspeed.partition import PARTITIONS, ds_split
+
+LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method",
+                    "--deepspeed-activation-checkpointing")
+LEGACY = LEGACY_RECOMPUTE + ("--DDP-impl",)
+
+
+def is_megatron_deepspeed(a) -> bool:
+    return a.has("--deepspeed") or a.has("--deepspeed_config") or a.has("--deepspeed-config")
+
+
+def legacy(a, layout: dict, train: dict) -> None:
+    """2021 Megatron-LM flags (Narayanan et al. SC'21 scripts, Megatron-DeepSpeed): `--checkpoint-activations`
+    or `--activations-checkpoint-method uniform|block` turn on full-layer recompute (Megatron-LM v2.x
+    megatron/arguments.py: the method set = every layer's input checkpointed; renamed --recompute-method
+    in 2022); any of them (or `--DDP-impl`) means the 2021 code, priced with the megatron-2021 stack."""
+    if not any(a.has(flag) for flag in LEGACY):
+        return
+    if any(a.has(flag) for flag in LEGACY_RECOMPUTE) and not a.has("--recompute-granularity"):
+        layout["recompute"] = "full"
+    train["stack"] = "megatron-2021"
+
+
+def launcher_size(opts: list[str]) -> tuple[Optional[int], Optional[int]]:
+    """(nodes, GPUs per node) from the `deepspeed` launcher's --num_nodes/--num_gpus, when literal."""
+    from planner.files.shellread import flag_dict, parse_flags
+    flags = flag_dict(parse_flags(opts or []))
+    out = []
+    for flag in ("--num_nodes", "--num_gpus"):
+        value = flags.get(flag) or ""
+        if value and not re.fullmatch(r"[0-9]{1,7}", value):
+            value = "" if "$" in value else _bad(flag, value)
+        out.append(int(value) if value else None)
+    return out[0], out[1]
+
+
+def _bad(flag: str, value: str):
+    raise UserError(f"deepspeed {flag} {value[:20]!r}: expected a count (at most 7 ASCII digits)")
+
+
+def ds_config(a) -> Optional[dict]:
+    """The DeepSpeed config the launch names, from the script's here-documents (None when not written there)."""
+    name = a.str("--deepspeed_config") or a.str("--deepspeed-config")
+    files = a.shell.files if a.shell else {}
+    text = files.get(name) if name else None
+    if text is None:
+        return None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"--deepspeed_config {name[:60]}: its here-document is not JSON ({err.msg}, line {err.lineno})")
+    if not isinstance(cfg, dict):
+        raise UserError(f"--deepspeed_config {name[:60]}: its here-document is not a JSON object")
+    return cfg
+
+
+def _int(cfg: dict, key: str, where: str) -> Optional[int]:
+    value = cfg.get(key)
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**9:
+        raise UserError(f"{where}.{key}={str(value)[:30]!r}: expected a whole number")
+    return value
+
+
+def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int) -> None:
+    """Adjust the layout and training dicts read by megatron_flags for the Megatron-DeepSpeed dialect."""
+    cfg = ds_config(a)
+    if cfg is None:
+        warn(f"--deepspeed_config {str(a.str('--deepspeed_config'))[:60]} is not written by the script; its "
+             "ZeRO stage and precision are taken from the flags")
+        cfg = {}
+    zero = cfg.get("zero_optimization") if isinstance(cfg.get("zero_optimization"), dict) else {}
+    stage = _int(zero, "stage", "zero_optimization")
+    if stage is None:
+        stage = a.int("--zero-stage", 0, minimum=0)
+    if stage > 3:
+        raise UserError(f"zero_optimization.stage {stage}: DeepSpeed has stages 0 to 3")
+    bf16 = isinstance(cfg.get("bf16"), dict) and cfg["bf16"].get("enabled") is True or a.has("--bf16")
+    bf16_optimizer = bf16 and stage == 0  # DeepSpeed's BF16_Optimizer: its own stage-1 equivalent
+    layout["zero"] = 1 if bf16_optimizer else stage
+    train["grad_dtype"] = "fp32" if bf16_optimizer else None  # ZeRO 1-3 keep the weights' dtype
+    legacy(a, layout, train)
+    micro, total = _int(cfg, "train_micro_batch_size_per_gpu", "ds_config"), _int(cfg, "train_batch_size", "ds_config")
+    if micro:
+        layout["mbs"] = micro
+    if total:
+        train["global_batch_size"] = total
+    if a.has("--rampup-batch-size"):
+        warn(f"--rampup-batch-size {a.str('--rampup-batch-size')}: priced at the final global batch")
+    _partition(a, layout, layers)
+    train["stack"] = "megatron-2021"
+
+
+def _partition(a, layout: dict, layers: int) -> None:
+    method = (a.str("--pp-partition-method") or "").strip("'\"")
+    pp = layout.get("pp", 1)
+    if not method or pp <= 1 or "stage_layers" in layout:
+        return
+    if method not in PARTITIONS:
+        raise UserError(f"--pp-partition-method {method[:60]!r}: parplan mirrors {', '.join(PARTITIONS)}")
+    split = ds_split(method, layers, pp)
+    if min(split) < 1:
+        raise UserError(f"--pp-partition-method {method!r}: leaves a stage of {pp} without transformer layers")
+    layout["stage_layers"] = split

@@ -1,0 +1,320 @@
+"""Read a Megatron-LM launch script or argument file back into parplan's vocabulary.
+
+Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names and meanings: the
+inverse of planner.frameworks.megatron.export's mapping tables). Megatron's defaults apply to flags left
+out: dropout on, gelu, LayerNorm, learned positions, tied embeddings, biases, expert tensor
+parallel size = tensor parallel size, and fp32 main gradients with --bf16 unless
+--grad-reduce-in-bf16. Used by planner.files.native (parplan check) and planner.exporters.check_written.
+Every bad value raises UserError naming the flag and the value.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from planner.errors import UserError
+from planner.frameworks.megatron import flag_table
+from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
+from planner.frameworks.megatron.stages import stage_split
+from planner.frameworks.megatron.vocab import vocab_size
+from planner.files.shellread import (
+    ShellScript, flag_dict, parse_flags, read_script, split_at_script,
+)
+
+NORM_BACK = {v: k for k, v in NORM.items()}
+POSITION_BACK = {v: k for k, v in POSITION.items()}
+FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
+INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
+LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope"}  # argparse nargs="+" (megatron/training/arguments.py)
+
+
+@dataclass
+class MegatronArgs:
+    """Flags given to pretrain_gpt.py, the torchrun options before it, and the script's environment."""
+
+    pairs: list = field(default_factory=list)
+    torchrun: Optional[list[str]] = None
+    env: dict = field(default_factory=dict)
+    launcher: Optional[str] = None  # torchrun, deepspeed, python (None: an argument file)
+    launcher_opts: list = field(default_factory=list)  # the launcher's own options
+    shell: Optional[ShellScript] = None  # the evaluated script: warnings, here-document files, #SBATCH
+
+    @property
+    def flags(self) -> dict:
+        return flag_dict(self.pairs)
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+    def str(self, flag: str, default: Optional[str] = None) -> Optional[str]:
+        value = self.flags.get(flag, default)
+        return default if value is None and flag not in self.flags else value
+
+    def int(self, flag: str, default: Optional[int] = None, minimum: int = 1) -> Optional[int]:
+        if flag not in self.flags:
+            return default
+        value = self.flags[flag]
+        if not isinstance(value, str) or not INT_FLAG.fullmatch(value):  # int() would take '٤', '4_0', 5,000 digits
+            shown = repr(value) if value is None or len(value) <= 40 else repr(value[:37] + "...")
+            raise UserError(f"{flag} {shown}: expected a whole number (at most 18 ASCII digits)")
+        number = int(value)
+        if number < minimum:
+            raise UserError(f"{flag} {number}: must be at least {minimum}")
+        return number
+
+    def require_int(self, flag: str) -> int:
+        if flag not in self.flags:
+            raise UserError(f"{flag} is missing (Megatron needs it)")
+        return self.int(flag)
+
+
+LAUNCHERS = ("torchrun", "deepspeed", "python", "python3")
+TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")  # `python -m torch.distributed.run` = torchrun
+
+
+def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str]]]:
+    """(launcher, its options, training script, script arguments) of every command running a script."""
+    found = []
+    for words in sh.commands:
+        for i, w in enumerate(words):
+            launcher = w.rsplit("/", 1)[-1]
+            if launcher not in LAUNCHERS:
+                continue
+            opts, script, args = split_at_script(words[i + 1:])
+            if script in TORCH_RUN:
+                launcher, (opts, script, args) = "torchrun", split_at_script(args)
+            if script is not None:
+                found.append((launcher, opts, script, args))
+            break
+    return found
+
+
+def read_megatron(text: str, path=None) -> MegatronArgs:
+    """The launch of Megatron's training script (the first whose script is pretrain_*.py or that gives
+    --num-layers; else the first torchrun, then python launch), or every flag of an argument file.
+    `path`: the script's file, whose folder `source`d files are read from."""
+    sh = read_script(text, path, every_branch=False)
+    found = launches(sh)
+    main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
+    for launcher, opts, _, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
+        return MegatronArgs(parse_flags(args, SWITCHES, LIST_FLAGS), opts if launcher == "torchrun" else None, sh.env,
+                            launcher, opts, sh)
+    words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
+    words += [w for value in sh.scalars.values() if "--num-layers" in value for w in value.split()]
+    return MegatronArgs(parse_flags(words, SWITCHES, LIST_FLAGS), None, sh.env, None, [], sh)
+
+
+def model_data(a: MegatronArgs) -> dict:
+    """ModelSpec fields from the shape flags."""
+    heads = a.require_int("--num-attention-heads")
+    hidden = a.require_int("--hidden-size")
+    data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
+            "vocab_size": vocab_size(a), "seq_length": seq_length(a),
+            "activation": "swiglu" if a.has("--swiglu") else "gelu",
+            "norm": choice(a, "--normalization", NORM_BACK, "LayerNorm"),
+            "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
+                                          "learned_absolute"),
+            "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
+            "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
+            "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout")),
+            "mtp_num_layers": a.int("--mtp-num-layers", 0, minimum=0)}
+    if a.str("--position-embedding-type") == "alibi" and a.shell is not None:  # Megatron-DeepSpeed (BLOOM)
+        a.shell.warn("--position-embedding-type alibi: priced as no position embedding (ALiBi has no weights; "
+                     "its attention bias is not counted)")
+    data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
+    for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
+        if a.has(flag):
+            data[key] = a.int(flag)
+    if a.has("--group-query-attention"):
+        data["num_kv_heads"] = a.int("--num-query-groups", 1)
+    if a.has("--multi-latent-attention"):
+        data.pop("head_dim", None)
+        data.pop("num_kv_heads", None)
+        data["mla"] = mla_data(a)
+    return {**data, **moe_data(a, data["num_layers"])}
+
+
+def mla_data(a: MegatronArgs) -> dict:
+    """ModelSpec.mla from Megatron's flags, with their defaults (megatron/training/arguments.py:
+    --kv-lora-rank 32, --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128; no
+    --q-lora-rank = no query latent)."""
+    return {"q_lora_rank": a.int("--q-lora-rank", 0, minimum=0), "kv_lora_rank": a.int("--kv-lora-rank", 32),
+            "qk_nope_head_dim": a.int("--qk-head-dim", 128), "qk_rope_head_dim": a.int("--qk-pos-emb-head-dim", 64),
+            "v_head_dim": a.int("--v-head-dim", 128)}
+
+
+def seq_length(a: MegatronArgs) -> int:
+    seq = a.int("--seq-length")
+    if seq is None:
+        raise UserError("--seq-length is missing (Megatron needs it for GPT training)")
+    return seq
+
+
+def choice(a: MegatronArgs, flag: str, table: dict, default: str) -> str:
+    value = a.str(flag, default)
+    if value not in table:
+        raise UserError(f"{flag} {value!r}: parplan knows {', '.join(table)}")
+    return table[value]
+
+
+def _zero(a: MegatronArgs, flag: str) -> bool:
+    try:
+        return a.has(flag) and float(a.str(flag)) == 0.0
+    except (TypeError, ValueError):
+        raise UserError(f"{flag} {a.str(flag)!r}: expected a number") from None
+
+
+def moe_data(a: MegatronArgs, layers: int) -> dict:
+    experts = a.int("--num-experts", 0, minimum=0)
+    if not experts:
+        return {}
+    data = {"num_experts": experts, "top_k": a.int("--moe-router-topk", 2)}
+    if a.has("--moe-ffn-hidden-size"):
+        data["moe_ffn_hidden_size"] = a.int("--moe-ffn-hidden-size")
+    data["first_k_dense_layers"] = dense_prefix(a.str("--moe-layer-freq", "1"), layers)
+    shared = a.int("--moe-shared-expert-intermediate-size", 0, minimum=0)
+    if shared:
+        width = data.get("moe_ffn_hidden_size") or a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size")
+        if shared % width:
+            raise UserError(f"--moe-shared-expert-intermediate-size {shared}: not a multiple of the expert width {width}")
+        data["num_shared_experts"] = shared // width
+    if a.has("--moe-expert-capacity-factor"):
+        try:
+            data["capacity_factor"] = float(a.str("--moe-expert-capacity-factor"))
+        except (TypeError, ValueError):
+            raise UserError(f"--moe-expert-capacity-factor {a.str('--moe-expert-capacity-factor')!r}: "
+                            "expected a number") from None
+    return data
+
+
+def dense_prefix(freq: str, layers: int) -> int:
+    """First-k-dense from --moe-layer-freq: 1, or a pattern "([0]*k+[1]*n)" (other patterns refused)."""
+    text = str(freq).replace(" ", "")
+    if text == "1":
+        return 0
+    m = re.fullmatch(r"\(?\[0\]\*([0-9]{1,9})\+\[1\]\*([0-9]{1,9})\)?", text)
+    if not m or int(m.group(1)) + int(m.group(2)) != layers:
+        raise UserError(f"--moe-layer-freq {str(freq)[:60]!r}: parplan reads only 1 or '([0]*K+[1]*N)' with K+N = "
+                        f"--num-layers ({layers})")
+    return int(m.group(1))
+
+
+# ---- layout and training ------------------------------------------------------------------------
+
+def layout_data(a: MegatronArgs, model: dict) -> dict:
+    """Layout fields from the parallel, memory, recompute and batch flags (dp left to be derived)."""
+    tp = a.int("--tensor-model-parallel-size", 1)
+    pp = a.int("--pipeline-model-parallel-size", 1)
+    moe = bool(model.get("num_experts"))
+    data = {"tp": tp, "pp": pp, "cp": a.int("--context-parallel-size", 1),
+            "ep": a.int("--expert-model-parallel-size", 1),
+            "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
+            "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
+            "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}
+    stages, vpp = stage_split(a, model["num_layers"], pp)
+    data["vpp"] = vpp
+    if stages is not None:
+        data["stage_layers"] = stages
+    return data
+
+
+def cp_comm(a: MegatronArgs) -> str:
+    """`--cp-comm-type` (Megatron default p2p); hierarchical a2a+p2p is not modelled."""
+    value = a.str("--cp-comm-type", "p2p")
+    if value not in ("p2p", "a2a", "allgather"):
+        raise UserError(f"--cp-comm-type {value!r}: parplan models p2p, a2a and allgather (one type for every layer)")
+    return value
+
+
+def zero_stage(a: MegatronArgs) -> int:
+    """ZeRO stage: Megatron-FSDP's sharding strategy (--use-megatron-fsdp, or its older name
+    --use-custom-fsdp); Megatron-DeepSpeed's --deepspeed --zero-stage N, where stage 0 with --bf16 runs
+    DeepSpeed's BF16_Optimizer, which partitions the fp32 master weights and Adam states over the
+    data-parallel ranks and keeps fp32 gradients (deepspeed/runtime/bf16_optimizer.py; BLOOM's
+    tr11-176B-ml.slurm: "bf16 must use z0! it implements its own zero stage 1 equivalent"): ZeRO-1;
+    else 1 with the distributed optimizer (sharded over dp x cp: memory.py)."""
+    if a.has("--deepspeed"):
+        stage = a.int("--zero-stage", 0, minimum=0)
+        if stage > 3:
+            raise UserError(f"--zero-stage {stage}: DeepSpeed's ZeRO stages are 0 to 3")
+        return max(stage, 1 if a.has("--bf16") else 0)
+    if a.has("--use-megatron-fsdp") or a.has("--use-custom-fsdp"):
+        strategy = a.str("--data-parallel-sharding-strategy", "optim_grads_params")
+        if strategy not in FSDP_BACK:
+            raise UserError(f"--data-parallel-sharding-strategy {strategy!r}: expected one of {', '.join(FSDP_BACK)}")
+        return max(FSDP_BACK[strategy], 1 if a.has("--use-distributed-optimizer") else 0)
+    return 1 if a.has("--use-distributed-optimizer") else 0
+
+
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+def recompute(a: MegatronArgs) -> str:
+    """none | selective | full: --recompute-granularity, else the legacy --recompute-activations
+    (selective) and --checkpoint-activations (full, Megatron-LM before 2022 and Megatron-DeepSpeed)."""
+    granularity = a.str("--recompute-granularity", None)
+    if granularity is None and a.has("--checkpoint-activations"):
+        return "full"
+    if granularity is None and a.has("--recompute-activations"):
+        return "selective"
+    if granularity in (None, "selective", "full"):
+        return granularity or "none"
+    raise UserError(f"--recompute-granularity {granularity!r}: expected full or selective")
+
+
+def recompute_data(a: MegatronArgs) -> dict:
+    """Layout recompute fields: the mode, and for full recompute --recompute-method and
+    --recompute-num-layers (legacy: --activations-checkpoint-method / -num-layers), for selective
+    --recompute-modules (megatron-core 0.16 TransformerConfig.recompute_modules; several modules given
+    as one word, comma- or space-separated)."""
+    mode = recompute(a)
+    data: dict = {"recompute": mode}
+    if mode == "full":
+        method = a.str("--recompute-method", None) or a.str("--activations-checkpoint-method", None)
+        if method not in (None, "uniform", "block"):
+            raise UserError(f"--recompute-method {method!r}: expected uniform or block")
+        layers = a.int("--recompute-num-layers") or a.int("--activations-checkpoint-num-layers")
+        if method is not None:
+            data["recompute_method"] = method
+        if layers is not None and layers > 1 or method == "block":
+            data["recompute_num_layers"] = layers or 1
+    if mode == "selective" and a.has("--recompute-modules"):
+        data["recompute_modules"] = recompute_modules(a.str("--recompute-modules") or "")
+    return data
+
+
+def recompute_modules(text: str) -> list[str]:
+    """The module names of --recompute-modules, each checked against Megatron's list."""
+    names = [n for n in re.split(r"[,\s]+", text.strip()) if n]
+    bad = [n for n in names if n not in RECOMPUTE_MODULES]
+    if bad or not names:
+        raise UserError(f"--recompute-modules {text[:60]!r}: expected some of {', '.join(RECOMPUTE_MODULES)}")
+    return names
+
+
+def unpriced_warnings(a: MegatronArgs) -> list[str]:
+    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED)."""
+    return flag_table.unpriced(a.flags)
+
+
+def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[int]]:
+    """(nodes, GPUs per node) from torchrun options, when they are literal numbers."""
+    if not opts:
+        return None, None
+    flags = flag_dict(parse_flags(opts))
+    nodes = flags.get("--nnodes") or flags.get("--nnode")
+    per = flags.get("--nproc-per-node") or flags.get("--nproc_per_node")
+    nodes_n = (_count("--nnodes", nodes.split(":")[-1]) if nodes and re.fullmatch(r"[0-9]+(:[0-9]+)?", nodes)
+               else None)
+    per_n = _count("--nproc-per-node", per) if per and re.fullmatch(r"[0-9]+", per) else None
+    return nodes_n, per_n
+
+
+def _count(flag: str, digits: str) -> int:
+    """A torchrun count in ASCII digits, at most 7 of them (int() of 5,000 digits raises)."""
+    if len(digits) > 7:
+        raise UserError(f"torchrun {flag} {digits[:20]}...: a node or GPU count has at most 7 digits")
+    return int(digits)

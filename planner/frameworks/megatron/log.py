@@ -1,0 +1,107 @@
+"""Megatron-LM (and NeMo running Megatron-LM's trainer) training logs.
+
+Reads what megatron/training/training.py `training_log` prints through `print_rank_last` every
+--log-interval iterations (megatron-core 0.19.2):
+
+    [2025-01-01 12:00:00.000000] iteration      100/   10000 | consumed samples:        51200 |
+    elapsed time per iteration (ms): 1234.5 | ... | global batch size:   512 | lm loss: 7.123456E+00 |
+    loss scale: 1.0 | grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |
+
+(one line; the time is the mean over the interval) and the argument dump of
+megatron/training/arguments.py `_print_args` at start-up:
+
+    ------------------------ arguments ------------------------
+      tensor_model_parallel_size ...................... 8
+    -------------------- end of arguments ---------------------
+
+A loss is printed only when its average is >= 0 (`if avg >= 0.0`), so a NaN loss shows as a missing
+loss and `number of nan iterations` > 0; an inf loss prints as INF. Such lines are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from planner.files.logs.common import NUMBER, RunLog, StepSample, finite, log_lines, need_steps, number, split_rank
+
+ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|")
+ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*(" + NUMBER + ")")
+LOSS = re.compile(r"\|\s*([\w ]*loss):\s*(" + NUMBER + r")(?=\s*\|)")
+NAN_ITERS = re.compile(r"number of nan iterations:\s*(\d+)")
+BATCH = re.compile(r"global batch size:\s*(\d+)")
+DUMP_START = re.compile(r"-{8,} arguments -{8,}")
+DUMP_END = re.compile(r"-{8,} end of arguments -{8,}")
+ARG = re.compile(r"^\s{2}(\w+) \.*\s?(.*)$")
+
+INT_ARGS = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp", "context_parallel_size": "cp",
+            "expert_model_parallel_size": "ep", "expert_tensor_parallel_size": "etp", "micro_batch_size": "mbs",
+            "global_batch_size": "global_batch", "seq_length": "seq_length", "num_layers": "num_layers",
+            "hidden_size": "hidden_size", "num_attention_heads": "num_attention_heads", "world_size": "world_size",
+            "virtual_pipeline_model_parallel_size": "vpp", "num_layers_per_virtual_pipeline_stage": "layers_per_vstage",
+            "num_experts": "num_experts", "ffn_hidden_size": "ffn_hidden_size"}
+BOOL_ARGS = {"sequence_parallel": "sp", "use_distributed_optimizer": "distributed_optimizer", "fp16": "fp16",
+             "bf16": "bf16", "overlap_grad_reduce": "overlap_grad_reduce", "tp_comm_overlap": "tp_comm_overlap",
+             "use_flash_attn": "flash_attention", "checkpoint_activations": "checkpoint_activations"}
+TEXT_ARGS = {"recompute_granularity": "recompute", "attention_backend": "attention_backend", "fp8": "fp8"}
+
+
+def is_step_line(line: str) -> bool:
+    """A `training_log` iteration line."""
+    return "elapsed time per iteration (ms)" in line and ITERATION.search(line) is not None
+
+
+def _value(text: str):
+    text = text.strip()
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _setting(log: RunLog, name: str, raw: str, line: int) -> None:
+    value = _value(raw)
+    if name in INT_ARGS and isinstance(value, int) and not isinstance(value, bool):
+        log.put(INT_ARGS[name], value, line)
+    elif name in BOOL_ARGS and isinstance(value, bool):
+        log.put(BOOL_ARGS[name], value, line)
+    elif name in TEXT_ARGS and value is not None:
+        log.put(TEXT_ARGS[name], str(value), line)
+
+
+def _step(line: str, number_: int) -> Optional[StepSample]:
+    rank, text = split_rank(line)
+    it, ms = ITERATION.search(text), ELAPSED.search(text)
+    if not it or not ms:
+        return None
+    seconds = number(ms.group(1)) / 1e3
+    losses = [number(v) for _, v in LOSS.findall(text)]
+    nan = NAN_ITERS.search(text)
+    bad = any(not finite(v) for v in losses) or bool(nan and int(nan.group(1)) > 0) or not finite(seconds)
+    return StepSample(int(it.group(1)), seconds, rank, number_, bad)
+
+
+def read(path: Path) -> RunLog:
+    """Iteration lines and the argument dump of one Megatron-LM log."""
+    log, in_dump = RunLog(Path(path), "megatron"), False
+    for n, line in log_lines(path):
+        _, text = split_rank(line)
+        if DUMP_START.search(text):
+            in_dump = True
+        elif DUMP_END.search(text):
+            in_dump = False
+        elif in_dump and (m := ARG.match(text)):
+            _setting(log, m.group(1), m.group(2), n)
+        elif is_step_line(text):
+            sample = _step(line, n)
+            if sample is not None:
+                log.steps.append(sample)
+                if (b := BATCH.search(text)):
+                    log.put("global_batch", int(b.group(1)), n)
+    need_steps(log)
+    return log

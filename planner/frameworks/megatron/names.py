@@ -1,0 +1,26 @@
+"""Megatron-LM's names for parplan's vocabulary: what the exporter writes and the script reader
+reads back (planner.frameworks.megatron.export, planner.frameworks.megatron.flags).
+
+Source: Megatron-LM megatron/training/arguments.py (flag names; store_true switches) and
+benchmarks/data/launch_formats.md, section "Megatron-LM".
+"""
+
+from planner.frameworks.megatron.flag_table import SWITCHES as FLAG_TABLE_SWITCHES
+
+# parplan vocabulary -> Megatron names
+NORM = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+POSITION = {"learned": "learned_absolute", "rope": "rope", "none": "none"}
+ZERO_FSDP = {2: "optim_grads", 3: "optim_grads_params"}
+PRECISION = {"bf16": [("--bf16", None)], "fp16": [("--fp16", None)],
+             "fp8": [("--bf16", None), ("--fp8-format", "hybrid")]}
+PARALLEL = {"tp": "--tensor-model-parallel-size", "pp": "--pipeline-model-parallel-size",
+            "cp": "--context-parallel-size", "ep": "--expert-model-parallel-size",
+            "etp": "--expert-tensor-parallel-size"}
+# flags Megatron defines as store_true (used when reading scripts back)
+SWITCHES = {
+    "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+    "--qk-layernorm", "--multi-latent-attention", "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",
+    "--overlap-param-gather", "--use-megatron-fsdp", "--bf16", "--fp16", "--mock-data", "--tp-comm-overlap",
+    "--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+} | FLAG_TABLE_SWITCHES

@@ -1,0 +1,109 @@
+"""Megatron's training flags (precision, optimizer, gradient and state dtypes, offload, dispatcher,
+allocator) read back into TrainSpec fields.
+
+Source: megatron/training/arguments.py and megatron-core's OptimizerConfig/DistributedDataParallelConfig
+(the flag names and defaults: fp32 main gradients with --bf16 unless --grad-reduce-in-bf16), as
+planner.frameworks.megatron.flag_table classifies them. Used by planner.files.native and the exporters'
+validators. Every bad value raises UserError naming the flag and the value.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from planner.errors import UserError
+from planner.frameworks.megatron.flags import MegatronArgs, choice, seq_length
+
+def train_data(a: MegatronArgs) -> dict:
+    """TrainSpec fields (global batch may be absent: Megatron then uses micro * dp)."""
+    if a.has("--bf16") and a.has("--fp16"):
+        raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
+    if not (a.has("--bf16") or a.has("--fp16")):
+        raise UserError("neither --bf16 nor --fp16 is given: parplan models 16-bit mixed-precision training")
+    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else "fp16")
+    optimizer = a.str("--optimizer", "adam")
+    if optimizer not in ("adam", "sgd"):
+        raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
+    data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
+            "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
+            "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
+            **optimizer_dtypes(a), **offload_data(a)}
+    if a.has("--fp8-recipe"):
+        data["fp8_recipe"] = choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")
+    if precision == "fp8" and a.has("--fp8-param-gather"):
+        data["fp8_param_gather"] = True
+    if a.has("--cross-entropy-loss-fusion"):
+        data["fused_loss"] = True
+    if a.has("--moe-token-dispatcher-type"):
+        data["moe_dispatcher"] = choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
+    if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
+        data["expandable_segments"] = True
+    if a.has("--global-batch-size"):
+        data["global_batch_size"] = a.int("--global-batch-size")
+    return data
+
+
+# Megatron --fp8-recipe -> TrainSpec.fp8_recipe (megatron-core 0.16 enums.Fp8Recipe; delayed and tensorwise
+# are both per-tensor scales)
+FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
+# Megatron --moe-token-dispatcher-type -> TrainSpec.moe_dispatcher (what the memory counts). A script names no
+# Megatron version, so it is read as today's: every dispatcher, allgather included (index-based permutation
+# since megatron-core 0.7), keeps only the permuted expert input; TrainSpec's "allgather" is the 0.6 dispatcher's
+# torch.gather copies, which only a row that states that version sets.
+DISPATCHERS = {"allgather": "alltoall", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "alltoall"}
+DTYPES = ("fp32", "fp16", "bf16", "fp8")
+
+
+def grad_dtype(a: MegatronArgs) -> Optional[str]:
+    """The gradient buffer's dtype: fp32 with --accumulate-allreduce-grads-in-fp32 or by default with
+    --bf16 (Megatron's main grads), bf16 with --grad-reduce-in-bf16, or --main-grads-dtype under the
+    precision-aware optimizer; None (the stack's) otherwise."""
+    if a.has("--use-precision-aware-optimizer") and a.has("--main-grads-dtype"):
+        value = a.str("--main-grads-dtype")
+        if value not in ("fp32", "bf16"):
+            raise UserError(f"--main-grads-dtype {value!r}: expected fp32 or bf16")
+        return value
+    if a.has("--accumulate-allreduce-grads-in-fp32"):
+        return "fp32"
+    if a.has("--grad-reduce-in-bf16"):
+        return "bf16"
+    return "fp32" if a.has("--bf16") else None
+
+
+def optimizer_dtypes(a: MegatronArgs) -> dict:
+    """master_dtype, exp_avg_dtype, exp_avg_sq_dtype from --main-params-dtype, --exp-avg-dtype,
+    --exp-avg-sq-dtype; Megatron reads them only with --use-precision-aware-optimizer (else fp32)."""
+    if not a.has("--use-precision-aware-optimizer"):
+        return {}
+    out = {}
+    for flag, key, allowed in (("--main-params-dtype", "master_dtype", ("fp32", "fp16")),
+                               ("--exp-avg-dtype", "exp_avg_dtype", DTYPES),
+                               ("--exp-avg-sq-dtype", "exp_avg_sq_dtype", DTYPES)):
+        value = a.str(flag, "fp32")
+        if value not in allowed:
+            raise UserError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
+        out[key] = value
+    return out
+
+
+def offload_data(a: MegatronArgs) -> dict:
+    """Activation offload (--cpu-offloading, --cpu-offloading-num-layers, Megatron default 0) and
+    optimizer offload (--optimizer-cpu-offload, --optimizer-offload-fraction, default 1.0)."""
+    out: dict = {}
+    if a.has("--cpu-offloading"):
+        out["activation_offload_layers"] = a.int("--cpu-offloading-num-layers", 0, minimum=0)
+    if a.has("--optimizer-cpu-offload"):
+        out["offload_optimizer"] = "cpu"
+        fraction = a.str("--optimizer-offload-fraction", "1.0")
+        try:
+            out["offload_optimizer_fraction"] = float(fraction)
+        except (TypeError, ValueError):
+            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1") from None
+        if not 0.0 <= out["offload_optimizer_fraction"] <= 1.0:
+            raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1")
+    return out
+
+
+def expandable_segments(conf: str) -> bool:
+    """PYTORCH_CUDA_ALLOC_CONF turns on expandable segments ('expandable_segments:True', among commas)."""
+    return any(part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(","))

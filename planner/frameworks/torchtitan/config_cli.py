@@ -1,0 +1,172 @@
+"""torchtitan 0.3 launch lines (`torchrun ... -m torchtitan.train --module llama3 --config llama3_8b
+--parallelism.tensor_parallel_degree 8 ...`, or `MODULE=llama3 CONFIG=llama3_8b ./run_train.sh --...`)
+turned into the TOML mapping that planner.files.native reads for 0.2 files.
+
+Source: torchtitan 0.3.0 config/manager.py (ConfigManager: --module and --config select a
+config_registry function; every other argument is a tyro flag `--<section>.<key> VALUE` or
+`--<section>.<key>=VALUE`, booleans as `--<section>.<key>` / `--<section>.no-<key>`), config/configs.py
+(defaults: TrainingConfig local_batch_size 8, seq_len 2048; ParallelismConfig as in 0.2; CompileConfig
+enable False, components ["model", "loss"], enable_async_tensor_parallel now under [compile]),
+trainer.py (activation_checkpoint default SelectiveAC: the per-op policy, 0.2's "op"; 0.2's default was
+a layer period of 2) and the config_registry functions of the five presets below.
+Differences from 0.2 that change a reading: the default activation checkpointing (per-op, not every
+2nd layer), async TP's section, and converters, which live in the preset (model_registry(converters=...))
+rather than in a flag. A preset parplan does not carry takes 0.3's dataclass defaults, said in a note.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from pathlib import Path
+
+from planner.errors import UserError
+
+DEFAULTS = {"training": {"local_batch_size": 8, "seq_len": 2048},
+            "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+            "compile": {"enable": False, "components": ["model", "loss"]}}
+# torchtitan 0.3.0 models/<module>/config_registry.py: what each function sets beyond the defaults
+PRESETS = {
+    ("llama3", "llama3_8b"): {"training": {"local_batch_size": 1, "seq_len": 8192}},
+    ("llama3", "llama3_70b"): {"training": {"local_batch_size": 8, "seq_len": 8192},
+                               "parallelism": {"tensor_parallel_degree": 8}, "activation_checkpoint": {"mode": "full"}},
+    ("llama3", "llama3_405b"): {"training": {"local_batch_size": 2, "seq_len": 8192},
+                                "parallelism": {"tensor_parallel_degree": 8}, "activation_checkpoint": {"mode": "full"},
+                                "compile": {"enable": True, "enable_async_tensor_parallel": True},
+                                "model": {"converters": ["float8"]}},
+    ("qwen3", "qwen3_32b"): {"training": {"local_batch_size": 2, "seq_len": 4096},
+                             "activation_checkpoint": {"mode": "full"}},
+    ("deepseek_v3", "deepseek_v3_16b"): {"training": {"local_batch_size": 4, "seq_len": 4096},
+                                         "parallelism": {"pipeline_parallel_schedule": "Interleaved1F1B",
+                                                         "expert_parallel_degree": 8},
+                                         "compile": {"enable": True, "components": ["loss"]}},
+}
+READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8")
+LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
+
+
+def is_titan_cli(text: str) -> bool:
+    """A torchtitan 0.3 launch line: torchtitan.train or run_train.sh with --module/MODULE= and --config/CONFIG=."""
+    return ("torchtitan.train" in text or "run_train.sh" in text) and ("--module" in text or "MODULE=" in text)
+
+
+def _words(text: str, path: Path) -> list[str]:
+    joined = text.replace("\\\n", " ")
+    try:
+        return [w for line in joined.splitlines() if not line.lstrip().startswith("#")
+                for w in shlex.split(line, comments=True)]
+    except ValueError as exc:
+        raise UserError(f"{path}: cannot split the command line ({exc})") from None
+
+
+def _flags(words: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """(environment assignments MODULE=/CONFIG=/NGPU=, [(dotted key, value)]) of the launch words."""
+    env, flags, i = {}, [], 0
+    while i < len(words):
+        word = words[i]
+        if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isupper():
+            env.setdefault(*word.split("=", 1))
+        elif word.startswith("--") and "." in word.split("=", 1)[0] or word in ("--module", "--config"):
+            key, value = (word[2:].split("=", 1) + [None])[:2]
+            taken = []
+            while value is None and i + 1 < len(words) and not words[i + 1].startswith("-"):
+                taken.append(words[i + 1])
+                i += 1
+                if key.split(".")[-1] not in LIST_KEYS:
+                    break
+            if taken:
+                value = taken if key.split(".")[-1] in LIST_KEYS else taken[0]
+            flags.append((key, value))
+        elif word.startswith("--module=") or word.startswith("--config="):
+            flags.append(tuple(word[2:].split("=", 1)))
+        i += 1
+    return env, flags
+
+
+def _value(section: str, key: str, raw, path: Path):
+    """A flag's value: a bare flag is true (`--a.no-b` false); numbers and lists as TOML would give them."""
+    if raw is None:
+        return True
+    if isinstance(raw, list) or key in LIST_KEYS:
+        return raw if isinstance(raw, list) else [raw]
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        return float(raw) if key == "memory_budget" else raw
+    except ValueError:
+        raise UserError(f"{path}: --{section}.{key}={raw!r:.40} must be a number") from None
+
+
+def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | None]:
+    """(the TOML-like mapping of a 0.3 launch line, its GPUs per node from --nproc_per_node/NGPU or None)."""
+    words = _words(text, path)
+    env, flags = _flags(words)
+    module = next((v for k, v in flags if k == "module"), env.get("MODULE"))
+    name = next((v for k, v in flags if k == "config"), env.get("CONFIG"))
+    if not module or not name:
+        raise UserError(f"{path}: a torchtitan 0.3 launch needs --module and --config (or MODULE= and CONFIG=)")
+    cfg = copy.deepcopy(DEFAULTS)
+    preset = PRESETS.get((module, name))
+    if preset is None:
+        notes.append(f"--module {module} --config {name}: preset not known to parplan; torchtitan 0.3's defaults "
+                     "used where the flags say nothing")
+    for section, values in (preset or {}).items():
+        cfg.setdefault(section, {}).update(values)
+    for key, raw in flags:
+        if key in ("module", "config"):
+            continue
+        *tables, leaf = key.split(".")
+        if leaf.startswith("no-") or leaf.startswith("no_"):
+            leaf, raw = leaf[3:], "false"
+        if tables[0] not in READ:
+            notes.append(f"--{key}: not priced by parplan")
+            continue
+        _table(cfg, tables, key, path)[leaf.replace("-", "_")] = _value(".".join(tables), leaf, raw, path)
+    return cfg, _per_node(words, env, path)
+
+
+def _table(cfg: dict, names: list[str], key: str, path: Path) -> dict:
+    """The nested table a dotted flag writes into (created when missing)."""
+    node = cfg
+    for name in names:
+        node = node.setdefault(name.replace("-", "_"), {})
+        if not isinstance(node, dict):
+            raise UserError(f"{path}: --{key}: {name} is a value, not a section")
+    return node
+
+
+
+def _torchrun(words: list[str], names: tuple[str, ...], path: Path) -> int | None:
+    """A torchrun count option (--nproc_per_node, --nnodes) as a number; None when absent or a variable."""
+    for i, word in enumerate(words):
+        for flag in names:
+            if word.startswith(flag + "="):
+                return _count(word.split("=", 1)[1], path)
+            if word == flag and i + 1 < len(words):
+                return _count(words[i + 1], path)
+    return None
+
+
+def _per_node(words: list[str], env: dict, path: Path) -> int | None:
+    found = _torchrun(words, ("--nproc_per_node", "--nproc-per-node"), path)
+    return found if found is not None else (_count(env["NGPU"], path) if "NGPU" in env else None)
+
+
+def launch_world(text: str, path: Path) -> int | None:
+    """GPUs the launch line asks for: --nnodes (default 1) x --nproc_per_node (or NGPU); None when unsaid."""
+    words = _words(text, path)
+    env, _ = _flags(words)
+    per = _per_node(words, env, path)
+    nodes = _torchrun(words, ("--nnodes",), path)
+    return None if per is None else per * (nodes or 1)
+
+
+def _count(raw: str, path: Path) -> int | None:
+    if raw.startswith("$") or ":" in raw:  # a variable, or an elastic range such as 1:4
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 1024:
+        raise UserError(f"{path}: --nproc_per_node={raw!r:.20} must be a GPU count from 1 to 1024")
+    return int(raw)

@@ -1,0 +1,140 @@
+"""Pure readers of torchtitan 0.2.x TOML settings (no spec loading): the [parallelism] degrees, the
+stage split, [training] numbers; for planner.files.native, the torchtitan exporter and the search.
+
+Source: benchmarks/data/launch_formats.md, section "torchtitan" (the degree keys, dp_shard -1 = the rest,
+the stage split of torchtitan's generate_llm_fqn_per_model_part). Every problem is a UserError naming the
+key and its value: types are strict, degrees at least 1 and of sane size (planner.files.config_values).
+Moved here from planner.files.read_configs (which re-exports it for one release).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Optional
+
+from planner.errors import UserError
+from planner.files.config_values import MAX_COUNT, short, whole
+
+TT_SCHEDULES_SINGLE = {"1F1B": "1f1b", "GPipe": "gpipe"}
+TT_SCHEDULES_LOOPED = {"Interleaved1F1B": "interleaved"}
+TT_RESHARD = ("default", "always", "never")
+
+
+def section(cfg: dict, name: str, path: Path) -> dict:
+    value = cfg.get(name, {})
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: [{name}] must be a table")
+    return value
+
+
+def tt_int(section: dict, key: str, path: Path, default: int, name: str = "parallelism", minimum: int = 1,
+           maximum: int = MAX_COUNT) -> int:
+    value = section.get(key, default)
+    if not whole(value) or not minimum <= value <= maximum:
+        raise UserError(f"{path}: {name}.{key}={short(value)} must be a whole number from {minimum} to {maximum}")
+    return value
+
+
+def tt_bool(section: dict, key: str, path: Path, name: str = "parallelism") -> bool:
+    """A TOML boolean (false when absent); the string "true" is refused."""
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"{path}: {name}.{key}={short(value)} must be true or false")
+    return value
+
+
+def tt_shard(par: dict, path: Path) -> int:
+    """data_parallel_shard_degree: -1 (the GPUs left over) or a whole number >= 1; 0 is refused."""
+    value = par.get("data_parallel_shard_degree", -1)
+    if value != -1 and (not whole(value) or not 1 <= value <= MAX_COUNT):
+        raise UserError(f"{path}: parallelism.data_parallel_shard_degree={short(value)} must be -1 (the rest) "
+                        f"or a whole number from 1 to {MAX_COUNT}")
+    return value
+
+
+def _tt_choice(par: dict, key: str, path: Path, default: str, known) -> str:
+    value = par.get(key, default)
+    if not isinstance(value, str) or value not in known:
+        raise UserError(f"{path}: parallelism.{key}={short(value)}: parplan models {', '.join(known)}")
+    return value
+
+
+def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int]:
+    degrees = {k: tt_int(par, f"{k}_degree", path, 1) for k in
+               ("tensor_parallel", "context_parallel", "pipeline_parallel", "expert_parallel",
+                "data_parallel_replicate")}
+    tp, cp, pp, ep, rep = (degrees[k] for k in ("tensor_parallel", "context_parallel", "pipeline_parallel",
+                                                 "expert_parallel", "data_parallel_replicate"))
+    shard = tt_shard(par, path)
+    if shard == -1:
+        shard = world // (rep * cp * tp * pp)
+    if shard < 1 or rep * shard * cp * tp * pp != world:
+        raise UserError(f"{path}: data_parallel_replicate*shard*cp*tp*pp = {rep}*{shard}*{cp}*{tp}*{pp} must equal "
+                        f"the {world} GPUs")
+    reshard = _tt_choice(par, "fsdp_reshard_after_forward", path, "default", TT_RESHARD)
+    zero = {"never": 2, "always": 3}.get(reshard, 3 if shard > 1 else 0)
+    lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
+    if rep > 1 and shard > 1:  # HSDP: FSDP over dp_shard*cp, replicated rep times
+        lay["shard_group"] = shard * cp
+    if pp > 1:
+        lay.update(_tt_stages(par, path, layers, pp))
+    return lay, rep * shard
+
+
+def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
+    name = _tt_choice(par, "pipeline_parallel_schedule", path, "1F1B", [*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])
+    first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0, maximum=layers)
+    last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0, maximum=layers)
+    per = par.get("pipeline_parallel_layers_per_stage")
+    if per is None:
+        stages = pp * (1 if name in TT_SCHEDULES_SINGLE else 2)
+    else:
+        per = tt_int(par, "pipeline_parallel_layers_per_stage", path, 1, maximum=layers)
+        stages = math.ceil((layers + first + last) / per)
+    if stages % pp:
+        raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
+    counts = titan_split(stages, layers, first, last)
+    vpp = stages // pp
+    per_rank = [sum(counts[v * pp + r] for v in range(vpp)) for r in range(pp)]
+    schedule = TT_SCHEDULES_SINGLE.get(name) or TT_SCHEDULES_LOOPED[name]
+    return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
+
+
+def titan_split(stages: int, layers: int, first: int, last: int) -> list[int]:
+    """Transformer layers per virtual stage as torchtitan's generate_llm_fqn_per_model_part assigns them."""
+    effective = layers + first + last
+    per, extra = divmod(effective, stages)
+    counts, left = [], layers
+    for i in range(stages):
+        n = per + (1 if i < extra else 0) - (first if i == 0 else 0) - (last if i == stages - 1 else 0)
+        n = max(0, min(n, left))
+        counts.append(n)
+        left -= n
+    return counts
+
+
+def tt_world(par: dict, path: Path) -> Optional[int]:
+    keys = ("data_parallel_replicate", "context_parallel", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+    degrees = [tt_int(par, f"{k}_degree", path, 1) for k in keys]
+    shard = tt_shard(par, path)
+    return None if shard == -1 else math.prod(degrees[:4]) * shard
+
+
+@functools.lru_cache(maxsize=None)
+def stage_options(layers: int, pp: int, v: int) -> dict[tuple[int, int, int], tuple[int, ...]]:
+    """Every (layers_per_stage, first_less, last_less) torchtitan accepts here -> the layers per rank
+    it builds (no rank's largest chunk above ceil(n / vpp)): the splits a torchtitan plan can run."""
+    count, out = pp * v, {}
+    for first in range(layers // count + 1):
+        for last in range(layers // count + 1):
+            effective = layers + first + last
+            per = math.ceil(effective / count)
+            if max(first, last) > effective // count or math.ceil(effective / per) != count:
+                continue
+            split = titan_split(count, layers, first, last)
+            chunks = [[split[k * pp + r] for k in range(v)] for r in range(pp)]
+            if all(min(c) >= 1 and max(c) == math.ceil(sum(c) / v) for c in chunks):
+                out.setdefault((per, first, last), tuple(sum(c) for c in chunks))
+    return out

@@ -1,0 +1,295 @@
+"""torchtitan exporter: `launch_torchtitan.sh` for torchtitan 0.3.0 and `torchtitan_0.2.toml` for 0.2.x.
+
+Source: benchmarks/data/launch_formats.md, section "torchtitan" (0.3.0: `--module/--config` plus
+`--section.key value` overrides and the `activation-checkpoint:` subcommand, `--training.disable_cuda_graphs`
+with PP > 1; 0.2.x: a TOML job file; the degree, batch and sequence rules) and section "torchrun".
+Choices documented in the files and in docs/exporters.md:
+- data parallel: zero 0 -> data_parallel_replicate_degree = dp (DDP); zero >= 1 -> data_parallel_shard_degree
+  = dp (FSDP2) with fsdp_reshard_after_forward "never" for zero 1/2 (gradients and optimizer states sharded,
+  parameters kept after forward: no more memory than ZeRO-1 needs) and "always" for zero 3.
+  torchtitan has no ZeRO-1 proper; plain DDP would use more memory than the plan predicts.
+- batch: with PP > 1 torchtitan splits training.local_batch_size into pipeline micro-batches, so
+  local = mbs * num_microbatches; without PP it accumulates gradients, so local = mbs and
+  global / (local * dp) = num_microbatches.
+- stages: pipeline_parallel_layers_per_stage with first/last_stage_less_layers chosen so that
+  torchtitan's own split (distributed/pipeline_parallel.py generate_llm_fqn_per_model_part, mirrored by
+  config_values.titan_split) gives the plan's stage_layers with each rank's chunks as even as parplan
+  models them (Llama 3 405B on pp=16: 1 and 1 give 7, 8, ..., 8, 7); other splits would need
+  module_fqns_per_model_part with the model's module names, and are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from costmodels.timing import tp_overlap_applies
+from planner.exporters.common import (
+    ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
+)
+from planner.files.planfile import VERSION
+from planner.frameworks.torchtitan.config_values import stage_options
+
+TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
+TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
+SCRIPT, TOML = "launch_torchtitan.sh", "torchtitan_0.2.toml"
+CONFIG_MODULE = "parplan_torchtitan_config"  # written when torchtitan's own config has converters the plan lacks
+
+SCHEDULE = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe"}
+AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
+# (layers, hidden) of torchtitan's llama3 registry -> (module, 0.3.0 config function, 0.2.x flavor)
+LLAMA3 = {(32, 4096): ("llama3", "llama3_8b", "8B"), (80, 8192): ("llama3", "llama3_70b", "70B"),
+          (126, 16384): ("llama3", "llama3_405b", "405B")}
+# 0.3.0 config functions whose model_spec carries converters (torchtitan/models/llama3/config_registry.py:
+# llama3_405b builds model_registry("405B", converters=[Float8LinearConverter.Config(filter_fqns=["lm_head"])]));
+# Trainer.Config.model_spec is tyro.conf.Suppress, so no command-line flag removes them
+CONVERTERS = {"llama3_405b": "float8 (Float8LinearConverter, lm_head filtered)"}
+
+
+def known_model(plan: ExportPlan):
+    """torchtitan's own config for this model shape, or None."""
+    m = plan.model
+    llama = (m.activation, m.norm, m.position_embedding, m.vocab_size, m.is_moe) == \
+        ("swiglu", "rmsnorm", "rope", 128256, False)
+    return LLAMA3.get((m.num_layers, m.hidden_size)) if llama else None
+
+
+def refusal(plan: ExportPlan) -> None:
+    lay, train, why = plan.layout, plan.train, []
+    if lay.pp > 1 and stage_keys(plan) is None:
+        why.append(f"stage_layers={lay.stage_layers}: no pipeline_parallel_layers_per_stage and first/last_stage_"
+                   "less_layers make torchtitan split the layers so; that needs module_fqns_per_model_part with "
+                   "the model's module names")
+    if lay.etp > 1:
+        why.append(f"etp={lay.etp}: torchtitan 0.3.0 has no expert tensor parallelism (0.2.x only etp = tp)")
+    if lay.cp > 1 and lay.cp_comm != "p2p":
+        why.append(f"cp_comm={lay.cp_comm}: torchtitan's context parallelism is PyTorch ring attention (cp_comm=p2p)")
+    if train.precision != "bf16":
+        why.append(f"precision={train.precision}: torchtitan trains in bf16 mixed precision "
+                   "(fp8 needs a float8 model converter chosen in code)")
+    if train.optimizer != "adam":
+        why.append(f"optimizer={train.optimizer}: torchtitan offers Adam/AdamW only")
+    if lay.shard_group and lay.shard_group % lay.cp:
+        why.append(f"shard_group={lay.shard_group}: torchtitan shards over dp_shard*cp, so the group must be a "
+                   f"multiple of cp={lay.cp}")
+    shard, _, _ = data_parallel(plan)
+    if plan.model.is_moe and (shard * lay.cp * lay.tp) % lay.ep:
+        why.append(f"ep={lay.ep}: torchtitan takes experts from dp_shard*cp*tp={shard}*{lay.cp}*{lay.tp}, "
+                   "which it does not divide")
+    if plan.model.mtp_num_layers:
+        why.append(f"mtp_num_layers={plan.model.mtp_num_layers}: torchtitan builds multi-token prediction in its "
+                   "model registry (deepseek_v3 num_mtp_layers, 0.3.0), not in the config parplan writes")
+    if async_tp(plan) and not compiled(plan):
+        why.append(f"tp_comm_overlap with stack {train.stack_spec.name}: torchtitan's async TP needs torch.compile "
+                   "(CompileConfig.__post_init__)")
+    if cpu_offload(plan) is None:
+        why.append(f"offload_optimizer={train.offload_optimizer}, offload_params={train.offload_params}: torchtitan "
+                   "offloads parameters, gradients and optimizer states together (training.enable_cpu_offload, "
+                   "FSDP's CPUOffloadPolicy): both cpu, or neither")
+    if why:
+        raise ExportRefused("torchtitan: " + "; ".join(why))
+
+
+def compiled(plan: ExportPlan) -> bool:
+    """torch.compile on: the stack priced is compiled torchtitan (torchtitan-eager is the eager profile)."""
+    return plan.train.stack_spec.name != "torchtitan-eager"
+
+
+def async_tp(plan: ExportPlan) -> bool:
+    """Async TP (compile.enable_async_tensor_parallel) as priced: TP overlap that applies (tp > 1 with sp)."""
+    return tp_overlap_applies(plan.train, plan.layout)
+
+
+def cpu_offload(plan: ExportPlan):
+    """training.enable_cpu_offload: True when parameters and optimizer states go to the CPU, False when
+    neither does, None for what torchtitan cannot express."""
+    train = plan.train
+    both = (train.offload_params, train.offload_optimizer)
+    if both == ("none", "none"):
+        return False
+    if both == ("cpu", "cpu") and train.offload_optimizer_fraction == 1:
+        return True
+    return None
+
+
+def stage_keys(plan: ExportPlan) -> Optional[tuple[int, int, int]]:
+    """(pipeline_parallel_layers_per_stage, first_stage_less_layers, last_stage_less_layers) for which
+    torchtitan builds pp * vpp virtual stages whose layers sum per rank (virtual stage s on rank s % pp)
+    to the plan's stage_layers, no rank's largest chunk above ceil(n / vpp); None when none does.
+    torchtitan also needs each less_layers <= the layers per virtual stage (its balance check)."""
+    lay = plan.layout
+    keys = stage_options(plan.model.num_layers, lay.pp, lay.vpp)
+    return next((k for k, stages in keys.items() if list(stages) == lay.stage_layers), None)
+
+
+def data_parallel(plan: ExportPlan) -> tuple[int, int, str]:
+    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward).
+    HSDP: FSDP shards over dp_shard * cp, so a shard group of S ranks is dp_shard = S / cp, replicated
+    dp * cp / S times."""
+    lay = plan.layout
+    if lay.zero == 0:
+        return 1, lay.dp, "default"
+    reshard = "always" if lay.zero == 3 else "never"
+    if lay.shard_group:
+        return lay.shard_group // lay.cp, lay.replicas, reshard
+    return lay.dp, 1, reshard
+
+
+def local_batch(plan: ExportPlan) -> int:
+    lay = plan.layout
+    return lay.mbs * lay.num_microbatches if lay.pp > 1 else lay.mbs
+
+
+def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
+    """Section -> [(key, value)], shared by both versions."""
+    lay = plan.layout
+    shard, replicate, reshard = data_parallel(plan)
+    par = [("data_parallel_replicate_degree", replicate), ("data_parallel_shard_degree", shard),
+           ("fsdp_reshard_after_forward", reshard), ("tensor_parallel_degree", lay.tp),
+           ("context_parallel_degree", lay.cp), ("pipeline_parallel_degree", lay.pp)]
+    if lay.pp > 1:
+        per, first, last = stage_keys(plan)
+        par += [("pipeline_parallel_schedule", SCHEDULE[lay.schedule]),
+                ("pipeline_parallel_layers_per_stage", per),
+                ("pipeline_parallel_first_stage_less_layers", first),
+                ("pipeline_parallel_last_stage_less_layers", last),
+                ("pipeline_parallel_microbatch_size", lay.mbs)]
+    if plan.model.is_moe:
+        par.append(("expert_parallel_degree", lay.ep))
+    training = [("enable_cpu_offload", bool(cpu_offload(plan))), ("local_batch_size", local_batch(plan)),
+                ("global_batch_size", plan.train.global_batch_size), ("seq_len", plan.seq),
+                ("dtype", "float32" if plan.train.master_weights else "bfloat16"), ("mixed_precision_param", "bfloat16")]
+    return {"parallelism": par, "training": training}
+
+
+def compile_components(plan: ExportPlan) -> list[str]:
+    """What torch.compile covers, as priced: the model when the stack is compiled torchtitan, the loss when
+    the plan prices a fused cross entropy (no fp32 copy of the logits). Written out because torchtitan's
+    default, ["model", "loss"], would compile a loss the plan priced unfused (planner.frameworks.torchtitan.config_toml)."""
+    return (["model"] if compiled(plan) else []) + (["loss"] if plan.train.loss_fused else [])
+
+
+def compile_settings(plan: ExportPlan) -> list[tuple[str, object]]:
+    """[compile] as priced: torch.compile of what compile_components names, async TP per the plan
+    (0.3.0 CompileConfig)."""
+    parts = compile_components(plan)
+    return ([("enable", bool(parts))] + ([("components", parts)] if parts else [])
+            + [("enable_async_tensor_parallel", async_tp(plan))])
+
+
+def cli_words(section: str, key: str, value) -> list:
+    """One 0.3.0 override: `--section.key value`; a bool as tyro's flag pair `--section.key` / `--section.no-key`."""
+    if isinstance(value, bool):
+        return [f"--{section}.{key}" if value else f"--{section}.no-{key}"]
+    if isinstance(value, list):  # tyro: a list is the words up to the next flag
+        return [f"--{section}.{key}", *value]
+    return [f"--{section}.{key}", value]
+
+
+def ac_args(plan: ExportPlan) -> list:
+    return [f"activation-checkpoint:{AC_MODE[plan.layout.recompute]}"]
+
+
+def launcher(plan: ExportPlan) -> str:
+    known = known_model(plan)
+    module, config = (known[0], known[1]) if known else ("", "")
+    own = config in CONVERTERS
+    if own:
+        module, config = CONFIG_MODULE, plain_config(config)
+    # torchtitan/trainer.py 0.3.0 captures CUDA graphs unless disabled (never with PP or the MoE all-to-all);
+    # parplan's torchtitan stacks were fitted on runs without them. Bare bool flags come first and a valued
+    # flag last, so that no reader takes the activation-checkpoint subcommand for a flag's value.
+    overrides: list = ["--training.disable_cuda_graphs"]
+    sections = settings(plan)  # 0.3.0 only: enable_sequence_parallel (0.2.x always shards over TP)
+    sections["parallelism"] = [("enable_sequence_parallel", True)] + sections["parallelism"]
+    for section, items in {"compile": compile_settings(plan), **sections}.items():
+        for key, value in items:
+            overrides += cli_words(section, key, value)
+    body = (
+        f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
+        "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
+        "# no model converters (float8, mxfp8: the plan is bf16; they cannot be turned off from the command line).\n"
+        + (f"# {CONFIG_MODULE}.py (beside this script) is torchtitan's {known[1]} without its converters.\n"
+           'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
+           'export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"\n' if own else "")
+        + f'TT_MODULE="${{TT_MODULE:-{module}}}"\nTT_CONFIG="${{TT_CONFIG:-{config}}}"\n'
+        'if [ -z "$TT_MODULE" ] || [ -z "$TT_CONFIG" ]; then\n'
+        '    echo "set TT_MODULE and TT_CONFIG to a torchtitan config of this model (none is built in)" >&2\n'
+        "    exit 2\nfi\n"
+        f"NNODES={plan.nodes}\nGPUS_PER_NODE={plan.gpus_per_node}\n"
+        "# Run on every node with MASTER_ADDR = node 0's address and one RDZV_ID per job.\n"
+    )
+    words = ["torchrun", "--nnodes", Raw('"$NNODES"'), "--nproc-per-node", Raw('"$GPUS_PER_NODE"'),
+             "--rdzv-backend", "c10d", "--rdzv-endpoint", Raw('"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}"'),
+             "--rdzv-id", Raw('"${RDZV_ID:-parplan}"'), "-m", "torchtitan.train",
+             "--module", Raw('"$TT_MODULE"'), "--config", Raw('"$TT_CONFIG"')] + overrides + ac_args(plan)
+    return script(plan, TARGET_03, body + command(words), extra_header=notes(plan))
+
+
+def notes(plan: ExportPlan) -> list[str]:
+    lay = plan.layout
+    out = [f"Data parallel: zero={lay.zero} -> " + ("DDP (data_parallel_replicate_degree)" if lay.zero == 0 else
+           "FSDP2 (data_parallel_shard_degree), reshard after forward: " + data_parallel(plan)[2])]
+    if lay.tp > 1 and not lay.sp:
+        out.append("torchtitan always shards activations over TP (sequence parallel); the plan had sp=0, "
+                   "so memory will be lower than predicted.")
+    return out
+
+
+def toml(plan: ExportPlan) -> str:
+    known = known_model(plan)
+    flavor = known[2] if known else "EDIT-ME"
+    head = comment_block(header_lines(plan, TARGET_02, TOML) + notes(plan) + [
+        f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
+        f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
+        f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
+    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."]))
+    lay = plan.layout
+    ac = [("mode", AC_MODE[lay.recompute])] + ([("selective_ac_option", "op")] if lay.recompute == "selective" else [])
+    parts = [
+        f"[job]\ndescription = {toml_str(plan.model.name)}\ndump_folder = \"./outputs\"\n",
+        toml_table("model", [("name", "llama3"), ("flavor", flavor)]) + "converters = []  # bf16: no float8\n",
+        toml_table("training", settings(plan)["training"]),
+        toml_table("parallelism", settings(plan)["parallelism"]
+                   + [("enable_async_tensor_parallel", async_tp(plan))]),  # 0.2.x: here, not in [compile]
+        toml_table("compile", [(k, v) for k, v in compile_settings(plan) if k != "enable_async_tensor_parallel"]),
+        toml_table("activation_checkpoint", ac),
+    ]
+    return head + "\n" + "\n".join(parts)
+
+
+def plain_config(config: str) -> str:
+    """The name of the config function in CONFIG_MODULE: torchtitan's `config` without converters."""
+    return f"{config}_no_converters"
+
+
+CONFIG_TEXT = '''"""torchtitan 0.3.0 config for launch_torchtitan.sh, written by parplan {version}: torchtitan's own
+{config} without its model converters ({converters}), which the plan did not price (it is {precision}).
+Trainer.Config.model_spec cannot be set from the command line, hence this module; the script puts this
+folder on PYTHONPATH and passes --module {module} --config {function}."""
+
+from torchtitan.models.{family} import model_registry
+from torchtitan.models.{family}.config_registry import {config}
+
+
+def {function}():
+    config = {config}()
+    config.model_spec = model_registry({flavor!r})  # the same model, no converters
+    return config
+'''
+
+
+def config_module(plan: ExportPlan) -> dict[str, tuple[str, int]]:
+    """{CONFIG_MODULE}.py when torchtitan's own config of the model carries converters, else nothing."""
+    known = known_model(plan)
+    if not known or known[1] not in CONVERTERS:
+        return {}
+    text = CONFIG_TEXT.format(version=VERSION, config=known[1], converters=CONVERTERS[known[1]],
+                              precision=plan.train.precision, module=CONFIG_MODULE, function=plain_config(known[1]),
+                              family=known[0], flavor=known[2])
+    return {f"{CONFIG_MODULE}.py": (text, 0o666)}
+
+
+def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
+    """{file name: (text, mode)}; raises ExportRefused."""
+    refusal(plan)
+    return {SCRIPT: (launcher(plan), 0o777), TOML: (toml(plan), 0o666), **config_module(plan)}
