@@ -7,7 +7,8 @@
 2. Drop candidates whose device-memory lower bound (states, activations, the allocator's
    fragmentation, CUDA context and NCCL buffers: costmodels.device_memory) exceeds HBM less the
    margin: no split can fit them.
-3. In order of their step-time lower bound, build integer tables and a balanced first split;
+3. In order of a step-time lower bound (the floor, without ZeRO-3's per-micro-batch collectives priced),
+   build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
 4. CP-SAT (planner.search.cpsat) picks the best candidate and stage split among the survivors, then
@@ -141,15 +142,24 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
         if memory > usable:
             stats.memory_pruned += count
             if memory <= NEAR_MISS * usable:
-                step = coster.layers_bound_s(lay)
-                if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
-                    step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
-                    if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
-                        stats.fastest_pruned = (step, memory, group.members[0])
+                _near_miss(coster, lay, memory, group, stats)
             continue
-        kept.append((coster.layers_bound_s(lay), group))
+        kept.append((coster.layers_bound_s(lay, floor=True), group))
     kept.sort(key=lambda item: item[0])
     return kept
+
+
+def _near_miss(coster: Coster, lay: Candidate, memory: float, group: Group, stats: SearchStats) -> None:
+    """Keep the fastest (by step bound) of the layouts memory pruned as near misses: the exact bound
+    only where the floor (Coster.layers_bound_s) may still beat the fastest so far."""
+    fastest = stats.fastest_pruned
+    if fastest is not None and coster.layers_bound_s(lay, floor=True) >= fastest[0]:
+        return
+    step = coster.layers_bound_s(lay)
+    if fastest is None or step < fastest[0]:
+        step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
+        if fastest is None or step < fastest[0]:
+            stats.fastest_pruned = (step, memory, group.members[0])
 
 
 def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
@@ -159,10 +169,14 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
     which adds the pipeline sends) then drop what the K-th best first split already beats."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (lb, group) in enumerate(kept):  # lb: the layers' bound, without the split-free fixed_s
-        if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+    for i, (floor, group) in enumerate(kept):  # floor: the layers' floor bound, without fixed_s
+        if len(best) >= top and floor > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
             break
+        lb = coster.layers_bound_s(group.base)  # the exact layers' bound (ZeRO-3's term included)
+        if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+            stats.bound_pruned += len(group.splits)
+            continue
         if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
             stats.bound_pruned += len(group.splits)  # the sends and overhead too: provably slower
             continue
