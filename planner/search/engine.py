@@ -40,6 +40,7 @@ GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout ha
 RESERVE_S = 0.4  # of a caller's deadline, kept for the re-estimates, the reasons and the output
 NEAR_MISS = 1.5  # a layout needing up to 1.5x the usable memory counts as a near miss (explanations)
 PRUNE_MARGIN = 1e-3  # relative slack between float bounds and integer objectives
+FLOOR_ROUNDING = 1e-9  # the time floor may exceed the exact bound by rounding (parts summed in another order)
 
 
 @dataclass
@@ -153,7 +154,7 @@ def _near_miss(coster: Coster, lay: Candidate, memory: float, group: Group, stat
     """Keep the fastest (by step bound) of the layouts memory pruned as near misses: the exact bound
     only where the floor (Coster.layers_bound_s) may still beat the fastest so far."""
     fastest = stats.fastest_pruned
-    if fastest is not None and coster.layers_bound_s(lay, floor=True) >= fastest[0]:
+    if fastest is not None and coster.layers_bound_s(lay, floor=True) > fastest[0] * (1 + FLOOR_ROUNDING):
         return
     step = coster.layers_bound_s(lay)
     if fastest is None or step < fastest[0]:
