@@ -77,6 +77,10 @@ class SearchResult:
     tables: list[Table] = field(default_factory=list)
     # the cost caches of this problem, for a later search of the same (model, cluster, train)
     coster: Optional[Coster] = field(default=None, repr=False, compare=False)
+    # (time floor, group) of every candidate that passed `keep` and the memory bound, by floor; and that keep:
+    # a later search of the same problem with a stricter keep filters them instead of enumerating again
+    kept: list = field(default_factory=list, repr=False, compare=False)
+    keep: Optional[Callable] = field(default=None, repr=False, compare=False)
 
 
 Keep = Callable[[Candidate], bool]
@@ -205,20 +209,26 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
            keep: Optional[Keep] = None, deadline: Optional[float] = None,
-           coster: Optional[Coster] = None) -> SearchResult:
+           coster: Optional[Coster] = None, among: Optional[list] = None) -> SearchResult:
     """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds (and
     before `deadline`, a time.perf_counter() value, less RESERVE_S for what the caller does after):
     when the limit stops the search early, the best found is returned with status "feasible" and
     stats.cut says what was cut. `keep`: only candidates it accepts are costed (the others count in
     stats.filtered_out). `coster`: the cost caches of an earlier search of the same problem (used only
-    when its model, cluster and train equal these)."""
+    when its model, cluster and train equal these). `among`: that search's SearchResult.kept, when every
+    candidate `keep` accepts is one its keep accepted (a stricter keep, same space): only those are
+    filtered, not the whole space enumerated and bounded again."""
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
-    if coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train):
+    fresh = coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train)
+    if fresh:
         coster = Coster(model, cluster, train)
-    progress("enumerating layouts")
-    kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
+    if among is not None and not fresh:
+        kept = _restrict(among, keep, stats)
+    else:
+        progress("enumerating layouts")
+        kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
     survivors = _survivors(coster, model, kept, top, stats, deadline)
     progress(f"CP-SAT over up to {len(survivors)} candidates")
@@ -234,7 +244,28 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     if stats.truncated:
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
-                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster)
+                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster, kept, keep)
+
+
+def _restrict(among: list, keep: Optional[Keep], stats: SearchStats) -> list[tuple[float, Group]]:
+    """The (floor, group) of `among` whose candidates `keep` accepts (each split of a group asked apart),
+    in the same order; those it rejects count in stats.filtered_out. As in _groups, a FieldMemo answers for
+    every split of a group at once while `keep` has read no fixed_stages."""
+    out = []
+    memo = None if keep is None else FieldMemo(keep)
+    for floor, group in among:
+        count = len(group.splits)
+        stats.layouts_considered += count
+        if memo is None:
+            out.append((floor, group))
+            continue
+        ok = group.splits if memo(group.base) else ()
+        if group.splits != (None,) and "fixed_stages" in memo.read:
+            ok = tuple(s for s in group.splits if memo(Group(group.base, (s,)).members[0]))
+        stats.filtered_out += count - len(ok)
+        if ok:
+            out.append((floor, group if len(ok) == count else Group(group.base, ok)))
+    return out
 
 
 def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
@@ -317,7 +348,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     """The fastest layout that fits in a validated regime: the first validated one among the ranked
     plans (they are the fastest of all), else the winner of a search restricted to validated regimes
     (and to what `keep` accepts, e.g. a framework's layouts), before `deadline`: when none is left,
-    None, with "validated alternative" in result.stats.cut."""
+    None, with "validated alternative" in result.stats.cut. When `keep` is the keep of `result`'s search,
+    the candidates that search kept are filtered rather than the space enumerated again."""
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
@@ -326,8 +358,10 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None
+    # the same problem: its cost caches serve again, and with the same keep, the candidates it kept
+    among = result.kept if keep is result.keep and "enumeration" not in result.stats.cut else None
     again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
-                   deadline=deadline, coster=result.coster)  # the same problem: its cost caches serve again
+                   deadline=deadline, coster=result.coster, among=among)
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
     return again.plans[0] if again.plans else None
