@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -149,7 +150,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
             if memory <= NEAR_MISS * usable:
                 _near_miss(coster, lay, memory, group, stats)
             continue
-        kept.append((coster.layers_bound_s(lay, floor=True), group))
+        kept.append((coster.layers_bound_s(lay, floor=True), len(kept), group))
     kept.sort(key=lambda item: item[0])
     return kept
 
@@ -167,23 +168,44 @@ def _near_miss(coster: Coster, lay: Candidate, memory: float, group: Group, stat
             stats.fastest_pruned = (step, memory, group.members[0])
 
 
+def _by_exact_bound(coster: Coster, kept: list):
+    """(exact layers' bound, group) of `kept` ((floor, enumeration index, group) sorted by floor) in the order
+    of their exact bound, ties in enumeration order, as a generator told the threshold past which nothing
+    is wanted (gen.send(limit)): the exact bound (Coster.layers_bound_s) is priced only for candidates whose
+    floor is not past it. Yields (None, rest) when it stops: the groups never yielded."""
+    pending: list = []  # heap of (exact bound, enumeration index, group)
+    i, limit = 0, float("inf")
+    while i < len(kept) or pending:
+        if i < len(kept) and (not pending or kept[i][0] <= pending[0][0]):
+            floor, n, group = kept[i]
+            if floor > limit:
+                break
+            heapq.heappush(pending, (coster.layers_bound_s(group.base), n, group))
+            i += 1
+            continue
+        lb, _, group = heapq.heappop(pending)
+        if lb > limit:
+            pending.append((lb, 0, group))
+            break
+        limit = yield lb, group
+    yield None, [g for _, _, g in pending] + [g for _, _, g in kept[i:]]
+
+
 def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
                deadline: float) -> list[tuple[int, Table, tuple]]:
     """(integer lower bound, table, first split) of every candidate that might enter the top K,
     ordered by bound. Float bounds stop the costing; integer bounds (planner.search.tables.lower_bound,
-    which adds the pipeline sends) then drop what the K-th best first split already beats."""
+    which adds the pipeline sends) then drop what the K-th best first split already beats. Candidates come
+    in the order of their exact layers' bound, which is priced lazily (_by_exact_bound)."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (floor, group) in enumerate(kept):  # floor: the layers' floor bound, without fixed_s
-        if len(best) >= top and floor > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
-            stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
-            break
-        lb = coster.layers_bound_s(group.base)  # the exact layers' bound (ZeRO-3's term included)
-        if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
-            stats.bound_pruned += len(group.splits)
-            continue
-        if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+    order = _by_exact_bound(coster, kept)
+    lb, group = next(order)  # lb: the layers' bound, without the split-free fixed_s
+    limit = float("inf")  # past it nothing can enter the top K: the K-th best first split found
+    while lb is not None:
+        if lb + coster.fixed_s(group.base) > limit:
             stats.bound_pruned += len(group.splits)  # the sends and overhead too: provably slower
+            lb, group = order.send(limit)
             continue
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
@@ -198,6 +220,11 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
                 out.append((bound, table, found))
             if found is not None:
                 best = sorted(best + [found[0]])[:top]
+        if len(best) >= top:
+            limit = objective_seconds(best[-1]) * (1 + PRUNE_MARGIN)
+        lb, group = order.send(limit)
+    if lb is None:  # the rest: past the limit
+        stats.bound_pruned += sum(len(g.splits) for g in group)
     stats.tabled = len(out)
     if len(best) >= top:
         kept_out = [item for item in out if item[0] <= best[-1]]
@@ -253,18 +280,18 @@ def _restrict(among: list, keep: Optional[Keep], stats: SearchStats) -> list[tup
     every split of a group at once while `keep` has read no fixed_stages."""
     out = []
     memo = None if keep is None else FieldMemo(keep)
-    for floor, group in among:
+    for floor, n, group in among:
         count = len(group.splits)
         stats.layouts_considered += count
         if memo is None:
-            out.append((floor, group))
+            out.append((floor, n, group))
             continue
         ok = group.splits if memo(group.base) else ()
         if group.splits != (None,) and "fixed_stages" in memo.read:
             ok = tuple(s for s in group.splits if memo(Group(group.base, (s,)).members[0]))
         stats.filtered_out += count - len(ok)
         if ok:
-            out.append((floor, group if len(ok) == count else Group(group.base, ok)))
+            out.append((floor, n, group if len(ok) == count else Group(group.base, ok)))
     return out
 
 
