@@ -13,6 +13,7 @@ bounds that never exceed the true optimum (used to prune without losing it):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -50,6 +51,7 @@ class Coster:
     train: TrainSpec
     _memo: dict = field(default_factory=dict)
     _layouts: dict = field(default_factory=dict)
+    _tables: dict = field(default_factory=dict)  # (id(coefficients), id(device terms)) -> (table, them)
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
@@ -131,9 +133,16 @@ class Coster:
         if lay.fixed_stages is None:  # tabled once: a cache would only add its bookkeeping
             k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo,
                                     self.sends_s(lay))
-        else:  # a framework's split group: its members share everything but the split
-            k = self.coefficients(lay)
-        return make_table(lay, k, self.device(lay))
+            return make_table(lay, k, self.device(lay))
+        # a framework's split group: its members share everything but the split, so one integer table serves
+        # them all, its layout replaced (make_table reads no field of the layout but keeps it)
+        k, dev = self.coefficients(lay), self.device(lay)
+        shared = self._tables.get((id(k), id(dev)))
+        if shared is None:
+            shared = self._tables[(id(k), id(dev))] = (make_table(lay, k, dev), k, dev)  # k, dev: ids stay theirs
+        out = copy.copy(shared[0])
+        object.__setattr__(out, "layout", lay)
+        return out
 
     def budget(self, lay: Candidate) -> int:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin

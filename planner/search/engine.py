@@ -215,7 +215,8 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
         for lay in group.members:
             table = coster.table(lay)
             found = first_objective(model, table)
-            bound = lower_bound(table, model)
+            # a split the framework fixes: the bound is its objective (tables.lower_bound), found already
+            bound = lower_bound(table, model) if lay.fixed_stages is None else (found[0] if found else None)
             if bound is not None:  # None: a single-stage layout that does not fit
                 out.append((bound, table, found))
             if found is not None:
@@ -279,14 +280,17 @@ def _restrict(among: list, keep: Optional[Keep], stats: SearchStats) -> list[tup
     in the same order; those it rejects count in stats.filtered_out. As in _groups, a FieldMemo answers for
     every split of a group at once while `keep` has read no fixed_stages."""
     out = []
-    memo = None if keep is None else FieldMemo(keep)
+    memo = None if keep is None else FieldMemo(keep)  # for groups of several splits only (as in _candidates)
     for floor, n, group in among:
         count = len(group.splits)
         stats.layouts_considered += count
         if memo is None:
             out.append((floor, n, group))
             continue
-        ok = group.splits if memo(group.base) else ()
+        if group.splits == (None,):
+            ok = group.splits if keep(group.base) else ()
+        else:
+            ok = group.splits if memo(group.base) else ()
         if group.splits != (None,) and "fixed_stages" in memo.read:
             ok = tuple(s for s in group.splits if memo(Group(group.base, (s,)).members[0]))
         stats.filtered_out += count - len(ok)
@@ -387,7 +391,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
         return None
     # the same problem: its cost caches serve again, and with the same keep, the candidates it kept
     among = result.kept if keep is result.keep and "enumeration" not in result.stats.cut else None
-    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
+    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts,
+                   keep=both if among is None else valid,  # what `among` holds `keep` accepted already
                    deadline=deadline, coster=result.coster, among=among)
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
