@@ -45,3 +45,32 @@ def test_floor_keys_on_no_zero3_field():
         coster.times(cand)
     assert not {"dp", "pp", "shard_group", "zero3_per_microbatch"} & set(coster.floor_times.fields)
     assert coster.floor_times.calls < len({(c.tp, c.cp, c.mbs, c.recompute, c.dp, c.pp) for c in cands})
+
+
+def _framework_problem(name: str):
+    from planner.search import frameworks as fws
+
+    model = llama_like(256, 4, 2, 8, 512, vocab=4096, seq=512)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
+    fw = hp.load_framework(name)
+    train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
+    return model, clus, train, fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2)), \
+        fws.keep(fw, train)
+
+
+def test_a_stricter_search_over_the_kept_candidates_equals_a_fresh_one():
+    """search(among=result.kept) (the validated alternative's path) ranks what a fresh search with both
+    predicates ranks, for a framework without fixed splits and one whose partitioner fixes them."""
+    from planner.search import search
+
+    for name in ("megatron", "torchtitan"):
+        model, clus, train, opts, keep = _framework_problem(name)
+        first = search(model, clus, train, top=3, time_limit_s=60, opts=opts, keep=keep)
+        stricter = lambda cand: cand.pp > 1 or cand.zero == 1  # noqa: E731
+        reused = search(model, clus, train, top=3, time_limit_s=60, opts=opts, keep=stricter,
+                        coster=first.coster, among=first.kept)
+        fresh = search(model, clus, train, top=3, time_limit_s=60, opts=opts,
+                       keep=lambda cand: keep(cand) and stricter(cand))
+        assert fresh.plans and reused.objectives_s == fresh.objectives_s
+        assert [p.layout for p in reused.plans] == [p.layout for p in fresh.plans]
+        assert reused.objectives_s != first.objectives_s  # the stricter predicate mattered
