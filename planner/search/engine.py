@@ -18,8 +18,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -33,8 +31,9 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
+from planner.search.groups import Group, Keep, by_exact_bound, restrict, split_groups
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate, SpaceOptions, fixed_splits
+from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
@@ -84,52 +83,13 @@ class SearchResult:
     keep: Optional[Callable] = field(default=None, repr=False, compare=False)
 
 
-Keep = Callable[[Candidate], bool]
-
-
-@dataclass(frozen=True)
-class Group:
-    """Candidates that differ only in the stage split a framework's partitioner imposes: one bound
-    serves them all (bounds hold for every split), tables are built per member."""
-
-    base: Candidate  # fixed_stages None
-    splits: tuple  # (None,): the search splits the layers; else the partitioner's splits
-
-    @property
-    def members(self) -> list[Candidate]:
-        """The candidates of the group, one per split."""
-        if self.splits == (None,):
-            return [self.base]
-        return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
-
-
-def _groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep]):
-    """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
-    With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
-    for the base holds for every split (planner.search.memo)."""
-    free = dataclasses.replace(opts, stage_splits=None)
-    L = coster.model.num_layers
-    for base in coster.layouts(free):
-        splits = fixed_splits(L, base.pp, base.vpp, opts)
-        if not splits:
-            continue
-        if keep is None:
-            yield base, splits, 0
-            continue
-        ok = keep(base)
-        if splits != (None,) and "fixed_stages" in keep.read:
-            kept = tuple(s for s in splits if keep(Group(base, (s,)).members[0]))
-            yield base, kept, len(splits) - len(kept)
-        else:
-            yield (base, splits, 0) if ok else (base, (), len(splits))
-
 
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
                 keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
     memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
-    for n, (lay, splits, rejected) in enumerate(_groups(coster, opts, memo)):
+    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
@@ -168,38 +128,15 @@ def _near_miss(coster: Coster, lay: Candidate, memory: float, group: Group, stat
             stats.fastest_pruned = (step, memory, group.members[0])
 
 
-def _by_exact_bound(coster: Coster, kept: list):
-    """(exact layers' bound, group) of `kept` ((floor, enumeration index, group) sorted by floor) in the order
-    of their exact bound, ties in enumeration order, as a generator told the threshold past which nothing
-    is wanted (gen.send(limit)): the exact bound (Coster.layers_bound_s) is priced only for candidates whose
-    floor is not past it. Yields (None, rest) when it stops: the groups never yielded."""
-    pending: list = []  # heap of (exact bound, enumeration index, group)
-    i, limit = 0, float("inf")
-    while i < len(kept) or pending:
-        if i < len(kept) and (not pending or kept[i][0] <= pending[0][0]):
-            floor, n, group = kept[i]
-            if floor > limit:
-                break
-            heapq.heappush(pending, (coster.layers_bound_s(group.base), n, group))
-            i += 1
-            continue
-        lb, _, group = heapq.heappop(pending)
-        if lb > limit:
-            pending.append((lb, 0, group))
-            break
-        limit = yield lb, group
-    yield None, [g for _, _, g in pending] + [g for _, _, g in kept[i:]]
-
-
 def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
                deadline: float) -> list[tuple[int, Table, tuple]]:
     """(integer lower bound, table, first split) of every candidate that might enter the top K,
     ordered by bound. Float bounds stop the costing; integer bounds (planner.search.tables.lower_bound,
     which adds the pipeline sends) then drop what the K-th best first split already beats. Candidates come
-    in the order of their exact layers' bound, which is priced lazily (_by_exact_bound)."""
+    in the order of their exact layers' bound, which is priced lazily (planner.search.groups.by_exact_bound)."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    order = _by_exact_bound(coster, kept)
+    order = by_exact_bound(coster, kept)
     lb, group = next(order)  # lb: the layers' bound, without the split-free fixed_s
     limit = float("inf")  # past it nothing can enter the top K: the K-th best first split found
     while lb is not None:
@@ -253,7 +190,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     if fresh:
         coster = Coster(model, cluster, train)
     if among is not None and not fresh:
-        kept = _restrict(among, keep, stats)
+        kept = restrict(among, keep, stats)
     else:
         progress("enumerating layouts")
         kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
@@ -273,30 +210,6 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
                         time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster, kept, keep)
-
-
-def _restrict(among: list, keep: Optional[Keep], stats: SearchStats) -> list[tuple[float, Group]]:
-    """The (floor, group) of `among` whose candidates `keep` accepts (each split of a group asked apart),
-    in the same order; those it rejects count in stats.filtered_out. As in _groups, a FieldMemo answers for
-    every split of a group at once while `keep` has read no fixed_stages."""
-    out = []
-    memo = None if keep is None else FieldMemo(keep)  # for groups of several splits only (as in _candidates)
-    for floor, n, group in among:
-        count = len(group.splits)
-        stats.layouts_considered += count
-        if memo is None:
-            out.append((floor, n, group))
-            continue
-        if group.splits == (None,):
-            ok = group.splits if keep(group.base) else ()
-        else:
-            ok = group.splits if memo(group.base) else ()
-        if group.splits != (None,) and "fixed_stages" in memo.read:
-            ok = tuple(s for s in group.splits if memo(Group(group.base, (s,)).members[0]))
-        stats.filtered_out += count - len(ok)
-        if ok:
-            out.append((floor, n, group if len(ok) == count else Group(group.base, ok)))
-    return out
 
 
 def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
