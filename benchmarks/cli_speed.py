@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,13 +41,20 @@ COMMANDS = [
 ]
 
 
-def time_command(args: list[str], cwd: str) -> tuple[float, int, str]:
-    """(seconds, exit code, last stderr line) of one fresh-process run."""
-    start = time.perf_counter()
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children (worker processes included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_command(args: list[str], cwd: str) -> tuple[float, int, str, float]:
+    """(seconds, exit code, last stderr line, CPU seconds) of one fresh-process run. On a shared machine
+    the CPU seconds move less with the load than the wall time does."""
+    start, cpu = time.perf_counter(), _children_cpu_s()
     proc = subprocess.run([sys.executable, "-m", "planner.cli", *args], cwd=cwd, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
-    return seconds, proc.returncode, last
+    return seconds, proc.returncode, last, _children_cpu_s() - cpu
 
 
 def status_of(stdout_args: list[str], cwd: str) -> str:
@@ -65,23 +73,25 @@ def measure(runs: int) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as cwd:
         for label, args, target in COMMANDS:
-            times, codes = [], set()
+            times, cpus, codes = [], [], set()
             for _ in range(runs):
-                seconds, code, _ = time_command(args, cwd)
+                seconds, code, _, cpu = time_command(args, cwd)
                 times.append(seconds)
+                cpus.append(cpu)
                 codes.add(code)
             median = statistics.median(times)
-            rows.append({"command": label, "median_s": round(median, 2), "target_s": target,
+            rows.append({"command": label, "median_s": round(median, 2), "cpu_s": round(statistics.median(cpus), 2),
+                         "target_s": target,
                          "exit": sorted(codes), "status": status_of(args, cwd), "over": median > target})
             print(f"  {label}: {median:.2f} s", file=sys.stderr)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| command | median s | target s | exit | solver | |", "|---|---|---|---|---|---|"]
+    lines = ["| command | median s | CPU s | target s | exit | solver | |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         mark = "over" if r["over"] else "ok"
-        lines.append(f"| {r['command']} | {r['median_s']:.2f} | {r['target_s']:g} | "
+        lines.append(f"| {r['command']} | {r['median_s']:.2f} | {r['cpu_s']:.2f} | {r['target_s']:g} | "
                      f"{','.join(map(str, r['exit']))} | {r['status']} | {mark} |")
     return "\n".join(lines)
 

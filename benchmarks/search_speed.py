@@ -117,8 +117,13 @@ of C(L - pp(v-1) - 1, pp - 1); it is run only where that is below 3 million pair
 How the search stays fast while exact: every per-layout cost is cached on the candidate fields its cost
 function reads (planner/search/memo.py watches each call and files the result in a decision tree: no
 hand-written cache keys); candidates that differ only in a framework's fixed stage split share one bound;
-the memory bound needs no layer time, so layer times are computed only for layouts that can fit; tables
-are built in order of the step-time bound until the K-th best split found beats the next bound.
+the memory bound needs no layer time, so layer times are computed only for layouts that can fit; those
+are ordered by a floor of the step-time bound (layer times without ZeRO-3's per-micro-batch collectives,
+whose cache keys leave out pp, dp and the shard group), and the exact bound is priced lazily, from a heap,
+only for candidates whose floor is not past the K-th best split found: tables are built in the order of
+the exact bound (as without the floor) until that split beats the next bound. A framework's split group
+builds one integer table for all its splits. `plan`'s validated alternative filters the candidates the
+first search kept instead of enumerating the space again.
 
 """
 

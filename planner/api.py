@@ -238,14 +238,16 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     say = progress or (lambda message: None)
     model, clus = prob.model, prob.cluster
     space = fws.space_options(fw, model, clus, train)
-    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name) if validated_only else None)
+    fw_keep = fws.keep(fw, train)  # one predicate for the search and the alternative: best_validated reuses
+    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name)) \
+        if validated_only else fw_keep  # the candidates the search kept when its keep is the same
     result = search(model, clus, train, top=top, time_limit_s=time_limit_s, opts=space, progress=say, keep=keep,
                     deadline=deadline)
     alternative = None
     winner = result.plans[0].uncertainty if result.plans else None
     if winner is not None and not winner.validated:
         say("searching the best layout in a validated regime")
-        alternative = best_validated(model, clus, train, result, time_limit_s, opts=space, keep=fws.keep(fw, train),
+        alternative = best_validated(model, clus, train, result, time_limit_s, opts=space, keep=fw_keep,
                                      deadline=deadline)
     if result.plans:
         return result, alternative, time_limit_note(result) + why_winner(result)

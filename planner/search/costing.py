@@ -13,6 +13,7 @@ bounds that never exceed the true optimum (used to prune without losing it):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -50,11 +51,15 @@ class Coster:
     train: TrainSpec
     _memo: dict = field(default_factory=dict)
     _layouts: dict = field(default_factory=dict)
+    _tables: dict = field(default_factory=dict)  # (id(coefficients), id(device terms)) -> (table, them)
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
         self._n_moe = m.num_moe_layers  # a property that counts: read once
-        self.times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
+        # layer times without the per-micro-batch ZeRO-3 term: exact where it does not run, a floor where it
+        # does (the bound's key then leaves out pp, dp and the shard group that only that term reads)
+        self.floor_times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay, _FloorContext)))
+        self.zero3_times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
         self.acts = FieldMemo(lambda lay: layer_acts(make_context(m, c, t, lay)))
         self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
                                                   for moe in (False, True)))
@@ -77,6 +82,10 @@ class Coster:
             out.append(lay)
             yield lay
         self._layouts[opts] = out
+
+    def times(self, lay: Candidate) -> tuple[tuple[float, float], float]:
+        """costmodels.stage_linear.layer_times of the candidate (cached)."""
+        return self.zero3_times(lay) if lay.zero3_per_microbatch else self.floor_times(lay)
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
@@ -104,11 +113,14 @@ class Coster:
         per = [dev.reserved(states[j] + act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
         return ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(working)
 
-    def layers_bound_s(self, lay: Candidate) -> float:
+    def layers_bound_s(self, lay: Candidate, floor: bool = False) -> float:
         """A lower bound on the step seconds of any split from the layers alone: the slowest stage
-        takes at least the average; fixed_s (pipeline sends, overhead) comes on top."""
+        takes at least the average; fixed_s (pipeline sends, overhead) comes on top. `floor`: with the
+        layer times less their per-micro-batch ZeRO-3 term (floor_times), a looser bound that needs no
+        ZeRO-3 collective priced: a layer's time is max(host overhead, the sum of its non-negative parts)
+        (costmodels.timing.layer_time), so leaving out a part never raises it."""
         L, n_moe = self.model.num_layers, self._n_moe
-        time_s, head_s = self.times(lay)
+        time_s, head_s = self.floor_times(lay) if floor else self.times(lay)
         total = (L - n_moe) * time_s[0] + n_moe * time_s[1] + head_s
         return (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
 
@@ -121,9 +133,16 @@ class Coster:
         if lay.fixed_stages is None:  # tabled once: a cache would only add its bookkeeping
             k = layout_coefficients(self.model, self.cluster, self.train, lay, self.layer(lay), self._memo,
                                     self.sends_s(lay))
-        else:  # a framework's split group: its members share everything but the split
-            k = self.coefficients(lay)
-        return make_table(lay, k, self.device(lay))
+            return make_table(lay, k, self.device(lay))
+        # a framework's split group: its members share everything but the split, so one integer table serves
+        # them all, its layout replaced (make_table reads no field of the layout but keeps it)
+        k, dev = self.coefficients(lay), self.device(lay)
+        shared = self._tables.get((id(k), id(dev)))
+        if shared is None:
+            shared = self._tables[(id(k), id(dev))] = (make_table(lay, k, dev), k, dev)  # k, dev: ids stay theirs
+        out = copy.copy(shared[0])
+        object.__setattr__(out, "layout", lay)
+        return out
 
     def budget(self, lay: Candidate) -> int:
         """The most device bytes a GPU of this candidate may hold: HBM less the margin
@@ -141,10 +160,21 @@ class _SearchContext(Context):
         return self.lay.zero3_per_microbatch
 
 
-def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate) -> Context:
-    """make_context's Context for a candidate, as a _SearchContext."""
+class _FloorContext(Context):
+    """A Context that never runs ZeRO-3's per-micro-batch collectives: its layer times are exact where
+    the candidate does not run them, a lower bound where it does (Coster.layers_bound_s)."""
+
+    @property
+    def zero3_per_microbatch(self) -> bool:
+        """False: the layer's time without the ZeRO-3 term."""
+        return False
+
+
+def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate,
+             kind: type = _SearchContext) -> Context:
+    """make_context's Context for a candidate, as a `kind` (_SearchContext or _FloorContext)."""
     c = make_context(model, cluster, train, lay)
-    out = object.__new__(_SearchContext)  # the same fields, no re-validation (Context is a frozen dataclass)
+    out = object.__new__(kind)  # the same fields, no re-validation (Context is a frozen dataclass)
     out.__dict__.update(c.__dict__)
     return out
 

@@ -7,7 +7,8 @@
 2. Drop candidates whose device-memory lower bound (states, activations, the allocator's
    fragmentation, CUDA context and NCCL buffers: costmodels.device_memory) exceeds HBM less the
    margin: no split can fit them.
-3. In order of their step-time lower bound, build integer tables and a balanced first split;
+3. In order of a step-time lower bound (the floor, without ZeRO-3's per-micro-batch collectives priced),
+   build integer tables and a balanced first split;
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
 4. CP-SAT (planner.search.cpsat) picks the best candidate and stage split among the survivors, then
@@ -17,7 +18,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -31,14 +31,16 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
+from planner.search.groups import Group, Keep, by_exact_bound, restrict, split_groups
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate, SpaceOptions, fixed_splits
+from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
 
 GRACE_S = 0.3  # past the deadline, costing goes on this long while no layout has a split that fits
 RESERVE_S = 0.4  # of a caller's deadline, kept for the re-estimates, the reasons and the output
 NEAR_MISS = 1.5  # a layout needing up to 1.5x the usable memory counts as a near miss (explanations)
 PRUNE_MARGIN = 1e-3  # relative slack between float bounds and integer objectives
+FLOOR_ROUNDING = 1e-9  # the time floor may exceed the exact bound by rounding (parts summed in another order)
 
 
 @dataclass
@@ -75,46 +77,11 @@ class SearchResult:
     tables: list[Table] = field(default_factory=list)
     # the cost caches of this problem, for a later search of the same (model, cluster, train)
     coster: Optional[Coster] = field(default=None, repr=False, compare=False)
+    # (time floor, group) of every candidate that passed `keep` and the memory bound, by floor; and that keep:
+    # a later search of the same problem with a stricter keep filters them instead of enumerating again
+    kept: list = field(default_factory=list, repr=False, compare=False)
+    keep: Optional[Callable] = field(default=None, repr=False, compare=False)
 
-
-Keep = Callable[[Candidate], bool]
-
-
-@dataclass(frozen=True)
-class Group:
-    """Candidates that differ only in the stage split a framework's partitioner imposes: one bound
-    serves them all (bounds hold for every split), tables are built per member."""
-
-    base: Candidate  # fixed_stages None
-    splits: tuple  # (None,): the search splits the layers; else the partitioner's splits
-
-    @property
-    def members(self) -> list[Candidate]:
-        """The candidates of the group, one per split."""
-        if self.splits == (None,):
-            return [self.base]
-        return [dataclasses.replace(self.base, fixed_stages=s) for s in self.splits]
-
-
-def _groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep]):
-    """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
-    With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
-    for the base holds for every split (planner.search.memo)."""
-    free = dataclasses.replace(opts, stage_splits=None)
-    L = coster.model.num_layers
-    for base in coster.layouts(free):
-        splits = fixed_splits(L, base.pp, base.vpp, opts)
-        if not splits:
-            continue
-        if keep is None:
-            yield base, splits, 0
-            continue
-        ok = keep(base)
-        if splits != (None,) and "fixed_stages" in keep.read:
-            kept = tuple(s for s in splits if keep(Group(base, (s,)).members[0]))
-            yield base, kept, len(splits) - len(kept)
-        else:
-            yield (base, splits, 0) if ok else (base, (), len(splits))
 
 
 def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats, deadline: float,
@@ -122,7 +89,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
     memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
-    for n, (lay, splits, rejected) in enumerate(_groups(coster, opts, memo)):
+    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
@@ -141,30 +108,41 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
         if memory > usable:
             stats.memory_pruned += count
             if memory <= NEAR_MISS * usable:
-                step = coster.layers_bound_s(lay)
-                if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
-                    step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
-                    if stats.fastest_pruned is None or step < stats.fastest_pruned[0]:
-                        stats.fastest_pruned = (step, memory, group.members[0])
+                _near_miss(coster, lay, memory, group, stats)
             continue
-        kept.append((coster.layers_bound_s(lay), group))
+        kept.append((coster.layers_bound_s(lay, floor=True), len(kept), group))
     kept.sort(key=lambda item: item[0])
     return kept
+
+
+def _near_miss(coster: Coster, lay: Candidate, memory: float, group: Group, stats: SearchStats) -> None:
+    """Keep the fastest (by step bound) of the layouts memory pruned as near misses: the exact bound
+    only where the floor (Coster.layers_bound_s) may still beat the fastest so far."""
+    fastest = stats.fastest_pruned
+    if fastest is not None and coster.layers_bound_s(lay, floor=True) > fastest[0] * (1 + FLOOR_ROUNDING):
+        return
+    step = coster.layers_bound_s(lay)
+    if fastest is None or step < fastest[0]:
+        step += coster.fixed_s(lay)  # the full bound only where it may be the fastest so far
+        if fastest is None or step < fastest[0]:
+            stats.fastest_pruned = (step, memory, group.members[0])
 
 
 def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
                deadline: float) -> list[tuple[int, Table, tuple]]:
     """(integer lower bound, table, first split) of every candidate that might enter the top K,
     ordered by bound. Float bounds stop the costing; integer bounds (planner.search.tables.lower_bound,
-    which adds the pipeline sends) then drop what the K-th best first split already beats."""
+    which adds the pipeline sends) then drop what the K-th best first split already beats. Candidates come
+    in the order of their exact layers' bound, which is priced lazily (planner.search.groups.by_exact_bound)."""
     out: list[tuple[int, Table, tuple]] = []
     best: list[int] = []  # the K smallest first-split objectives
-    for i, (lb, group) in enumerate(kept):  # lb: the layers' bound, without the split-free fixed_s
-        if len(best) >= top and lb > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
-            stats.bound_pruned += sum(len(g.splits) for _, g in kept[i:])
-            break
-        if len(best) >= top and lb + coster.fixed_s(group.base) > objective_seconds(best[-1]) * (1 + PRUNE_MARGIN):
+    order = by_exact_bound(coster, kept)
+    lb, group = next(order)  # lb: the layers' bound, without the split-free fixed_s
+    limit = float("inf")  # past it nothing can enter the top K: the K-th best first split found
+    while lb is not None:
+        if lb + coster.fixed_s(group.base) > limit:
             stats.bound_pruned += len(group.splits)  # the sends and overhead too: provably slower
+            lb, group = order.send(limit)
             continue
         now = time.perf_counter()
         if now > deadline and (best or now > deadline + GRACE_S):
@@ -174,11 +152,17 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
         for lay in group.members:
             table = coster.table(lay)
             found = first_objective(model, table)
-            bound = lower_bound(table, model)
+            # a split the framework fixes: the bound is its objective (tables.lower_bound), found already
+            bound = lower_bound(table, model) if lay.fixed_stages is None else (found[0] if found else None)
             if bound is not None:  # None: a single-stage layout that does not fit
                 out.append((bound, table, found))
             if found is not None:
                 best = sorted(best + [found[0]])[:top]
+        if len(best) >= top:
+            limit = objective_seconds(best[-1]) * (1 + PRUNE_MARGIN)
+        lb, group = order.send(limit)
+    if lb is None:  # the rest: past the limit
+        stats.bound_pruned += sum(len(g.splits) for g in group)
     stats.tabled = len(out)
     if len(best) >= top:
         kept_out = [item for item in out if item[0] <= best[-1]]
@@ -190,20 +174,26 @@ def _survivors(coster: Coster, model, kept, top: int, stats: SearchStats,
 def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 1, time_limit_s: float = 10.0,
            opts: SpaceOptions = SpaceOptions(), progress: Callable[[str], None] = lambda _: None,
            keep: Optional[Keep] = None, deadline: Optional[float] = None,
-           coster: Optional[Coster] = None) -> SearchResult:
+           coster: Optional[Coster] = None, among: Optional[list] = None) -> SearchResult:
     """Find the `top` fastest layouts that fit, best first, within about `time_limit_s` seconds (and
     before `deadline`, a time.perf_counter() value, less RESERVE_S for what the caller does after):
     when the limit stops the search early, the best found is returned with status "feasible" and
     stats.cut says what was cut. `keep`: only candidates it accepts are costed (the others count in
     stats.filtered_out). `coster`: the cost caches of an earlier search of the same problem (used only
-    when its model, cluster and train equal these)."""
+    when its model, cluster and train equal these). `among`: that search's SearchResult.kept, when every
+    candidate `keep` accepts is one its keep accepted (a stricter keep, same space): only those are
+    filtered, not the whole space enumerated and bounded again."""
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
-    if coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train):
+    fresh = coster is None or (coster.model, coster.cluster, coster.train) != (model, cluster, train)
+    if fresh:
         coster = Coster(model, cluster, train)
-    progress("enumerating layouts")
-    kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
+    if among is not None and not fresh:
+        kept = restrict(among, keep, stats)
+    else:
+        progress("enumerating layouts")
+        kept = _candidates(coster, model, cluster, train, opts, stats, deadline, keep)
     progress(f"{stats.layouts_considered} layouts, {len(kept)} pass the memory bound; costing")
     survivors = _survivors(coster, model, kept, top, stats, deadline)
     progress(f"CP-SAT over up to {len(survivors)} candidates")
@@ -219,7 +209,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     if stats.truncated:
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
-                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster)
+                        time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster, kept, keep)
 
 
 def _end(start: float, time_limit_s: float, deadline: Optional[float]) -> float:
@@ -302,7 +292,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     """The fastest layout that fits in a validated regime: the first validated one among the ranked
     plans (they are the fastest of all), else the winner of a search restricted to validated regimes
     (and to what `keep` accepts, e.g. a framework's layouts), before `deadline`: when none is left,
-    None, with "validated alternative" in result.stats.cut."""
+    None, with "validated alternative" in result.stats.cut. When `keep` is the keep of `result`'s search,
+    the candidates that search kept are filtered rather than the space enumerated again."""
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
@@ -311,8 +302,11 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None
-    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts, keep=both,
-                   deadline=deadline, coster=result.coster)  # the same problem: its cost caches serve again
+    # the same problem: its cost caches serve again, and with the same keep, the candidates it kept
+    among = result.kept if keep is result.keep and "enumeration" not in result.stats.cut else None
+    again = search(model, cluster, train, top=1, time_limit_s=time_limit_s, opts=opts,
+                   keep=both if among is None else valid,  # what `among` holds `keep` accepted already
+                   deadline=deadline, coster=result.coster, among=among)
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
     return again.plans[0] if again.plans else None
