@@ -137,7 +137,10 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
     "h100-sxm.attn_max": "at its lower bound 0.35, FlashAttention-2's published H100 efficiency: the Megatron-Core "
                          "rows want slower attention than any fused kernel, a sign that something else in them is "
                          "over-priced",
-    "a100-80gb.attn_max": "at its upper bound 0.73, FlashAttention-2's published A100 peak",
+    "a100-80gb.attn_max": "at a bound of FlashAttention-2's A100 range 0.4-0.73 (Dao 2023: 50-73% of peak; 0.4 leaves "
+                          "room for the backward pass). At the floor: the A100 torchtitan rows, where every stack runs "
+                          "FA2 (kernels.Generation.one_attention_kernel), want attention slower than FA2's published "
+                          "range, so time missing elsewhere in those runs lands on attention",
     "h100-sxm.gemm_max": "at its ceiling 1.0, the curve's asymptote, which no GEMM reaches: with the fitted half "
                          "size a GEMM of harmonic size 8192 runs at 0.69 of peak and one of 16384 at 0.82",
     "megatron-2021.elementwise_scale": "at its floor 0.8: costmodels.compute.elementwise_bytes already counts the "
