@@ -36,6 +36,7 @@ class Generation:
     attn_half_seq: float  # keys per query tile at which attention reaches half its ceiling
     attn_tile_q: int = 128  # query rows per attention CTA
     tensor_per_exp: float = 0.0  # dense 16-bit tensor FLOPs per special-function exp, per SM and clock (0: none)
+    one_attention_kernel: bool = False  # every stack runs the same fused attention kernel here (see below)
 
 
 # Ceilings: kernels.json dense_gemm rows (stas00/ml-engineering @744d01e, compute/accelerator/README.md,
@@ -73,10 +74,17 @@ class Generation:
 # head dim 128 to 399 at 64 (0.82 x), which the exps run beside the matmuls without overlap give exactly:
 # (1 + 2*256/(14*128)) / (1 + 2*256/(14*64)) = 0.82. Above 128, smaller tiles (shared memory) eat the gain
 # (256: 0.875 x measured), so the factor is held at 1 there. CDNA: no exp rate in hand (0: no head-dim term).
+# one_attention_kernel: the stacks differ in attention kernel only where a generation has a faster one than
+# FlashAttention-2 (Stack.attn_scale: cuDNN's SM90 kernels or FlashAttention-3 in Transformer Engine against
+# FA2 in PyTorch SDPA, fitted on H100 rows). On Ampere FA2 is the fast kernel every stack runs: FA3 needs SM90
+# (Shah et al. 2024, "Hopper only"), PyTorch SDPA's flash backend is FA2 (aten/src/ATen/native/transformers/
+# cuda/flash_attn), and Transformer Engine prefers its FlashAttention (FA2) backend below SM90
+# (transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend), so there the
+# scale does not apply: without this, megatron-core's A100 attention ran 1.45x torchtitan's for the same kernel.
 GENERATIONS: dict[str, Generation] = {
     "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 512.0, 0.40, 1722.0, tensor_per_exp=64.0),
     "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 512.0, 0.55, 1722.0,
-                         tensor_per_exp=128.0),
+                         tensor_per_exp=128.0, one_attention_kernel=True),
     "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 512.0, 0.573, 1722.0,
                          tensor_per_exp=256.0),
     "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,

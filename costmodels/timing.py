@@ -111,10 +111,17 @@ def _kernel(gpu, fp8: bool) -> KernelSpec | None:
     return KernelSpec(GENERATIONS[gpu.tensor_core_gen], gpu.sm_count, fp8=fp8, flops_per_byte=ridge)
 
 
+def attn_scale(gpu, stack: Stack) -> float:
+    """The stack's fused-attention factor on `gpu`: Stack.attn_scale, or 1 where every stack runs the same
+    attention kernel (kernels.Generation.one_attention_kernel: FlashAttention-2 on Ampere)."""
+    gen = GENERATIONS.get(gpu.tensor_core_gen) if gpu.tensor_core_gen else None
+    return 1.0 if gen is not None and gen.one_attention_kernel else stack.attn_scale
+
+
 def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Device]:
     eff = gpu.efficiency
     scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale),
-                                    "attn_max": min(1.0, eff.attn_max * stack.attn_scale)})
+                                    "attn_max": min(1.0, eff.attn_max * attn_scale(gpu, stack))})
     half = "bf16" if train.precision == "fp8" else train.precision
     dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled,
                        _kernel(gpu, False) if half in ("bf16", "fp16") else None)

@@ -42,7 +42,7 @@ runner = CliRunner()
 # (id, model, cluster, nodes, global batch, layout, parplan's split)
 GOLDEN = [
     ("bloom-pp12", "bloom-176b", "dgx-a100", 48, 2048, "tp=4,pp=12,sp=1,mbs=2,zero=1,recompute=full",
-     [6] * 11 + [4]),
+     [5] + [6] * 10 + [5]),
     ("qwen3-pp8", "qwen3-235b-a22b", "dgx-h100", 32, 1024, "tp=4,pp=8,ep=8,sp=1,mbs=1,zero=1,recompute=full",
      [12] * 7 + [10]),
     ("405b-pp16", "llama3.1-405b", "dgx-h100", 2048, 2048, "tp=8,pp=16,sp=1,zero=1,recompute=full",
@@ -55,7 +55,7 @@ IDS = [g[0] for g in GOLDEN]
 # torchtitan spreads (layers + first + last) over the stages, the first ones taking the remainder, so 126 layers
 # with first 1, last 0 is 127 = 16 x 7 + 15: 8 - 1, 8 x 14, 7
 EXPORTS = {
-    "bloom-pp12": (["--decoder-last-pipeline-num-layers 4"], (6, 0, 1)),
+    "bloom-pp12": (["--decoder-first-pipeline-num-layers 5", "--decoder-last-pipeline-num-layers 5"], (6, 1, 0)),
     "qwen3-pp8": (["--decoder-last-pipeline-num-layers 10"], (12, 0, 1)),
     "405b-pp16": (["--decoder-first-pipeline-num-layers 7", "--decoder-last-pipeline-num-layers 7"], (8, 1, 0)),
     "405b-pp16-vpp2": (["--decoder-last-pipeline-num-layers 6", "--num-virtual-stages-per-pipeline-rank 2"], None),
