@@ -4,6 +4,7 @@ caption) instead of cutting cells or wrapping rows; at 120 and 200 columns nothi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -32,7 +33,9 @@ def plan_file(tmp_path_factory) -> str:
     return str(path)
 
 
+@functools.lru_cache(maxsize=None)
 def outputs(columns: int, plan_file: str) -> dict[str, str]:
+    """Every command's output at `columns` (computed once per width: the tests only read it)."""
     return {
         "plan": run(columns, "plan", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4", "--top", "3"),
         "estimate": run(columns, "estimate", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--layout",
@@ -71,16 +74,16 @@ def test_every_line_fits_80_columns(plan_file):
             assert len(line) <= 80, (name, line)
 
 
-def test_narrow_terminal_names_what_it_leaves_out():
-    text = run(80, "plan", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4", "--top", "3")
+def test_narrow_terminal_names_what_it_leaves_out(plan_file):
+    text = outputs(80, plan_file)["plan"]
     assert "not shown at 80 columns:" in text
     header = next(line for line in table_lines(text) if "recompute" in line)
     assert "tokens/s" not in header and "peak/budget" in header and "MFU" in header
 
 
-def test_rows_do_not_wrap_at_80_columns():
+def test_rows_do_not_wrap_at_80_columns(plan_file):
     """One line per plan row: the row's number starts exactly one line per plan."""
-    text = run(80, "plan", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "4", "--top", "3")
+    text = outputs(80, plan_file)["plan"]
     ranked = text.split("winner:")[0]
     rows = [line for line in table_lines(ranked) if re.match(r"\s*\d+ │", line)]
     assert [r.split("│")[0].strip() for r in rows] == ["1", "2", "3"]
