@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import measured_data  # noqa: E402
 import splits  # noqa: E402
 from accuracy import EXCLUDED  # noqa: E402
+from doc_sections import replace_section  # noqa: E402
 from memory_data import load_memory_cases  # noqa: E402
 from reference_data import narayanan, preset_latencies, vtrain  # noqa: E402
 
@@ -315,15 +316,8 @@ def table() -> str:
 
 
 def write_doc(text: str) -> None:
-    doc = DOC.read_text()
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + block + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n## It ran, so it fits (memory verdicts)\n\nWritten by " \
-              "`python benchmarks/fit_verdicts.py --write`.\n\n" + block + "\n"
-    DOC.write_text(doc)
+    replace_section(DOC, BEGIN, END, text, "## It ran, so it fits (memory verdicts)\n\nWritten by "
+                    "`python benchmarks/fit_verdicts.py --write`.")
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml  # noqa: E402
+from doc_sections import replace_section  # noqa: E402
 from memory_data import MemoryCase, load_memory_cases  # noqa: E402
 from memory_splits import is_fitted  # noqa: E402
 
@@ -95,14 +96,7 @@ def render(table: list[dict]) -> str:
 
 def write_doc(text: str) -> None:
     """Replace the memory section of docs/accuracy.md (appended the first time)."""
-    doc = DOC.read_text()
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + block + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip() + "\n\n## Memory: predicted vs measured peaks (benchmarks/memory_accuracy.py)\n\n" + block + "\n"
-    DOC.write_text(doc)
+    replace_section(DOC, BEGIN, END, text, "## Memory: predicted vs measured peaks (benchmarks/memory_accuracy.py)")
 
 
 def write_held_out(table: list[dict]) -> None:
