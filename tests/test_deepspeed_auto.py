@@ -230,3 +230,12 @@ def test_recompute_option_for_gradient_checkpointing():
     assert full["memory"]["peak_bytes"] < json.loads(plain_run.stdout)["memory"]["peak_bytes"]
     bad = runner.invoke(app, args + ["--recompute", "some"])
     assert bad.exit_code == 2 and "recompute" in bad.stderr
+
+
+@pytest.mark.parametrize("option,value,choices", [("--precision", "fp64", "bf16, fp16, fp8, fp32, tf32"),
+                                                  ("--recompute", "yes", "none, selective, full")])
+def test_a_check_option_outside_its_choices_names_the_option_and_the_choices(option, value, choices):
+    result = runner.invoke(app, ["check", str(CORPUS / "ds_hf_zero3.json"), "--model", "llama2-7b",
+                                 "--cluster", "dgx-a100", option, value])
+    assert result.exit_code == 2
+    assert f"{option} '{value}': expected one of {choices}" in result.stderr

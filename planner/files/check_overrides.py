@@ -11,9 +11,9 @@ derived again from the batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, get_args
 
-from costmodels.hardware_spec import ClusterSpec
+from costmodels.hardware_spec import ClusterSpec, Precision
 from costmodels.layout import Layout
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
@@ -43,7 +43,7 @@ def apply_train(train: TrainSpec, opts: CheckOptions) -> TrainSpec:
     if opts.seq_len is not None:
         data["seq_length"] = opts.seq_len
     if opts.precision is not None:
-        data["precision"] = opts.precision
+        data["precision"] = _choice("--precision", opts.precision, get_args(Precision))
     return loading.validate(TrainSpec, data, "--seq-len/--precision", from_file=False)
 
 
@@ -52,7 +52,8 @@ def apply_recompute(lay: Layout, opts: CheckOptions) -> Layout:
     is full recompute and lives outside the DeepSpeed JSON), validated."""
     if opts.recompute is None:
         return lay
-    return loading.validate(Layout, {**lay.model_dump(), "recompute": opts.recompute}, "--recompute",
+    recompute = _choice("--recompute", opts.recompute, ("none", "selective", "full"))
+    return loading.validate(Layout, {**lay.model_dump(), "recompute": recompute}, "--recompute",
                             from_file=False)
 
 
@@ -75,3 +76,10 @@ def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: Check
         data = {**train.model_dump(), "stack": train.stack, "global_batch_size": gbs}
         train = loading.validate(TrainSpec, data, "--global-batch/--grad-accum", from_file=False)
     return train, lay
+
+
+def _choice(option: str, value: str, allowed) -> str:
+    """`value` when it is one of `allowed`, else one line naming the option, the value and the choices."""
+    if value not in allowed:
+        raise UserError(f"{option} {value[:40]!r}: expected one of {', '.join(allowed)}")
+    return value
