@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import splits  # noqa: E402
+from benchmarks.stack_yaml import read_profile, write_profile  # noqa: E402
 from planner.calibration.fitter import multi_start  # noqa: E402
 from predict import TIED_GPUS, Param, Profiles, layer_s, mean_abs_err, predict_s, prepared  # noqa: E402,F401
 
@@ -236,18 +238,19 @@ def write_gpu(name: str, prof: Profiles, note: str) -> None:
 
 
 def write_stack(name: str, prof: Profiles, note: str, rows: list[str], err: float | None) -> None:
-    """Write the fitted fields, the note, the fitting rows and the error into a stack profile."""
+    """Write the fitted fields into the profile's `fitted:` section and the note, the fitting rows, the
+    error, this script and today's date into its `provenance:` (benchmarks/stack_yaml.py)."""
     path = ROOT / "stacks" / f"{name}.yaml"
-    text = path.read_text()
-    head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-    data = yaml.safe_load(text)
+    head, data = read_profile(path)
     stack = prof.stacks[name]
+    fitted = data.setdefault("fitted", {})
     for key in STACK_FIELDS:
-        value = getattr(stack, key)
-        data[key] = value.model_dump() if hasattr(value, "model_dump") else value
-    data.update(fitted_on=note, fit_rows=rows, fit_error=None if err is None else float(f"{err:.4f}"))
-    data = {k: _rounded(v) for k, v in data.items()}
-    path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+        value = getattr(stack.fitted, key)
+        fitted[key] = _rounded(value.model_dump() if hasattr(value, "model_dump") else value)
+    data["provenance"] = {**data.get("provenance", {}), "fitted_by": "benchmarks/calibrate.py",
+                          "fitted_date": datetime.now(timezone.utc).date().isoformat(), "fitted_on": note,
+                          "fit_rows": rows, "fit_error": None if err is None else float(f"{err:.4f}")}
+    write_profile(path, head, data)
 
 
 FP8_FROM = "torchtitan-eager"  # cuBLAS FP8 GEMMs: Transformer Engine per-tensor scaling = torchao tensorwise

@@ -30,16 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 from memory_accuracy import predict  # noqa: E402
 from memory_data import load_memory_cases, logged_rest_bytes  # noqa: E402
 from memory_splits import DEVICE, MEGATRON_FRAGMENTATION, TORCH_FRAGMENTATION  # noqa: E402
 
+from benchmarks.stack_yaml import STACKS, read_profile, write_profile  # noqa: E402
 import hardware_profiles as hp  # noqa: E402
 from costmodels.device_memory import communicators, device_terms  # noqa: E402
 from costmodels.estimate import estimate  # noqa: E402
 
-STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
 MEGATRON = ("megatron-core", "megatron-2021", "nemo")
 TORCH = ("torchtitan", "torchtitan-eager", "fsdp", "automodel", "deepspeed")
 MIB = 2**20
@@ -63,14 +62,12 @@ def update_stacks(names, values: dict, note: str) -> None:
     """Set `values` in the memory section of each stack in `names`, appending `note` to fitted_on."""
     for name in names:
         path = STACKS / f"{name}.yaml"
-        text = path.read_text()
-        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        data = yaml.safe_load(text)
+        head, data = read_profile(path)
         mem = data.setdefault("memory", {})
         mem.update(values)
         notes = [n for n in mem.get("fitted_on", "").split(" | ") if n and not n.startswith(note.split(":")[0])]
         mem["fitted_on"] = " | ".join(notes + [note])
-        path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+        write_profile(path, head, data)
     hp.forget_loaded()  # the next stage predicts with what was just written
 
 

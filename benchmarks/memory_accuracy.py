@@ -17,16 +17,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import yaml  # noqa: E402
 from doc_sections import replace_section  # noqa: E402
 from memory_data import MemoryCase, load_memory_cases  # noqa: E402
 from memory_splits import is_fitted  # noqa: E402
 
+from benchmarks.stack_yaml import STACKS, read_profile, write_profile  # noqa: E402
 from costmodels.estimate import estimate  # noqa: E402
 
 GIB = 2**30
 KIND_FIELD = {"allocated": "total_bytes", "reserved": "reserved_bytes", "device": "device_bytes"}
-STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 BEGIN, END = "<!-- memory-accuracy:begin -->", "<!-- memory-accuracy:end -->"
 
@@ -104,15 +103,13 @@ def write_held_out(table: list[dict]) -> None:
     held = [r for r in table if not r["fitted"] and r["error"] is not None]
     every = {k: summary([r["error"] for r in held if r["kind"] == k]) for k in KIND_FIELD}
     for path in sorted(STACKS.glob("*.yaml")):
-        text = path.read_text()
-        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        data = yaml.safe_load(text)
+        head, data = read_profile(path)
         mine = {k: summary([r["error"] for r in held if r["kind"] == k and r["stack"] == data["name"]])
                 for k in KIND_FIELD}
         out = {k: _entry(s) for k, s in mine.items() if s["n"]}
         out.update({f"all-stacks:{k}": _entry(s) for k, s in every.items() if s["n"]})
         data.setdefault("memory", {})["held_out"] = out
-        path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+        write_profile(path, head, data)
 
 
 def _entry(s: dict) -> dict:

@@ -16,11 +16,7 @@ Rows excluded from the bands (unknown hardware, accuracy.EXCLUDED) never count.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import yaml
-
-STACKS = Path(__file__).resolve().parents[1] / "hardware_profiles" / "stacks"
+from benchmarks.stack_yaml import STACKS, read_profile, write_profile
 
 
 def _entry(summary: dict) -> dict:
@@ -63,8 +59,7 @@ def write_held_out(samples, loro: dict, summary_errs) -> None:
     """Replace the `held_out` mapping of every stack profile."""
     tables, extra = held_out_by_stack(samples, loro, summary_errs)
     for path in sorted(STACKS.glob("*.yaml")):
-        text = path.read_text()
-        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        data = yaml.safe_load(text)
-        data["held_out"] = tables.get(data.get("family") or data["name"]) or extra
-        path.write_text(head + "\n" + yaml.safe_dump(data, sort_keys=False, width=110))
+        head, data = read_profile(path)
+        provenance = data.setdefault("provenance", {})
+        provenance["held_out"] = tables.get(data.get("family") or data["name"]) or extra
+        write_profile(path, head, data)
