@@ -9,10 +9,10 @@ readers take, so that `check` prices the file as the exporter priced it (planner
   the node count of `--num_nodes`. `seq_length_beside` gives a ds_config.json read on its own the same length.
 - launch_torchrun.sh: the layout from the named arguments for train.py, the training settings from
   PARPLAN_TRAIN (a TrainSpec as JSON, the stack included) with the named batch, sequence and precision over it.
-- launch_torchtitan.sh: the `--section.key value` overrides (bools as `--section.key` / `--section.no-key`)
-  and the `activation-checkpoint:MODE` subcommand, as the 0.2.x job file the torchtitan reader reads
-  (0.3.0 moved enable_async_tensor_parallel from [parallelism] to [compile]). The defaults of a
-  `--config` function are not known here: parplan's scripts set every option they price.
+- launch_torchtitan.sh: the torchrun line with the script's variables resolved, read by torchtitan's 0.3
+  launch-line reader (planner.frameworks.torchtitan.config_cli: `--section.key value` overrides, bools
+  as `--section.key` / `--section.no-key`, the `activation-checkpoint:MODE` subcommand, the preset's or
+  0.3's defaults underneath); parplan's scripts set every option they price.
 """
 
 from __future__ import annotations
@@ -20,23 +20,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
 from planner.files import loading
 from planner.files.safe_read import read_text
-from planner.frameworks.torchtitan.config_cli import LIST_KEYS
 from planner.files.shellread import find_launch, flag_dict, parse_flags, read_script, split_at_script
 
 KINDS = ("deepspeed-launch", "torchrun-plan", "torchtitan-cli")
+EDIT_ME = "EDIT-ME"  # as the exporters name what the user must fill in
 TORCHRUN_LAYOUT = {"--tensor-parallel": "tp", "--sequence-parallel": "sp", "--context-parallel": "cp",
                    "--expert-parallel": "ep", "--expert-tensor-parallel": "etp", "--pipeline-parallel": "pp",
                    "--virtual-stages": "vpp", "--data-parallel": "dp", "--zero-stage": "zero",
                    "--micro-batch-size": "mbs", "--num-microbatches": "num_microbatches", "--recompute": "recompute",
                    "--schedule": "schedule", "--stage-layers": "stage_layers", "--context-parallel-comm": "cp_comm"}
 TORCHRUN_TRAIN = {"--global-batch-size": "global_batch_size", "--seq-length": "seq_length", "--precision": "precision"}
-TITAN_BOOL = re.compile(r"^--([a-z_]+)\.(no[-_])?([a-z][a-z0-9_-]*)$")
 
 
 def kind(path: Path, text: str) -> Optional[str]:
@@ -160,82 +160,23 @@ def _need(value, option: str, path: Path):
 
 # ---- torchtitan 0.3.0 command line --------------------------------------------------------------
 
-def titan_sections(args: list[str], path: Path) -> dict[str, dict]:
-    """The overrides after `-m torchtitan.train` as {section: {key: value}} in the 0.2.x job file's terms."""
-    cfg: dict[str, dict] = {}
-    i = 0
-    while i < len(args):
-        word = args[i]
-        if word.startswith("activation-checkpoint:"):
-            mode = word.split(":", 1)[1].replace("-", "_")
-            ac = cfg.setdefault("activation_checkpoint", {})
-            ac["mode"] = mode
-            if mode == "selective":  # 0.3.0's SelectiveAC is the per-op policy, 0.2's selective_ac_option "op"
-                ac.setdefault("selective_ac_option", "op")
-        elif word.startswith("--") and "." in word:
-            section, key = _titan_key(word)
-            value, i = _titan_list(args, i) if key in LIST_KEYS else _titan_value(args, i)
-            cfg.setdefault(section, {})[key] = value
-        i += 1
-    if "enable_async_tensor_parallel" in cfg.get("compile", {}):
-        cfg.setdefault("parallelism", {})["enable_async_tensor_parallel"] = cfg["compile"].pop(
-            "enable_async_tensor_parallel")
-    return cfg
-
-
-def _titan_key(word: str) -> tuple[str, str]:
-    flag = word.split("=", 1)[0]
-    m = TITAN_BOOL.match(flag)
-    section, key = (m.group(1), m.group(3)) if m else flag[2:].split(".", 1)
-    return section, key.replace("-", "_")
-
-
-def _titan_value(args: list[str], i: int):
-    """(value, index of its last word): `--a.b=v`, `--a.b v`, or a bare flag: True (`--a.no-b`: False)."""
-    word = args[i]
-    if "=" in word:
-        return _scalar(word.split("=", 1)[1]), i
-    nxt = args[i + 1] if i + 1 < len(args) else None
-    if nxt is not None and not nxt.startswith("-") and not nxt.startswith("activation-checkpoint:"):
-        return _scalar(nxt), i + 1
-    m = TITAN_BOOL.match(word)
-    return not (m and m.group(2)), i
-
-
-def _titan_list(args: list[str], i: int) -> tuple[list[str], int]:
-    """(items, index of the last): a tyro list is the words up to the next flag (`--compile.components
-    model loss`), or `--a.b=x` alone."""
-    if "=" in args[i]:
-        return [args[i].split("=", 1)[1]], i
-    j = i + 1
-    while j < len(args) and not args[j].startswith("-") and not args[j].startswith("activation-checkpoint:"):
-        j += 1
-    return args[i + 1:j], j - 1
-
-
-def _scalar(text: str):
-    if re.fullmatch(r"-?[0-9]{1,9}", text):
-        return int(text)
-    return {"True": True, "true": True, "False": False, "false": False}.get(text, text)
-
-
-def _toml(cfg: dict[str, dict]) -> str:
-    """A job file holding `cfg` (scalars only), for the torchtitan TOML reader."""
-    out = []
-    for section, items in cfg.items():
-        out.append(f"[{section}]")
-        out += [f"{key} = {json.dumps(value)}" for key, value in items.items()]
-    return "\n".join(out) + "\n"
-
-
 def _torchtitan(path: Path, text: str, model, cluster, nodes, load_text):
+    """The torchrun line with the script's variables resolved, read by the torchtitan 0.3 reader
+    (planner.frameworks.torchtitan.config_cli, through `load_text`)."""
     argv = _argv(text, "torchrun", path)
-    launcher, module, args = split_at_script(argv)
+    launcher, module, _ = split_at_script(argv)
     if module != "torchtitan.train":
         raise UserError(f"{path}: the torchrun command runs {module!r}, not -m torchtitan.train")
     opts = flag_dict(parse_flags(launcher))
     script_nodes = _nodes(_int(opts, "--nnodes", path), nodes, "--nnodes", path)
-    return load_text(_toml(titan_sections(args, path)), "torchtitan", model, cluster, script_nodes, path)
+    return load_text(shlex.join(_named_config(argv)), "torchtitan", model, cluster, script_nodes, path)
+
+
+def _named_config(argv: list[str]) -> list[str]:
+    """`argv` with an empty --module/--config (a model parplan has no torchtitan config for: the script
+    asks the user to set TT_MODULE/TT_CONFIG) named EDIT-ME, an unknown preset: 0.3's defaults under the flags."""
+    return [EDIT_ME if not word and i and argv[i - 1] in ("--module", "--config") else word
+            for i, word in enumerate(argv)]
 
 
 def load(kind_name: str, path: Path, text: str, model, cluster, nodes, load_text) -> loading.Problem:

@@ -8,7 +8,8 @@ config_registry function; every other argument is a tyro flag `--<section>.<key>
 (defaults: TrainingConfig local_batch_size 8, seq_len 2048; ParallelismConfig as in 0.2; CompileConfig
 enable False, components ["model", "loss"], enable_async_tensor_parallel now under [compile]),
 trainer.py (activation_checkpoint default SelectiveAC: the per-op policy, 0.2's "op"; 0.2's default was
-a layer period of 2) and the config_registry functions of the five presets below.
+a layer period of 2; the `activation-checkpoint:MODE` subcommand picks its mode) and the config_registry
+functions of the five presets below.
 Differences from 0.2 that change a reading: the default activation checkpointing (per-op, not every
 2nd layer), async TP's section, and converters, which live in the preset (model_registry(converters=...))
 rather than in a flag. A preset parplan does not carry takes 0.3's dataclass defaults, said in a note.
@@ -43,6 +44,7 @@ PRESETS = {
 }
 READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8")
 LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
+AC_SUBCOMMAND = "activation-checkpoint:"  # 0.3.0: `activation-checkpoint:full`, `:selective`, `:none`
 
 
 def is_titan_cli(text: str) -> bool:
@@ -59,17 +61,26 @@ def _words(text: str, path: Path) -> list[str]:
         raise UserError(f"{path}: cannot split the command line ({exc})") from None
 
 
+def _is_value(word: str) -> bool:
+    """Whether a word can be a flag's value: not a flag, not the activation-checkpoint subcommand."""
+    return not word.startswith("-") and not word.startswith(AC_SUBCOMMAND)
+
+
 def _flags(words: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """(environment assignments MODULE=/CONFIG=/NGPU=, [(dotted key, value)]) of the launch words."""
+    """(environment assignments MODULE=/CONFIG=/NGPU=, [(dotted key, value)]) of the launch words; the
+    subcommand `activation-checkpoint:MODE` (tyro's choice of ActivationCheckpoint config) reads as
+    `--activation_checkpoint.mode MODE`."""
     env, flags, i = {}, [], 0
     while i < len(words):
         word = words[i]
-        if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isupper():
+        if word.startswith(AC_SUBCOMMAND):
+            flags.append(("activation_checkpoint.mode", word[len(AC_SUBCOMMAND):].replace("-", "_")))
+        elif "=" in word and not word.startswith("-") and word.split("=", 1)[0].isupper():
             env.setdefault(*word.split("=", 1))
         elif word.startswith("--") and "." in word.split("=", 1)[0] or word in ("--module", "--config"):
             key, value = (word[2:].split("=", 1) + [None])[:2]
             taken = []
-            while value is None and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            while value is None and i + 1 < len(words) and _is_value(words[i + 1]):
                 taken.append(words[i + 1])
                 i += 1
                 if key.split(".")[-1] not in LIST_KEYS:
