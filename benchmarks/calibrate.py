@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import splits  # noqa: E402
 from benchmarks.stack_yaml import read_profile, write_profile  # noqa: E402
+from costmodels.stack_fitted import Fitted  # noqa: E402
 from planner.calibration.fitter import multi_start  # noqa: E402
 from predict import TIED_GPUS, Param, Profiles, layer_s, mean_abs_err, predict_s, prepared  # noqa: E402,F401
 
@@ -51,8 +52,7 @@ COPIES = {  # profile without its own data -> (source profile, note)
 }
 KERNELS_FROM = {"automodel": "megatron-core"}  # stack -> stack whose GEMM and attention kernels it runs
 KERNEL_FIELDS = ("gemm_scale", "attn_scale")
-STACK_FIELDS = ["layer_overhead_s", "step_overhead_s", "overlap_slowdown", "elementwise_scale", "attn_scale",
-                "gemm_scale", "fp8", "zero3_call_overhead_s"]
+STACK_FIELDS = list(Fitted.model_fields)  # every fitted number of a stack (costmodels/stack_fitted.py)
 
 
 def ratio_err(pairs, prof: Profiles) -> float:

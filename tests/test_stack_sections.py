@@ -112,3 +112,30 @@ def test_flat_stack_file_loads_through_the_cli_reader(tmp_path: Path):
     path = tmp_path / "flatish.yaml"
     path.write_text(yaml.safe_dump(data))
     assert load_stack_file(path) == stack.model_copy(update={"gemm_scale": 0.9})
+
+
+def test_calibrate_writes_fitted_and_provenance_sections(tmp_path: Path, monkeypatch):
+    """benchmarks/calibrate.py write_stack: the fitted numbers under `fitted:`, rows, error, script and
+    date under `provenance:`, mechanisms and memory untouched, and the file still loads."""
+    import sys
+    from types import SimpleNamespace
+
+    pytest.importorskip("scipy")
+    sys.path.insert(0, str(STACKS.parents[1] / "benchmarks"))
+    import calibrate
+
+    (tmp_path / "stacks").mkdir()
+    src = STACKS / "deepspeed.yaml"
+    (tmp_path / "stacks" / src.name).write_text(src.read_text())
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    stack = hp.load_stack("deepspeed").model_copy(update={"gemm_scale": 0.8123456789})
+    calibrate.write_stack("deepspeed", SimpleNamespace(stacks={"deepspeed": stack}), "a note", ["R-1"], 0.123456)
+    written = yaml.safe_load((tmp_path / "stacks" / src.name).read_text())
+    before = yaml.safe_load(src.read_text())
+    assert written["fitted"]["gemm_scale"] == 0.812346 and not set(written) & set(SECTION_OF)
+    prov = written["provenance"]
+    assert (prov["fitted_by"], prov["fitted_on"], prov["fit_rows"], prov["fit_error"]) == \
+        ("benchmarks/calibrate.py", "a note", ["R-1"], 0.1235)
+    assert len(prov["fitted_date"]) == 10 and prov["held_out"] == before["provenance"]["held_out"]
+    assert (written["mechanisms"], written["memory"]) == (before["mechanisms"], before["memory"])
+    Stack.model_validate(written)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -92,7 +93,8 @@ def fitted_stack(fitted: fitting.Fitted, runs: list[Run], out: Optional[Path]) -
             f"steps" for r in runs]
     return fitted.after.model_copy(update={
         "name": profile_name(out, fitted.before), "family": None, "fitted_on": note, "fit_rows": rows,
-        "fit_error": round(min(after, 100.0), 4), "held_out": {},
+        "fit_error": round(min(after, 100.0), 4), "held_out": {}, "fitted_by": "parplan calibrate",
+        "fitted_date": datetime.now(timezone.utc).date().isoformat(),
         "description": f"{fitted.before.name} calibrated on the user's runs ({fitted.before.description})"[:500]})
 
 
