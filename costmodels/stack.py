@@ -48,16 +48,15 @@ def nest_flat_keys(data: dict) -> dict:
     """`data` with every key of a section moved into that section (a flat mapping of the old layout, or
     a nested one with flat overrides: the flat value wins). Transitional, with Stack's forwarding: it
     lets profiles, plan files and code of the flat layout load for one release."""
-    flat = [k for k in data if k in SECTION_OF]
-    if not flat:
-        return data
-    out = {k: v for k, v in data.items() if k not in SECTION_OF}
+    out = dict(data)
     for section in SECTIONS:
-        moved = {k: data[k] for k in flat if SECTION_OF[k] == section}
-        if moved:
-            held = out.get(section) or {}
-            held = held.model_dump() if isinstance(held, BaseModel) else dict(held)
+        moved = {k: v for k, v in data.items() if SECTION_OF.get(k) == section}
+        held = out.get(section)
+        held = held.model_dump() if isinstance(held, BaseModel) else {} if held is None else held
+        if moved and isinstance(held, dict):  # else left as they are, for the validator to name them
             out[section] = {**held, **moved}
+            for key in moved:
+                del out[key]
     return out
 
 

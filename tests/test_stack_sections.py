@@ -139,3 +139,14 @@ def test_calibrate_writes_fitted_and_provenance_sections(tmp_path: Path, monkeyp
     assert len(prov["fitted_date"]) == 10 and prov["held_out"] == before["provenance"]["held_out"]
     assert (written["mechanisms"], written["memory"]) == (before["mechanisms"], before["memory"])
     Stack.model_validate(written)
+
+
+@pytest.mark.parametrize("section", [3, [1], "x"])
+def test_a_section_that_is_no_mapping_is_named_not_a_traceback(tmp_path: Path, section):
+    from planner.errors import UserError
+    from planner.trainopts import load_stack_file
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "framework": "megatron", "fitted": section, "gemm_scale": 0.5}))
+    with pytest.raises(UserError, match="fitted"):
+        load_stack_file(path)
