@@ -234,6 +234,14 @@ def _least_memory_recompute(case) -> tuple:
     return case.layout.model_copy(update={"recompute": "full"}), "recompute not stated: judged with full"
 
 
+# NeMo AutoModel's performance table does not state the optimizer. AutoModel builds DeepSeek-V3 and Kimi K2 in
+# their config's torch_dtype, bf16 (components/models/deepseek_v3/model.py get_dtype(config.torch_dtype)), and
+# with ep = dp the experts stay outside FSDP's fp32 policy (stack automodel: whole_experts_outside_fsdp), so
+# torch.optim.Adam keeps bf16 moments and no fp32 master (AutoModel warns of exactly this setup:
+# components/optim/precision_warnings.py). Read so: with TE FusedAdam's fp32 master and moments the published
+# AM-002/AM-003 runs would need 87 and 96 GiB of an 80 GB H100 (tests/test_it_ran_so_it_fits.py).
+AUTOMODEL_BF16_ADAM = {"master_weights": False, "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+
 MLA_MODELS = ("deepseek-v3", "kimi-k2")  # Kimi K2 is DeepSeek-V3's architecture with 64 heads and 384 experts
 
 
@@ -251,8 +259,8 @@ def _step_problem(case) -> tuple:
                                           "qk_norm": True})
         note = "; ".join(n for n in (note, "with MLA") if n)
     if getattr(case, "source", "") == "automodel-moe":
-        train = train.model_copy(update={"fused_loss": True})
-        note = "; ".join(n for n in (note, "TE fused loss") if n)
+        train = train.model_copy(update={"fused_loss": True, **AUTOMODEL_BF16_ADAM})
+        note = "; ".join(n for n in (note, "TE fused loss", "bf16 Adam states") if n)
     return model, train, lay, note
 
 

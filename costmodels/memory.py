@@ -100,6 +100,16 @@ def memory_train(train: TrainSpec, lay) -> TrainSpec:
     return train
 
 
+def expert_train(train: TrainSpec, mtrain: TrainSpec, edp: int) -> TrainSpec:
+    """The train spec of the routed experts' states: the memory's (memory_train), except where the stack
+    leaves experts held whole (edp = 1) out of FSDP (MemorySemantics.whole_experts_outside_fsdp): their
+    gradients then stay in the parameter dtype (or the gradient dtype given), never in the pipelined fp32
+    accumulation."""
+    if edp == 1 and train.stack_spec.memory.whole_experts_outside_fsdp:
+        return train
+    return mtrain
+
+
 def expert_dp(cluster: ClusterSpec, lay: Layout) -> int:
     """edp = world / (etp * ep * pp): ranks holding the same experts (DESIGN.md section 2)."""
     return cluster.num_gpus // (lay.etp * lay.ep * lay.pp)
@@ -245,7 +255,7 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: 
     )
     zero, mtrain, edp = memory_zero(lay), memory_train(train, lay), expert_dp(cluster, lay)
     dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)
-    expert = zero_state_bytes(local.expert, edp, zero, mtrain)
+    expert = zero_state_bytes(local.expert, edp, zero, expert_train(train, mtrain, edp))
     acts = round(stage_activation_bytes(model, train, lay, stage) * train.activation_scale)
     other = round(zero3_buffer_bytes(model, cluster, train, lay))
     step_temp = optimizer_temp_bytes(train, lay, local, edp) - acts - other

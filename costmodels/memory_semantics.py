@@ -119,6 +119,12 @@ class MemorySemantics(BaseModel):
                                     "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")
     root_gathered: bool = Field(False, description="ZeRO-3: the embedding and output layer stay gathered "
                                 "from forward into backward (FSDP2 root module).")
+    whole_experts_outside_fsdp: bool = Field(
+        False, description="Routed experts that expert parallelism already holds whole (edp = 1) are left out of "
+        "FSDP: their weights, gradients and optimizer states are plain tensors in the parameter dtype, so their "
+        "gradients accumulate in that dtype, not in FSDP's fp32 reduce dtype (pp_grad_accum_bytes). NeMo "
+        "AutoModel 0.7.0 components/moe/parallelizer.py: fully_shard wraps the experts only when the ep_shard mesh "
+        "is larger than 1, and otherwise adds them to the block's ignored_params.")
     fragmentation: float = Field(0.0, ge=0, le=1, description="Reserved over allocated peak, minus 1 "
                                  "(caching-allocator fragmentation), fitted.")
     expandable_segments: bool = Field(False, description="Default for TrainSpec.expandable_segments: the stack's "

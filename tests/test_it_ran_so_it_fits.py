@@ -19,11 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import fit_verdicts  # noqa: E402
 
 KNOWN_MISJUDGED = {
-    "AM-002": "NeMo AutoModel DeepSeek-V3 on 256 H100 (pp4, EP not published, read as 64): with one expert replica "
-              "the experts' fp32 gradients and Adam states alone take 57 GiB on a rank; AutoModel's FSDP2 + "
-              "pipelining must accumulate in bf16 or reshard, which parplan's torchtitan-derived ZeRO-3+PP memory "
-              "does not know",
-    "AM-003": "NeMo AutoModel Kimi K2 on 256 H100: the same as AM-002",
     "llamafactory-5977-z3-oom": "DeepSpeed ZeRO-3 keeps up to stage3_max_live_parameters (1e9) gathered: parplan "
                                 "prices one layer in flight (20.4 of 23 GiB predicted)",
     "axolotl-2412-sp1-oom": "HF Trainer with bitsandbytes 8-bit Adam at 16k tokens: 76 of 78.6 GiB predicted, "
@@ -75,3 +70,22 @@ def test_production_recipes_fit_only_with_what_they_ran():
     assert fit_verdicts.judge("p", "x", True, model, cluster, train, lay).fits
     bf16 = train.model_copy(update={"precision": "bf16"})
     assert not fit_verdicts.judge("p", "x", True, model, cluster, bf16, lay).fits
+
+
+def _automodel_row(row_id: str):
+    case = next(c for c in fit_verdicts.splits.measured() if getattr(c, "row_id", "") == row_id)
+    model, train, lay, note = fit_verdicts._step_problem(case)
+    return model, case.cluster, train, lay, note
+
+
+@pytest.mark.parametrize("row_id", ["AM-002", "AM-003"])
+def test_automodel_moe_runs_fit_only_with_bf16_adam_states(row_id):
+    """NeMo AutoModel DeepSeek-V3 (pp4 ep64) and Kimi K2 (pp8 ep32) on 256 H100 ran. With ep = dp their
+    experts sit outside FSDP in bf16 (stack automodel: whole_experts_outside_fsdp), and the verdict rests on
+    the stated reading of the unpublished optimizer, torch Adam's bf16 moments without an fp32 master
+    (fit_verdicts.AUTOMODEL_BF16_ADAM): with fp32 master weights and moments they need 87 / 96 GiB."""
+    model, cluster, train, lay, note = _automodel_row(row_id)
+    assert "bf16 Adam states" in note
+    assert fit_verdicts.judge("s", row_id, True, model, cluster, train, lay).fits
+    fp32 = train.model_copy(update={"master_weights": True, "exp_avg_dtype": "fp32", "exp_avg_sq_dtype": "fp32"})
+    assert not fit_verdicts.judge("s", row_id, True, model, cluster, fp32, lay).fits

@@ -95,3 +95,23 @@ def test_interleaved_in_flight_matches_megatron_warmup():
         for r in range(p):
             chunks = min((p - r - 1) * 2 + (v - 1) * p + 1, m * v)
             assert act.inflight_microbatches("interleaved", r, p, v, m) == pytest.approx(chunks / v)
+
+
+@pytest.mark.parametrize("edp_one, expected_saving", [(True, 2), (False, 0)])
+def test_whole_experts_outside_fsdp_keep_their_gradients_in_bf16(edp_one, expected_saving):
+    """NeMo AutoModel leaves experts that ep holds whole (edp = 1) out of FSDP, so with pipelining their
+    gradients accumulate in bf16 (2 bytes), not FSDP2's fp32 reduce dtype (4): the stage's gradients shrink
+    by 2 bytes per local expert parameter, and by nothing where the experts are sharded (edp > 1).
+    Mixtral 8x7B, 16 H100, pp2 ZeRO-3: ep 8 spans the 8 data-parallel ranks (edp 1), or ep 4 (edp 2)."""
+    m = hp.load_model("mixtral-8x7b")
+    c = hp.load_cluster("dgx-h100").model_copy(update={"num_nodes": 2})
+    lay = Layout(pp=2, zero=3, ep=8 if edp_one else 4, mbs=1, recompute="full")
+    grads = []
+    for outside in (False, True):
+        stack = hp.load_stack("automodel")
+        stack = stack.model_copy(update={"memory": stack.memory.model_copy(
+            update={"whole_experts_outside_fsdp": outside})})
+        t = hp.resolve_train(TrainSpec(global_batch_size=16, seq_length=4096), stack)
+        grads.append(estimate(m, c, t, lay).memory.stages[0])
+    local_experts = 16 * (8 // lay.ep) * 3 * 4096 * 14336  # 16 layers on stage 0, experts of 3 h x f
+    assert grads[0].grads_bytes - grads[1].grads_bytes == expected_saving * local_experts
