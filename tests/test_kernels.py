@@ -198,6 +198,33 @@ def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, head_dim, groups
     assert est.throughput.mfu * executed_share(model, x, flash) <= ceiling
 
 
+@given(gpu=st.sampled_from(KERNEL_GPUS), h=st.sampled_from([2048, 4096]), experts=st.sampled_from([8, 64, 128]),
+       top_k=st.sampled_from([1, 2, 8]), expert_ffn=st.sampled_from([768, 1408, 14336]), shared=st.sampled_from([0, 1]),
+       ep=st.sampled_from([1, 2, 4, 8]), tp=st.sampled_from([1, 2]), seq=st.sampled_from([2048, 4096]),
+       mbs=st.sampled_from([1, 2, 4]), stack=st.sampled_from(["megatron-core", "torchtitan", "deepspeed"]),
+       fp8=st.booleans())
+@SETTINGS
+def test_moe_mfu_stays_under_the_best_measured_gemm(gpu, h, experts, top_k, expert_ffn, shared, ep, tp, seq, mbs, stack,
+                                                   fp8):
+    """The same plausibility for MoE layouts (MFU on active FLOPs: router, top_k routed and shared experts), with
+    expert parallelism, small experts and the grouped or per-expert GEMMs each stack runs."""
+    profile = hp.load_gpu(gpu)
+    fp8 = fp8 and profile.fp8_tflops is not None
+    model = llama_like(h, h // 128, 8, 8, 4 * h, seq=seq, num_experts=experts, top_k=min(top_k, experts),
+                       moe_ffn_hidden_size=expert_ffn, num_shared_experts=shared)
+    cluster = hp.load_cluster("dgx-h100").model_copy(update={"gpu": profile, "num_nodes": 1})
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, precision="fp8" if fp8 else "bf16"), stack)
+    try:
+        est = estimate(model, cluster, train, Layout(tp=tp, ep=ep, mbs=mbs, zero=1))
+    except (LayoutError, SpecError):
+        return
+    x = make_context(model, cluster, train, est.layout).x
+    counted = model.num_layers * cmp.layer_flops(model, x, True) + cmp.logits_flops(model, x)
+    executed = counted - 0.5 * model.num_layers * cmp.attention_core_flops(model, x)
+    gen = GENERATIONS[profile.tensor_core_gen]
+    assert est.throughput.mfu * executed / counted <= (gen.fp8_ceiling if fp8 else gen.gemm_ceiling)
+
+
 @pytest.mark.parametrize("gpu", KERNEL_GPUS)
 def test_a_refit_cannot_lift_a_gpu_past_its_kernels(gpu):
     """A step-time fit that says every GEMM and attention runs at 100% of peak (gemm_max 1, attn_max 1, no

@@ -147,6 +147,22 @@ def test_a100_attention_is_priced_no_faster_than_flashattention2_publishes():
     assert cmp.attention_efficiency(model, ctx.x, ctx.dev16) <= 0.50
 
 
+@pytest.mark.parametrize("stack", ["megatron-core", "nemo", "deepspeed"])
+def test_no_h100_fitted_stack_factor_leaks_into_a100_compute(stack):
+    """A stack fixes mechanisms (overlaps, buckets, fusion, recompute policy); a GPU enters through its spec sheet,
+    its generation and its own fitted curve. The A100 curve was fitted with megatron-2021 on vTrain and Korthikanti
+    rows, so a stack carrying megatron-2021's kernels (Megatron-Core with TE, NeMo, DeepSpeed's Megatron-style
+    kernels) prices the same A100 compute seconds for the same layout: any factor fitted on H100 rows (gemm_scale,
+    attn_scale) would show here as a difference."""
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-a100", num_nodes=2)
+
+    def compute_s(name: str) -> float:
+        train = hp.resolve_train(TrainSpec(global_batch_size=512), name)
+        return estimate(model, cluster, train, Layout(zero=1, mbs=1)).time.compute_s
+
+    assert compute_s(stack) == pytest.approx(compute_s("megatron-2021"), rel=1e-9)
+
+
 def _ds_zero3_llama8b_step_s() -> float:
     """Issue 35's DeepSpeed case: Llama 3 8B at seq 4096, global batch 32, ZeRO-3, mbs 2, full recompute, 16 H100."""
     model = hp.load_model("llama3-8b").model_copy(update={"seq_length": 4096})
