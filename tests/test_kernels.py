@@ -311,3 +311,37 @@ def test_attention_kernel_differs_by_stack_only_where_the_generation_has_two(clu
         ctx = make_context(model, cluster, train, estimate(model, cluster, train, Layout(zero=3, mbs=1)).layout)
         times.append(cmp.attention_core_s(model, ctx.x, ctx.dev16, causal_skip=True))
     assert (times[0] == pytest.approx(times[1])) is same
+
+
+def _sustained_rows():
+    import csv  # noqa: PLC0415
+
+    with (ROOT / "benchmarks/data/measured/gpu_sustained_h100.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    out = {}
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        burst = next(float(r["tflops"]) for r in rows if r["shape"] == shape and r["phase"] == "burst")
+        held = sorted((r for r in rows if r["shape"] == shape and r["phase"] == "sustained" and float(r["t_s"]) >= 10),
+                      key=lambda r: float(r["tflops"]))
+        mid = held[len(held) // 2]
+        out[tuple(int(v) for v in shape.split("x"))] = (burst, float(mid["tflops"]), float(mid["power_w"]),
+                                                          float(mid["power_limit_w"]), int(mid["sm_mhz"]))
+    return out
+
+
+def test_power_capped_h100_gemms_hold_close_to_a_short_benchmark():
+    """Clocks under the power limit, measured (benchmarks/gpu/measure_sustained.py, one H100 SXM at its 700 W
+    limit): after 10 s of back-to-back bf16 products at Llama 3 8B's shapes, 8,192 tokens, the board sits at the
+    limit (695-701 W) with the SM clock at 1,305-1,380 MHz (1,980 max), and holds 671 / 691 / 673 TFLOP/s
+    against 720 / 702 / 682 for MAMF's 100-product burst: 1.3-7% lower. So a short benchmark overstates a
+    long run a little, not by the ~25% the Hopper step-time fit is missing; the kernel bound that caps the fitted
+    curves (794 TFLOP/s) stays above every sustained rate, and the typical rate (697-744) sits 4-8% above them,
+    the same order as the A100 fit under its typical rate (tests/test_published_ranges.py)."""
+    spec = KernelSpec(GENERATIONS["hopper"], 132, flops_per_byte=989e12 / (3350e9 * 0.85))
+    rows = _sustained_rows()
+    assert len(rows) == 3
+    for (m, k, n), (burst, held, watts, limit, mhz) in rows.items():
+        assert 0.92 <= held / burst <= 1.0
+        assert watts >= 0.99 * limit and mhz < 1980
+        assert held <= gemm_kernel_efficiency(spec, m, k, n, typical=False) * 989
+        assert 1.0 <= gemm_kernel_efficiency(spec, m, k, n) * 989 / held <= 1.1
