@@ -345,3 +345,31 @@ def test_power_capped_h100_gemms_hold_close_to_a_short_benchmark():
         assert watts >= 0.99 * limit and mhz < 1980
         assert held <= gemm_kernel_efficiency(spec, m, k, n, typical=False) * 989
         assert 1.0 <= gemm_kernel_efficiency(spec, m, k, n) * 989 / held <= 1.1
+
+
+def _h100_layer_ms(stack: str) -> float:
+    """parplan's price of one Llama 3 8B layer, seq 8192, mbs 1, no recompute, forward + backward, on one
+    700 W H100 (h100-sxm), with `stack`."""
+    from costmodels.timing import layer_time  # noqa: PLC0415
+
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=8), stack)
+    ctx = make_context(model, cluster, train, estimate(model, cluster, train, Layout(zero=1, mbs=1)).layout)
+    return layer_time(ctx, False).total_s * 1e3
+
+
+def test_no_h100_layer_is_priced_faster_than_one_ran():
+    """One Llama 3 8B layer run in eager PyTorch on one 700 W H100 (benchmarks/gpu/measure_layer.py,
+    gpu_layer_h100.csv: seq 8192, mbs 1, no recompute, SDPA's FlashAttention-2 backend): 25.55 ms forward +
+    backward, i.e. 55.5% MFU in parplan's convention (62.1% with cuDNN attention, 22.84 ms). parplan's
+    torchtitan-eager price of the same layer is 37.4 ms: slower than the layer ran, never faster (the planner
+    is not optimistic at the layer level). The 46% it is slower is the Hopper step-time fit (GEMMs at 0.45-0.54 of
+    peak where the kernel model and this layer say ~0.7): its multi-GPU rows (500 W parts for torchtitan) lose the
+    time somewhere other than one GPU's layer compute. Kept under 1.6x so a refit that moves it further shows."""
+    import csv  # noqa: PLC0415
+
+    with (ROOT / "benchmarks/data/measured/gpu_layer_h100.csv").open() as f:
+        ran = {r["attention_backend"]: float(r["fwd_bwd_ms_per_layer"]) for r in csv.DictReader(f)}
+    assert ran == {"flash": 25.55, "cudnn": 22.84}
+    priced = _h100_layer_ms("torchtitan-eager")
+    assert ran["flash"] <= priced <= 1.6 * ran["flash"]
