@@ -59,11 +59,11 @@ def _parplan_mfu(row_id: str) -> float:
 
 @pytest.mark.parametrize("row_id", ["TT-036", "TT-037", "TT-039"])
 def test_torchtitan_a100_table_counts_the_input_embedding(row_id):
-    """torchtitan docs/performance.md @157a12c56 (Apr 2024) reports MFU from 6 x ALL parameters + 12 x layers x
-    heads x head dim x seq per token (its get_num_flop_per_token, here with the input embedding not excluded): that
-    reproduces the table's 56.8% / 58.2% (Llama 3 8B) and 61.1% (Llama 2 13B) to 0.1 point, and parplan's count,
-    which leaves the 525M-parameter input lookup out (no FLOPs), gives 53.9% / 55.2% / 60.4%. The A100 range below
-    is therefore 53.9-55.2%, not the 56.8-58.2% printed in the table."""
+    """torchtitan docs/performance.md @157a12c56 (Apr 2024) MFU: 6 x ALL parameters + 12 x layers x heads x head
+    dim x seq per token (get_num_flop_per_token's form with the input embedding NOT excluded; inferred: it
+    reproduces the table's 56.8% / 58.2% (Llama 3 8B) and 61.1% (Llama 2 13B) to 0.1 point). parplan's count,
+    which leaves the input lookup out (no FLOPs; 525M parameters in Llama 3 8B), gives 53.9% / 55.2% / 60.4%. The
+    A100 range below is therefore 53.9-55.2%, not the 56.8-58.2% printed in the table."""
     row = ROWS[row_id]
     model = hp.load_model(row["model"]).model_copy(update={"seq_length": int(row["seq_len"])})
     seq = int(row["seq_len"])
