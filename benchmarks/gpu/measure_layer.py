@@ -9,6 +9,10 @@ layers run back to back; per attention backend (flash = FlashAttention-2 in PyTo
 10 timed with CUDA events, forward alone and forward + backward (the weight gradients accumulate into .grad as in
 gradient accumulation). Printed per layer.
 
+`parts` times the layer's pieces alone: causal SDPA forward and forward + backward on q, k, v [1, 32, 8192, 128]
+per backend, and the layer's 7 projection GEMMs on 8,192 rows (7 forward products, 14 backward: dY @ W and
+dY^T @ X), 20 calls after 3 warm-ups. Layer - GEMMs - attention = the element-wise kernels and launches.
+
 The 2026-11-26 run sent the same code inline, in a compact form (the device command carries no files).
 """
 
@@ -70,6 +74,38 @@ def timed_ms(fn, n: int = 10) -> float:
     return start.elapsed_time(end) / n
 
 
+def parts() -> None:
+    s, width = SEQ, HEADS * HEAD_DIM
+    q, k, v = (torch.randn(1, HEADS, s, HEAD_DIM, device=DEV, dtype=BF16, requires_grad=True) for _ in range(3))
+    grad = torch.randn(1, HEADS, s, HEAD_DIM, device=DEV, dtype=BF16)
+
+    def attention() -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        with sdpa_kernel(backend):
+            fwd, both = timed_ms(attention, 20), timed_ms(lambda: attention().backward(grad), 20)
+        print(f"attn {name} fwd_ms {fwd:.3f} fwd_bwd_ms {both:.3f} exec_tflops {3.5 * 2 * s * s * width / both / 1e9:.1f}")
+    kv = KV_HEADS * HEAD_DIM
+    shapes = [(H, H), (H, kv), (H, kv), (H, H), (H, FFN), (H, FFN), (FFN, H)]  # (k, n) of each projection
+    inputs = {k: torch.randn(s, k, device=DEV, dtype=BF16) for k in (H, FFN)}
+    weights = [torch.randn(n, k, device=DEV, dtype=BF16) for k, n in shapes]
+    grads = [torch.randn(s, n, device=DEV, dtype=BF16) for _, n in shapes]
+
+    def forward() -> None:
+        for (k, _), w in zip(shapes, weights):
+            inputs[k] @ w.t()
+
+    def backward() -> None:
+        for (k, _), w, dy in zip(shapes, weights, grads):
+            dy @ w
+            dy.t() @ inputs[k]
+
+    fwd, bwd = timed_ms(forward, 20), timed_ms(backward, 20)
+    flops = 3 * 2 * s * sum(k * n for k, n in shapes)
+    print(f"gemm fwd_ms {fwd:.3f} bwd_ms {bwd:.3f} fwd_bwd_ms {fwd + bwd:.3f} tflops {flops / (fwd + bwd) / 1e9:.1f}")
+
+
 def main() -> None:
     torch.manual_seed(0)
     params, table = [make_layer() for _ in range(LAYERS)], rope_table()
@@ -91,4 +127,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    parts() if "parts" in sys.argv[1:] else main()
