@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 
 from costmodels import comm
 from costmodels import compute as cmp
-from costmodels import moe_dispatch, sharding
+from costmodels import moe_compute, moe_dispatch, sharding
 from costmodels.activations import ActShape
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
@@ -188,7 +188,7 @@ def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, fl
     m, x, flash = c.model, c.x, c.train.flash_attention
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
-    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale
+    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash, moe) * c.stack.elementwise_scale
                         * c.train.activation_scale)  # fp32/tf32 training moves 4-byte activations
     return lin, core, elem, _fp8_cast_s(c, moe)
 
@@ -220,8 +220,10 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     flash = c.train.flash_attention
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core
+    perm = _permute_s(c) if moe else 0.0
+    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + 2 * perm
     recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
+    recompute += perm * extra
     tp = _tp_s(c, lin, extra)
     ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, dispatch_tokens(c) * c.model.hidden_size * 2,
                                      c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
@@ -232,6 +234,13 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
+
+
+def _permute_s(c: Context) -> float:
+    """Forward seconds of one MoE layer's token permutes and unpermutes (costmodels.moe_compute.permute_bytes, the
+    stack's dispatcher) at the fitted HBM rate; its backward, the mirrored gathers, takes the same again. Not scaled by
+    the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel."""
+    return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, c.stack.ep_dispatcher))
 
 
 def dispatch_tokens(c: Context) -> float:
