@@ -75,11 +75,15 @@ def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
 def permute_bytes(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
     """Forward bytes of the permutes and unpermutes of one MoE layer, h-wide bf16 rows read + written.
 
+    allgather: gather the P local rows out of the g T gathered tokens (g = tp x ep), and scatter them back into g T
+    restored rows before the reduce-scatter: 2 (2 P + g T) h 2.
     deepep: permute R received rows into P expert-ordered rows and unpermute back: 2 (R + P) h 2.
     alltoall: permute T tokens into T k rows before the dispatch and back after the combine: 2 (T + T k) h 2; with
     several local experts (E / ep > 1) also the chunk sort of the P received rows, both ways: 2 (2 P) h 2."""
     h, P = model.hidden_size, routed_rows(model, x)
-    if dispatcher == "deepep" and x.ep > 1:
+    if dispatcher == "allgather":
+        rows = 2 * P + x.tp * x.ep * x.tokens * x.u
+    elif dispatcher == "deepep" and x.ep > 1:
         rows = received_tokens(model, x, dispatcher) + P
     else:
         T = x.tokens * x.u

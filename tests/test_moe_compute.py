@@ -113,3 +113,9 @@ def test_layer_time_pays_the_permutes_forward_and_backward(monkeypatch):
     without = layer_time(c, True)
     assert math.isclose(with_perm.compute_s - without.compute_s, 2 * perm)
     assert layer_time(c, False) == layer_time(c, False)  # dense layers have no permute
+
+
+def test_allgather_permute_reads_the_gathered_tokens():
+    x = ActShape(seq=4096, mbs=1, tp=2, sp=True, ep=4, moe_allgather=True)
+    # P = 2048 x 8 = 16384 local rows; the gathered group holds 2 x 4 x 2048 tokens
+    assert permute_bytes(QWEN, x, "allgather") == 2 * (2 * 16384 + 8 * 2048) * 2048 * 2
