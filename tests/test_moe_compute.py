@@ -119,3 +119,14 @@ def test_allgather_permute_reads_the_gathered_tokens():
     x = ActShape(seq=4096, mbs=1, tp=2, sp=True, ep=4, moe_allgather=True)
     # P = 2048 x 8 = 16384 local rows; the gathered group holds 2 x 4 x 2048 tokens
     assert permute_bytes(QWEN, x, "allgather") == 2 * (2 * 16384 + 8 * 2048) * 2048 * 2
+
+
+def test_fp8_grouped_rows_fall_in_the_constants_physical_range():
+    # the FP8 grouped kernel (torch._scaled_grouped_mm, gpu_moe_fp8_h100.csv) fits c = 130: inside 80-160
+    rows = list(csv.DictReader((CSV.parent / "gpu_moe_fp8_h100.csv").open()))
+    dense = {(r["model"], r["tokens"], r["k"], r["n"]): float(r["tflops"]) for r in rows if r["kind"] == "dense_fwd_fp8"}
+    pts = [(float(r["tokens"]), float(r["tflops"]) / dense[(r["model"], r["tokens"], r["k"], r["n"])])
+           for r in rows if r["kind"] == "grouped_fwd_fp8"]
+    assert len(pts) == 36
+    sse = {c: sum((y - t / (t + c)) ** 2 for t, y in pts) for c in range(40, 400, 5)}
+    assert 80 <= min(sse, key=sse.get) <= 160
