@@ -130,3 +130,12 @@ def test_fp8_grouped_rows_fall_in_the_constants_physical_range():
     assert len(pts) == 36
     sse = {c: sum((y - t / (t + c)) ** 2 for t, y in pts) for c in range(40, 400, 5)}
     assert 80 <= min(sse, key=sse.get) <= 160
+
+
+def test_gpt_oss_120b_preset_matches_the_model_card():
+    # OpenAI gpt-oss model card: 116.83B total, 5.13B active per token (the input embedding not counted)
+    from costmodels.params import active_params, embedding_params, total_params
+
+    m = hp.load_model("gpt-oss-120b")
+    assert abs(total_params(m) / 1e9 - 116.83) < 0.005
+    assert abs((active_params(m) - embedding_params(m)) / 1e9 - 5.13) < 0.005
