@@ -1,6 +1,7 @@
 """Step time of the Megatron-Bridge H100 production recipes against their measured steps, per row.
 
-    python benchmarks/moe_recipes.py
+    python benchmarks/moe_recipes.py               # the table
+    python benchmarks/moe_recipes.py --breakdown   # and each MoE row's layer, forward, part by part
 
 Rows: benchmarks/data/measured/production_recipes_h100.json (measured_step_s = gbs x seq / (tokens/s/GPU x
 GPUs)), read as benchmarks/fit_verdicts.production_cases builds them (the recipes' stack, FP8 weights,
@@ -18,9 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fit_verdicts import DATA, production_cases  # noqa: E402
 
+from costmodels import compute as cmp  # noqa: E402
+from costmodels import moe_compute  # noqa: E402
 from costmodels.layout import resolve_layout  # noqa: E402
 from costmodels.step import step_time  # noqa: E402
-from costmodels.timing import make_context  # noqa: E402
+from costmodels.timing import _dispatch_s, _passes, _permute_s, dispatcher, make_context  # noqa: E402
 
 
 def rows() -> list[tuple[str, bool, float, float, object]]:
@@ -31,6 +34,23 @@ def rows() -> list[tuple[str, bool, float, float, object]]:
         t = step_time(make_context(model, cluster, train, resolve_layout(model, cluster, train, lay)))
         out.append((rid, bool(measured[rid]["moe"]), measured[rid]["measured_step_s"], t.step_s, t))
     return out
+
+
+def contexts() -> dict[str, object]:
+    """The resolved timing context of each production recipe, by id."""
+    return {rid: make_context(model, cluster, train, resolve_layout(model, cluster, train, lay))
+            for rid, model, cluster, train, lay, _ in production_cases()}
+
+
+def breakdown(c) -> str:
+    """One MoE layer's forward on one GPU, one micro-batch, in ms: its GEMMs (the experts' at the grouped factor),
+    attention core, element-wise, FP8 casts, permutes, and one dispatch (the combine costs the same)."""
+    lin, core, elem, (cast, _) = _passes(c, True)
+    tpe = moe_compute.tokens_per_expert(c.model, c.x)
+    return (f"GEMMs {lin * 1e3:.2f} (tokens/expert {tpe:.0f}, grouped factor "
+            f"{moe_compute.grouped_gemm_factor(tpe):.3f}) | attention {core * 1e3:.2f} | element-wise "
+            f"{elem * 1e3:.2f} | FP8 casts {cast * 1e3:.2f} | permutes {_permute_s(c) * 1e3:.2f} | dispatch "
+            f"({dispatcher(c)}) {_dispatch_s(c) * 1e3:.2f} | HBM {cmp.memory_s(c.dev16, 1e9) * 1e3:.2f} ms/GB")
 
 
 def main() -> None:
@@ -44,6 +64,12 @@ def main() -> None:
         print(f"| {rid} | {'yes' if moe else 'no'} | {meas:.2f} | {pred:.2f} | {err:+.1%} | {t.compute_s:.2f} | "
               f"{t.ep_comm_s:.2f} |")
     print(f"\nMoE rows: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} ({len(errs)} rows)")
+    if "--breakdown" in sys.argv:
+        print("\nOne MoE layer, forward, one GPU, one micro-batch (backward: 2x GEMMs and element-wise, 2.5x "
+              "attention, the permutes and dispatch once more):")
+        for rid, c in contexts().items():
+            if c.model.num_experts:
+                print(f"- {rid}: {breakdown(c)}")
 
 
 if __name__ == "__main__":

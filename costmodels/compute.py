@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costmodels import moe_compute
 from costmodels.activations import ActShape
 from costmodels.hardware_spec import Efficiency
 from costmodels.kernels import KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency
@@ -45,12 +46,13 @@ class Device:
 
 @dataclass(frozen=True)
 class Gemm:
-    """`count` GEMMs of shape (m x k) @ (k x n)."""
+    """`count` GEMMs of shape (m x k) @ (k x n), at `rate` times the curve's rate (grouped GEMMs: below 1)."""
 
     m: float
     k: float
     n: float
     count: float = 1.0
+    rate: float = 1.0
 
 
 def gemm_efficiency(eff: Efficiency, m: float, k: float, n: float) -> float:
@@ -144,7 +146,7 @@ def linear_gemms(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False
 
 def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
     """Forward seconds of a layer's GEMMs (projections and MLP), each at its own efficiency."""
-    return sum(gemm_s(dev, g.m, g.k, g.n, g.count) for g in linear_gemms(model, x, moe, grouped))
+    return sum(gemm_s(dev, g.m, g.k, g.n, g.count) / g.rate for g in linear_gemms(model, x, moe, grouped))
 
 
 def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> tuple[float, float]:
@@ -171,14 +173,16 @@ def _moe_gemms(model: ModelSpec, x: ActShape, grouped: bool) -> list[Gemm]:
 
     One GEMM per local expert, each at its own (small) size's efficiency; or, `grouped`, one
     grouped GEMM over all local experts (TransformerEngine grouped GEMM, Megatron --moe-grouped-gemm,
-    torch._grouped_mm in torchtitan), which runs at the efficiency of their combined token count."""
+    torch._grouped_mm in torchtitan), which runs at the efficiency of their combined token count times the
+    grouped kernel's per-group cost (costmodels.moe_compute.grouped_gemm_factor, measured on H100)."""
     M, h = x.tokens, model.hidden_size
     fe = model.moe_ffn_hidden_size / x.etp
-    tokens = M * x.u * model.top_k * x.etp  # tokens through this GPU's experts, each 1/etp wide
-    per_expert = max(tokens * x.ep / model.num_experts, 1.0)
+    per_expert = moe_compute.tokens_per_expert(model, x)
     local_experts = model.num_experts / x.ep
     rows, count = (per_expert * local_experts, 1.0) if grouped else (per_expert, local_experts)
-    gemms = [Gemm(M, h, model.num_experts), Gemm(rows, h, _mlp_in(model, fe), count), Gemm(rows, fe, h, count)]
+    rate = moe_compute.grouped_gemm_factor(per_expert) if grouped else 1.0
+    gemms = [Gemm(M, h, model.num_experts), Gemm(rows, h, _mlp_in(model, fe), count, rate),
+             Gemm(rows, fe, h, count, rate)]
     if model.num_shared_experts:
         fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
         gemms += [Gemm(M, h, _mlp_in(model, fs)), Gemm(M, fs, h)]
@@ -210,23 +214,25 @@ def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
                                                   typical=False))
 
 
-def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool) -> float:
+def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool, moe: bool = False) -> float:
     """Bytes moved by a layer's memory-bound kernels in forward (reads + writes).
 
     Two norms (read + write 2h each), two residual adds with dropout (read x and residual, write,
-    1-byte mask: 7h; 6h without dropout), the fused bias-activation (read f_in, write f), RoPE on
+    1-byte mask: 7h; 6h without dropout), the fused bias-activation (read f_in, write f; in an MoE
+    layer over the routed rows and shared experts: costmodels.moe_compute.routed_activation_bytes), RoPE on
     q and k (read + write), and without flash attention the softmax/dropout over a*s scores per
     token (read 2, write 2, mask 1, dropout output 2 bytes).
     """
     M, h, t, u = x.tokens, model.hidden_size, x.tp, x.u
     residual = 7 if model.dropout else 6
     per_token = (8 + 2 * residual) * h * u
-    per_token += ACT_BYTES * (_mlp_in(model, model.ffn_hidden_size) + model.ffn_hidden_size) / t
+    if not moe:
+        per_token += ACT_BYTES * (_mlp_in(model, model.ffn_hidden_size) + model.ffn_hidden_size) / t
     if model.position_embedding == "rope":
         per_token += 2 * ACT_BYTES * (model.q_width / t + kv_local_width(model, t))
     if not flash:
         per_token += 7 * model.num_attention_heads / t * x.seq
-    return M * per_token
+    return M * per_token + (moe_compute.routed_activation_bytes(model, x) if moe else 0.0)
 
 
 def cross_entropy_bytes(model: ModelSpec, x: ActShape) -> float:

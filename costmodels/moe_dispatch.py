@@ -8,7 +8,11 @@ Notation (SI units throughout):
     q(m)    probability that a token routes to none of m given experts:
             C(E - m, k) / C(E, k) = prod_{i<k} (E - m - i) / (E - i)
 
-Two dispatchers:
+Three dispatchers:
+- allgather (Megatron --moe-token-dispatcher-type allgather, MoEAllGatherTokenDispatcher): every rank of the
+  tp x ep group gathers the whole group's tokens (gather_from_sequence_parallel_region over tp_ep_group: "this
+  allgather spans the communication domain of TP*EP") and keeps the rows of its local experts; the combine is the
+  reduce-scatter of the same bytes. A rank receives (g - 1) T h 2 bytes however few of them its experts need.
 - alltoall (Megatron's --moe-token-dispatcher-type alltoall, torch all_to_all_single): one copy per
   (token, expert) pair, so a rank sends k * X1 bytes, (n - 1) / n of it to other ranks and
   (n - r) / n of it across nodes.
@@ -33,7 +37,7 @@ from typing import Literal
 
 from costmodels import comm
 
-Dispatcher = Literal["alltoall", "deepep"]
+Dispatcher = Literal["alltoall", "deepep", "allgather"]
 
 
 def miss_probability(experts: int, held: float, top_k: int) -> float:
@@ -76,3 +80,13 @@ def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispat
     r = comm.ranks_per_node(n, stride, links.gpus_per_node)
     out, inside = copies_per_token("deepep", n, r, experts, top_k)
     return comm.exchange_s(links, n, r, inside, out, copy_bytes)
+
+
+def allgather_dispatch_s(links: comm.Links, group: int, copy_bytes: float) -> float:
+    """One dispatch (or combine) of the all-gather dispatcher over its tp x ep group of `group` consecutive ranks
+    (tp innermost, then ep), seconds: comm.all_gather_s of the group's group * X1 bytes (the combine's
+    reduce-scatter costs the same, comm.reduce_scatter_s). Known deviation: with cp > 1 the ep ranks are not
+    consecutive; the group is priced as if they were."""
+    if group <= 1 or copy_bytes <= 0:
+        return 0.0
+    return comm.all_gather_s(links, group, 1, group * copy_bytes)

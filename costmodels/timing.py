@@ -14,7 +14,8 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   (costmodels.overlap), except those the stack's overlap cannot fuse with a matmul (_tp_unfused_s:
   PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
-  one copy per destination rank / node (costmodels.moe_dispatch, the stack's ep_dispatcher);
+  one copy per destination rank / node, or the tp x ep group's all-gather (costmodels.moe_dispatch, the run's
+  dispatcher, else the stack's ep_dispatcher), and the permutes around it (costmodels.moe_compute);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
   local K/V chunk (cp - 1) times in forward, twice that in backward, beside the attention core
   (costmodels.overlap); a2a = all-to-all of Q, K, V before attention and of its output after, in
@@ -35,7 +36,7 @@ from dataclasses import dataclass, fields
 
 from costmodels import comm
 from costmodels import compute as cmp
-from costmodels import moe_dispatch, sharding
+from costmodels import moe_compute, moe_dispatch, sharding
 from costmodels.activations import ActShape
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
@@ -188,7 +189,7 @@ def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, fl
     m, x, flash = c.model, c.x, c.train.flash_attention
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
-    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash) * c.stack.elementwise_scale
+    elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash, moe) * c.stack.elementwise_scale
                         * c.train.activation_scale)  # fp32/tf32 training moves 4-byte activations
     return lin, core, elem, _fp8_cast_s(c, moe)
 
@@ -220,11 +221,12 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     flash = c.train.flash_attention
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core
+    perm = _permute_s(c) if moe else 0.0
+    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + 2 * perm
     recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
+    recompute += perm * extra
     tp = _tp_s(c, lin, extra)
-    ep = 2 * moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, dispatch_tokens(c) * c.model.hidden_size * 2,
-                                     c.stack.ep_dispatcher, c.model.num_experts, c.model.top_k)
+    ep = 2 * _dispatch_s(c)
     cp = _cp_s(c, core, bwd_core, extra)
     fwd = lin + core + elem + cast_fwd
     bwd = compute - fwd + recompute
@@ -232,6 +234,31 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
+
+
+def dispatcher(c: Context) -> str:
+    """The token dispatcher the time model prices: the run's (TrainSpec.ep_dispatcher, read from Megatron's
+    --moe-token-dispatcher-type), the all-gather one where the memory's Megatron-Core 0.6 dispatcher is named
+    (TrainSpec.moe_dispatcher allgather), else the stack's (Stack.ep_dispatcher)."""
+    if c.train.ep_dispatcher:
+        return c.train.ep_dispatcher
+    return "allgather" if c.x.moe_allgather else c.stack.ep_dispatcher
+
+
+def _dispatch_s(c: Context) -> float:
+    """One dispatch (or combine) of a micro-batch's tokens, seconds (costmodels.moe_dispatch)."""
+    copy_bytes = dispatch_tokens(c) * c.model.hidden_size * cmp.ACT_BYTES
+    if dispatcher(c) == "allgather":
+        return moe_dispatch.allgather_dispatch_s(c.links, c.lay.tp * c.lay.ep, copy_bytes)
+    return moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, copy_bytes, dispatcher(c),
+                                   c.model.num_experts, c.model.top_k)
+
+
+def _permute_s(c: Context) -> float:
+    """Forward seconds of one MoE layer's token permutes and unpermutes (costmodels.moe_compute.permute_bytes, the
+    stack's dispatcher) at the fitted HBM rate; its backward, the mirrored gathers, takes the same again. Not scaled by
+    the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel."""
+    return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
 
 
 def dispatch_tokens(c: Context) -> float:

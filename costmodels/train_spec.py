@@ -53,6 +53,12 @@ class TrainSpec(BaseModel):
         "allgather_dispatch_bytes); alltoall = only the permuted expert input (all-to-all, DeepEP, and the "
         "index-based permutation of later versions)."
     )
+    ep_dispatcher: Optional[Literal["alltoall", "allgather", "deepep"]] = Field(
+        None, description="MoE token dispatcher whose communication and permutes the time model prices: alltoall "
+        "(one copy per token and expert), allgather (the tp x ep group gathers every token: Megatron "
+        "--moe-token-dispatcher-type allgather), deepep (one copy per destination rank and node: DeepEP or HybridEP, "
+        "Megatron --moe-token-dispatcher-type flex); null = the stack's (Stack.ep_dispatcher)."
+    )
     stack: Optional[Union[str, Stack]] = Field(
         None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
         f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."

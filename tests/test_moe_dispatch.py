@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import hardware_profiles as hp
 from costmodels import comm
+from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
-from costmodels.moe_dispatch import copies_per_token, dispatch_s, miss_probability
+from costmodels.moe_dispatch import allgather_dispatch_s, copies_per_token, dispatch_s, miss_probability
 from costmodels.step import step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
@@ -100,3 +101,70 @@ def test_deepep_rows_read_with_expert_parallelism(experts, ranks, notes, want):
     measured_data = pytest.importorskip("measured_data")
     model = hp.load_model("qwen3-30b-a3b").model_copy(update={"num_experts": experts})
     assert measured_data.deepep_expert_parallel({"notes": notes}, model, 1, ranks) == want
+
+
+def test_allgather_dispatch_gathers_the_whole_tp_ep_group():
+    # Megatron's MoEAllGatherTokenDispatcher: all-gather over tp x ep of every rank's X1 bytes, ring over 8 GPUs
+    links = comm.cluster_links(hp.load_cluster("dgx-h100", 1))
+    assert allgather_dispatch_s(links, 8, 1e6) == comm.all_gather_s(links, 8, 1, 8e6)
+    assert allgather_dispatch_s(links, 1, 1e6) == 0.0
+
+
+def _mixtral_ep_s(dispatcher: str) -> float:
+    model = hp.load_model("mixtral-8x7b")
+    cluster = hp.load_cluster("dgx-h100", 1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096, precision="bf16",
+                                       moe_dispatcher=dispatcher), "megatron-core")
+    lay = resolve_layout(model, cluster, train, Layout(ep=8, zero=1, recompute="full"))
+    return step_time(make_context(model, cluster, train, lay)).ep_comm_s
+
+
+def test_allgather_dispatcher_is_priced_in_time_not_only_memory():
+    # top-2 of 8 experts over 8 ranks: all-to-all receives 2 x 7/8 of a rank's tokens, all-gather 7 x
+    ag, a2a = _mixtral_ep_s("allgather"), _mixtral_ep_s("alltoall")
+    assert ag > 2 * a2a > 0
+
+
+def test_megatron_dispatcher_flag_sets_what_the_time_prices():
+    # a Megatron script's --moe-token-dispatcher-type decides the priced dispatch; flex (DeepEP/HybridEP) dedups
+    from planner.frameworks.megatron.train import EP_DISPATCHERS
+
+    assert EP_DISPATCHERS == {"allgather": "allgather", "alltoall": "alltoall", "alltoall_seq": "alltoall",
+                              "flex": "deepep"}
+    model = hp.load_model("qwen3-30b-a3b")
+    cluster = hp.load_cluster("dgx-h100", 4)
+    seconds = {}
+    for d in ("alltoall", "deepep", "allgather"):
+        train = hp.resolve_train(TrainSpec(global_batch_size=256, seq_length=4096, precision="bf16",
+                                           ep_dispatcher=d), "megatron-core")
+        lay = resolve_layout(model, cluster, train, Layout(ep=32, zero=1, recompute="full"))
+        seconds[d] = step_time(make_context(model, cluster, train, lay)).ep_comm_s
+    # top-8 over 4 nodes: DeepEP sends each token once per node hit, all-to-all once per expert; the all-gather
+    # moves 31 copies, but as rings that use all 8 NICs of a node and NVLink inside it, not one NIC per GPU
+    assert 0 < seconds["deepep"] < seconds["alltoall"]
+    assert seconds["allgather"] > 0 and seconds["allgather"] != seconds["alltoall"]
+
+
+MEGATRON = """torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
+  --num-layers 8 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 --group-query-attention \\
+  --num-query-groups 4 --seq-length 4096 --vocab-size 151936 --swiglu --normalization RMSNorm \\
+  --position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear \\
+  --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768 --expert-model-parallel-size 16 \\
+  --use-distributed-optimizer --micro-batch-size 1 --global-batch-size 64 --bf16 {extra}
+"""
+
+
+def _script_ep_s(extra: str) -> tuple[str | None, float]:
+    from planner.files.native import load_native_text
+
+    p = load_native_text(MEGATRON.format(extra=extra), "megatron", None, "dgx-h100", None)
+    return p.train.ep_dispatcher, estimate(p.model, p.cluster, p.train, p.layout).time.ep_comm_s
+
+
+def test_megatron_script_dispatcher_is_what_the_time_prices():
+    a2a, flex = _script_ep_s("--moe-token-dispatcher-type alltoall"), _script_ep_s(
+        "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep")
+    assert a2a[0] == "alltoall" and flex[0] == "deepep"
+    assert 0 < flex[1] < a2a[1]  # EP16 over 2 nodes: DeepEP sends a token once per node, all-to-all once per expert
+    assert _script_ep_s("--moe-enable-deepep")[0] == "deepep"
+    assert _script_ep_s("")[0] is None  # no flag: the stack's dispatcher

@@ -48,7 +48,7 @@ PRICED: dict[str, str] = {
     "--checkpoint-activations": "layout.recompute=full (legacy)",
     "--activations-checkpoint-method": "layout.recompute_method (legacy)",
     "--activations-checkpoint-num-layers": "layout.recompute_num_layers (legacy)",
-    "--moe-token-dispatcher-type": "train.moe_dispatcher", "--attention-backend": "train.flash_attention",
+    "--moe-token-dispatcher-type": "train.moe_dispatcher, train.ep_dispatcher", "--attention-backend": "train.flash_attention",
     "--tp-comm-overlap": "train.tp_comm_overlap", "--overlap-grad-reduce": "train.overlap_grad_reduce",
     "--overlap-param-gather": "stack overlap_param_gather (megatron-core: on; a script without it is still priced "
     "with the gather overlapped)",
@@ -122,7 +122,8 @@ WARNED: dict[str, str] = {
     "--num-distributed-optimizer-instances": "distributed optimizer replicated in groups",
     "--moe-shared-expert-overlap": "shared experts on a side stream (extra live activations)",
     "--moe-extended-tp": "experts split over tp", "--moe-latent-size": "MoE latent projection",
-    "--moe-enable-deepep": "DeepEP buffers", "--moe-flex-dispatcher-backend": "DeepEP/HybridEP buffers",
+    "--moe-enable-deepep": "DeepEP buffers (the dispatch itself is priced)",
+    "--moe-flex-dispatcher-backend": "DeepEP/HybridEP buffers (the dispatch itself is priced)",
     "--overlap-moe-expert-parallel-comm": "an extra micro-batch in flight (1F1B A2A overlap)",
     "--ep-overlap-early-attn-memory-release": "early release of attention memory",
     "--delay-wgrad-compute": "weight gradients kept for later", "--cache-mla-latents": "MLA latents cached",

@@ -36,6 +36,9 @@ def train_data(a: MegatronArgs) -> dict:
         data["fused_loss"] = True
     if a.has("--moe-token-dispatcher-type"):
         data["moe_dispatcher"] = choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
+        data["ep_dispatcher"] = choice(a, "--moe-token-dispatcher-type", EP_DISPATCHERS, "allgather")
+    if a.has("--moe-enable-deepep"):
+        data["ep_dispatcher"] = "deepep"
     if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
         data["expandable_segments"] = True
     if a.has("--global-batch-size"):
@@ -51,6 +54,10 @@ FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mx
 # since megatron-core 0.7), keeps only the permuted expert input; TrainSpec's "allgather" is the 0.6 dispatcher's
 # torch.gather copies, which only a row that states that version sets.
 DISPATCHERS = {"allgather": "alltoall", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "alltoall"}
+# ... and -> TrainSpec.ep_dispatcher (what the time prices: costmodels.moe_dispatch). flex is DeepEP or HybridEP
+# (--moe-flex-dispatcher-backend; --moe-enable-deepep is the older spelling of flex + deepep): both send a token once
+# per destination rank and node (megatron-core 0.16 fused_a2a.py, HybridEP's README), priced alike.
+EP_DISPATCHERS = {"allgather": "allgather", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "deepep"}
 DTYPES = ("fp32", "fp16", "bf16", "fp8")
 
 

@@ -1,0 +1,96 @@
+"""The MoE block's own work on one GPU besides its GEMMs' FLOPs: grouped-GEMM efficiency at few tokens per expert,
+the routed experts' element-wise bytes, and the token permute / unpermute around the dispatch.
+
+Notation (SI units): M tokens of the micro-batch on one GPU, u = 1/tp under sequence parallelism (else 1), h hidden,
+k top_k, E experts, n = ep ranks, f_e expert FFN width, etp expert tensor parallelism, 2 bytes per bf16 element.
+P = M u k etp: (token, expert) rows through this GPU's experts (balanced router), T = M u: tokens it dispatches.
+
+Sources: Megatron-Core 0.16.1 megatron/core/transformer/moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher:
+permute before the all-to-all, sort_chunks_by_idxs after it when a rank holds several experts, the mirror image
+before the combine; MoEFlexTokenDispatcher / _DeepepManager: DeepEP's dispatch delivers each token once per rank,
+then get_permuted_hidden_states_by_experts permutes the received rows into expert order and
+get_restored_hidden_states_by_experts folds them back), moe_utils.permute / unpermute (TE fused moe_permute /
+moe_unpermute with --moe-permute-fusion: a gather of whole rows by a row-id map), experts.py TEGroupedMLP (the
+activation runs over all routed rows).
+Measured (benchmarks/data/measured/gpu_moe_h100.csv, one H100, torch 2.11): grouped GEMMs (torch._grouped_mm, the
+CUTLASS SM90 grouped kernel) against one GEMM of all groups' rows; an index_select permute at 2.8-4.0 TB/s counted
+read + write, i.e. at the HBM rate parplan prices memory-bound work with.
+Known deviations: the router is balanced (every rank receives the mean P; a hot expert's rank waits longer, which
+aux-loss balancing bounds and no term here models); routing probabilities (4 bytes per row) are left out of the
+permute bytes; the permute backward moves the forward's bytes once (it is the mirrored gather), not twice as the
+other element-wise kernels do.
+"""
+
+from __future__ import annotations
+
+from costmodels.activations import ActShape
+from costmodels.model_spec import ModelSpec
+from costmodels.moe_dispatch import miss_probability
+
+ACT_BYTES = 2
+
+# Per-group fixed cost of a grouped GEMM, in token rows: grouped / one-GEMM rate = tpe / (tpe + c). Least squares
+# on the 108 grouped forward, data-gradient and weight-gradient rows of gpu_moe_h100.csv (Qwen3-30B-A3B, GPT-OSS-120B
+# and DeepSeek-V3 expert shapes, 128-4096 tokens per expert): c = 105; per kind 80 (forward) - 160 (weight gradient),
+# per model 85-145: physical range 80-160 (a 128-row tile's padding and the per-group scheduling of the kernel).
+# FP8 (gpu_moe_fp8_h100.csv: torch._scaled_grouped_mm, rowwise scales, forward, same shapes): c = 130, inside the
+# range, but noisier (65-285 per model) and with a gap that c does not model: FP8 grouped stays at 0.73-0.87 of
+# one FP8 GEMM at 4096 tokens per expert (bf16: 0.89-0.98). Known deviation: FP8 experts priced with the bf16 c.
+GROUP_OVERHEAD_TOKENS = 105.0
+
+
+def routed_rows(model: ModelSpec, x: ActShape) -> float:
+    """P = M u k etp: (token, expert) rows through this GPU's experts per micro-batch, balanced router."""
+    return x.tokens * x.u * model.top_k * x.etp
+
+
+def tokens_per_expert(model: ModelSpec, x: ActShape) -> float:
+    """Rows each local expert receives: P ep / E (at least 1)."""
+    return max(routed_rows(model, x) * x.ep / model.num_experts, 1.0)
+
+
+def grouped_gemm_factor(tpe: float) -> float:
+    """A grouped GEMM's rate over the rate of one GEMM of all its rows, unitless: tpe / (tpe + c), c =
+    GROUP_OVERHEAD_TOKENS (gpu_moe_h100.csv: 0.44-0.87 at 128 tokens per expert, 0.89-0.98 at 4096)."""
+    return tpe / (tpe + GROUP_OVERHEAD_TOKENS)
+
+
+def routed_activation_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward bytes of the experts' fused bias-activation: read f_in, write f per routed row (f_in = 2 f_e / etp
+    for SwiGLU), plus the shared experts' over the M tokens at width n_s f_e / tp."""
+    glu = 2 if model.activation == "swiglu" else 1
+    fe = model.moe_ffn_hidden_size / x.etp
+    routed = routed_rows(model, x) * (glu + 1) * fe
+    fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
+    return ACT_BYTES * (routed + x.tokens * (glu + 1) * fs)
+
+
+def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
+    """Rows a rank's dispatch delivers before the permute into expert order: DeepEP one per (token, rank),
+    n T (1 - q(E / n)) with q the hypergeometric miss probability (costmodels.moe_dispatch); all-to-all one per
+    (token, expert): P."""
+    if dispatcher == "deepep" and x.ep > 1 and model.num_experts >= model.top_k:
+        hit = 1.0 - miss_probability(model.num_experts, model.num_experts / x.ep, model.top_k)
+        return x.ep * x.tokens * x.u * x.etp * hit
+    return routed_rows(model, x)
+
+
+def permute_bytes(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
+    """Forward bytes of the permutes and unpermutes of one MoE layer, h-wide bf16 rows read + written.
+
+    allgather: gather the P local rows out of the g T gathered tokens (g = tp x ep), and scatter them back into g T
+    restored rows before the reduce-scatter: 2 (2 P + g T) h 2.
+    deepep: permute R received rows into P expert-ordered rows and unpermute back: 2 (R + P) h 2.
+    alltoall: permute T tokens into T k rows before the dispatch and back after the combine: 2 (T + T k) h 2; with
+    several local experts (E / ep > 1) also the chunk sort of the P received rows, both ways: 2 (2 P) h 2."""
+    h, P = model.hidden_size, routed_rows(model, x)
+    if dispatcher == "allgather":
+        rows = 2 * P + x.tp * x.ep * x.tokens * x.u
+    elif dispatcher == "deepep" and x.ep > 1:
+        rows = received_tokens(model, x, dispatcher) + P
+    else:
+        T = x.tokens * x.u
+        rows = T + T * model.top_k
+        if x.ep > 1 and model.num_experts > x.ep:
+            rows += 2 * P
+    return 2 * rows * h * ACT_BYTES
