@@ -52,7 +52,7 @@ def test_every_export_format_belongs_to_one_folder():
 def test_a_folders_exporters_render_what_the_exporters_package_dispatches(name):
     modules = sorted(p.stem for p in (ROOT / "planner" / "frameworks" / name).glob("export*.py"))
     renderers = {importlib.import_module(f"planner.frameworks.{name}.{m}").render for m in modules}
-    assert renderers == {exporters.RENDERERS[f] for f in folder(name).FORMATS}
+    assert renderers == {exporters.RENDERERS[f].render for f in folder(name).FORMATS}
 
 
 def test_the_old_read_configs_path_names_the_moved_readers():
@@ -63,3 +63,14 @@ def test_the_old_read_configs_path_names_the_moved_readers():
     assert read_configs.ds_batch is config_json.ds_batch and read_configs.ds_unpriced is config_json.ds_unpriced
     assert read_configs.stage_options is config_values.stage_options
     assert read_configs.titan_split is config_values.titan_split
+
+
+def test_a_framework_exporter_imported_first_does_not_meet_a_half_initialized_package():
+    """Importing planner.frameworks.megatron.export before planner.exporters ran the package while the
+    exporter was half-initialized (AttributeError: no attribute 'render'; tests/test_mla.py failed alone)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = ("import planner.frameworks.megatron.export as m, planner.exporters as e; "
+            "assert e.RENDERERS['megatron'].render is m.render")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True).returncode == 0

@@ -36,8 +36,11 @@ from planner.exporters.pricing import misfit, misfit_brief, priced_for
 from planner.files.guarded_write import Target, write_all
 
 FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
-RENDERERS = {"megatron": megatron.render, "deepspeed": deepspeed.render, "torchrun": torchrun.render,
-             "torchtitan": torchtitan.render, "slurm": slurm.render}
+# format -> the module whose render() writes it; looked up at call time, because importing a framework's
+# exporter first (planner.frameworks.megatron.export -> planner.exporters.common) runs this package while that
+# module is still half-initialized
+RENDERERS = {"megatron": megatron, "deepspeed": deepspeed, "torchrun": torchrun, "torchtitan": torchtitan,
+             "slurm": slurm}
 
 __all__ = ["FORMATS", "ExportDoesNotFit", "ExportRefused", "ExportResult", "export", "export_targets", "run_export",
            "render_all", "render_formats"]
@@ -83,7 +86,7 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
     for name in _formats(fmt):
         try:
             priced = priced_for(name, plan)
-            files = RENDERERS[name](priced)  # the renderer's own refusals first: they name the flag
+            files = RENDERERS[name].render(priced)  # the renderer's own refusals first: they name the flag
             refuse_unrunnable(name, plan)
             out.files[name] = files
         except ExportRefused as err:
