@@ -4,7 +4,8 @@ what a clone holds (README.md and examples/), each exiting 0 and writing the fil
 The commands are read from the README itself (the first ```bash block under "## 30-second tour"), so
 a tour edit that breaks a command fails here. The first command runs as users run it, in a fresh
 interpreter (`parplan` as `python -m planner.cli`); the others run in this process through typer's CliRunner
-with the fresh copy as the working folder (a subprocess each added ~1 s of start-up and nothing else).
+with the fresh copy as the working folder (a subprocess each added ~1 s of start-up and nothing else), and
+the sweep's points are searched once per session (tests/sweep_cache.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sweep_cache import shared_sweep_points
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,8 +64,9 @@ def test_every_tour_command_runs_in_order_from_a_fresh_copy(fresh_copy, monkeypa
     assert proc.stdout.strip(), shlex.join(first)
     monkeypatch.chdir(fresh_copy)
     runner = CliRunner()
-    for words in rest:
-        result = runner.invoke(app, words[1:])
-        assert result.exit_code == 0, f"{shlex.join(words)} -> {result.exit_code}: {result.output[-800:]}"
+    with shared_sweep_points():  # the sweep's points are tests/test_sweep.py's example's: searched once
+        for words in rest:
+            result = runner.invoke(app, words[1:])
+            assert result.exit_code == 0, f"{shlex.join(words)} -> {result.exit_code}: {result.output[-800:]}"
     for made in ("plan.json", "launch", "ds", "sweep.html", "my-cluster.yaml", "plan.html"):
         assert (fresh_copy / made).exists(), made
