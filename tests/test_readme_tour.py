@@ -5,7 +5,7 @@ The commands are read from the README itself (the first ```bash block under "## 
 a tour edit that breaks a command fails here. The first command runs as users run it, in a fresh
 interpreter (`parplan` as `python -m planner.cli`); the others run in this process through typer's CliRunner
 with the fresh copy as the working folder (a subprocess each added ~1 s of start-up and nothing else), and
-the sweep's points are searched once per session (tests/sweep_cache.py).
+a search another test asks for too runs once per session (tests/sweep_cache.py, tests/plan_cache.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_cache import shared_plan_searches
 from sweep_cache import shared_sweep_points
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +65,9 @@ def test_every_tour_command_runs_in_order_from_a_fresh_copy(fresh_copy, monkeypa
     assert proc.stdout.strip(), shlex.join(first)
     monkeypatch.chdir(fresh_copy)
     runner = CliRunner()
-    with shared_sweep_points():  # the sweep's points are tests/test_sweep.py's example's: searched once
+    # the sweep's points are tests/test_sweep.py's example's, the 405B plan is tests/test_whole_run.py's:
+    # each searched once per session (tests/sweep_cache.py, tests/plan_cache.py)
+    with shared_sweep_points(), shared_plan_searches():
         for words in rest:
             result = runner.invoke(app, words[1:])
             assert result.exit_code == 0, f"{shlex.join(words)} -> {result.exit_code}: {result.output[-800:]}"

@@ -4,13 +4,12 @@ caption) instead of cutting cells or wrapping rows; at 120 and 200 columns nothi
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import json
 import re
 
 import pytest
+from plan_cache import shared_plan_searches
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -28,25 +27,10 @@ def run(columns: int, *args: str) -> str:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_search_per_problem():
-    """The search does not read the terminal width: `plan`'s search (planner.cli_plan.plan_search) runs once
-    per problem for this module, and every width renders its result (the same plans mixtral-8x7b
-    on 4 nodes, searched four times, cost ~7 s each on the 2-core CI machine)."""
-    import planner.cli_plan as cli_plan
-
-    real, done = cli_plan.plan_search, {}
-
-    def once(prob, train, top, time_limit, validated_only, fw=None, deadline=None):
-        key = (prob.model.model_dump_json(), prob.cluster.model_dump_json(), train.model_dump_json(), top,
-               time_limit, validated_only, getattr(fw, "name", None))
-        if key not in done:
-            done[key] = real(prob, train, top, time_limit, validated_only, fw, deadline)
-        result, alternative, reasons = done[key]  # plan_any updates the winner's stats in place: a copy each
-        return dataclasses.replace(result, stats=copy.copy(result.stats)), alternative, list(reasons)
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(cli_plan, "plan_search", once)
-    yield done
-    patch.undo()
+    """The search does not read the terminal width: each problem is searched once (tests/plan_cache.py)
+    and every width renders its result (mixtral-8x7b on 4 nodes, four times, cost ~7 s a search)."""
+    with shared_plan_searches() as done:
+        yield done
 
 
 @pytest.fixture(scope="module")
