@@ -199,10 +199,13 @@ def check(job: dict) -> tuple[bool, str]:
 
 
 def check_many(jobs: list[dict]) -> list[tuple[bool, str]]:
-    """Every job in one interpreter that imports Megatron once and forks a child per job (POSIX): the
-    verdicts of `check`, in order, for the import cost of one (jobs must share the site and stubs)."""
+    """Every job in one interpreter that imports Megatron once and forks a child per job (Linux; elsewhere
+    `check` per job): the verdicts of `check`, in order, for the import cost of one (jobs must share the
+    site and stubs)."""
     if not jobs:
         return []
+    if not sys.platform.startswith("linux"):  # forking after torch's import is not safe everywhere (macOS)
+        return [check(job) for job in jobs]
     run = subprocess.run([sys.executable, "-c", MANY], input=json.dumps(jobs), capture_output=True, text=True,
                          env=_env(), timeout=300 + 60 * len(jobs))
     found = {}
