@@ -12,6 +12,7 @@ costmodels.kernels differ from the fit by more than 10% (tests/test_kernels.py r
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import statistics
 import sys
@@ -35,10 +36,16 @@ MIN_ATTN_SEQ = 2048
 SEQ_HALF_GRID = [2.0 ** (i / 4) for i in range(16, 65)]  # 16 .. 65536
 
 
+@functools.lru_cache(maxsize=None)
+def _read(path: Path) -> tuple[dict, ...]:
+    """A CSV file's rows, read once (the fit's grid evaluates the errors ~5,000 times)."""
+    with path.open() as f:
+        return tuple(csv.DictReader(f))
+
+
 def rows(kind: str) -> list[dict]:
     """The CSV rows of one kind without an error."""
-    with DATA.open() as f:
-        return [r for r in csv.DictReader(f) if r["kind"] == kind and not r["error"]]
+    return [r for r in _read(DATA) if r["kind"] == kind and not r["error"]]
 
 
 def gemm_errors(k_half: float, kind: str = "gemm", launch_s: float = 0.0) -> list[float]:
@@ -60,10 +67,8 @@ def gemm_errors(k_half: float, kind: str = "gemm", launch_s: float = 0.0) -> lis
 def wave_errors(k_half: float) -> list[float]:
     """log(predicted / measured) time of the wave-boundary GEMM rows (no per-call cost: timed back to back)."""
     spec = KernelSpec(replace(GENERATIONS["hopper"], k_half=k_half), H100_SMS, flops_per_byte=H100_RIDGE)
-    with WAVES.open() as f:
-        rows_ = list(csv.DictReader(f))
     out = []
-    for r in rows_:
+    for r in _read(WAVES):
         m, n, k = float(r["m"]), float(r["n"]), float(r["k"])
         pred_s = 2 * m * n * k / (gemm_kernel_efficiency(spec, m, k, n) * H100_PEAK["gemm"])
         out.append(math.log(pred_s / (float(r["median_ms"]) * 1e-3)))

@@ -10,7 +10,8 @@ triton at top level, and a pretend Hopper GPU with Transformer Engine. Needs tor
 
 Prints a table: export -> accepted / rejected (+ Megatron's message). Exit 0 when every export is
 accepted, 1 when one is rejected, 2 when the check itself could not run (the reason is printed).
-Each export is checked in a fresh subprocess (Megatron keeps global state).
+Each export is checked in a fresh process (Megatron keeps global state): `check` starts an
+interpreter per job, `check_many` imports Megatron once and forks a child per job.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 WHEEL = "megatron-core==0.19.2"
 
-SHIM = r'''
+SETUP = r'''
 import importlib.abc, importlib.machinery, json, os, sys, types, typing
 import typing_extensions
 typing.override = getattr(typing, "override", typing_extensions.override)   # Python 3.11
@@ -59,28 +60,59 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module): pass
 
 
+def _setup(job):
+    """Import Megatron's argument module from the unpacked wheel, with the shims above; return it."""
+    sys.path.insert(0, job["site"])
+    sys.meta_path.insert(0, _Finder(set(job["stubs"])))
+    import megatron.training.arguments as A
+    A.get_device_arch_version = lambda: 9          # pretend Hopper
+    A.is_te_min_version = lambda *a, **k: True      # pretend Transformer Engine is installed
+    import megatron.core.transformer.transformer_config as TC
+    import megatron.core.models.common.embeddings.rope_utils as R
+    TC.is_te_min_version = A.is_te_min_version
+    R.fused_apply_rotary_pos_emb = R.fused_apply_rotary_pos_emb or (lambda *a, **k: None)  # TE's fused RoPE
+    return A
+
+
+def _run(A, job):
+    """Megatron's parse_args, validate_args and TransformerConfig on the job's argv: {"ok", "why"}."""
+    sys.argv = ["pretrain_gpt.py"] + job["argv"]
+    try:
+        args = A.parse_args()
+        A.validate_args(args)
+        A.core_transformer_config_from_args(args)   # TransformerConfig checks uneven stages and layouts
+    except SystemExit as err:
+        return {"ok": False, "why": f"argparse exit {err.code}"}
+    except (AssertionError, ValueError, TypeError, KeyError, RuntimeError) as err:
+        return {"ok": False, "why": f"{type(err).__name__}: {err}"}
+    return {"ok": True, "why": f"dp={args.data_parallel_size} vpp={args.virtual_pipeline_model_parallel_size}"}
+'''
+
+ONE = SETUP + r'''
 job = json.loads(sys.argv[1])
-sys.path.insert(0, job["site"])
-sys.meta_path.insert(0, _Finder(set(job["stubs"])))
 os.environ.update(job["env"])
-import megatron.training.arguments as A
-A.get_device_arch_version = lambda: 9          # pretend Hopper
-A.is_te_min_version = lambda *a, **k: True      # pretend Transformer Engine is installed
-import megatron.core.transformer.transformer_config as TC
-import megatron.core.models.common.embeddings.rope_utils as R
-TC.is_te_min_version = A.is_te_min_version
-R.fused_apply_rotary_pos_emb = R.fused_apply_rotary_pos_emb or (lambda *a, **k: None)  # TE's fused RoPE
-sys.argv = ["pretrain_gpt.py"] + job["argv"]
-try:
-    args = A.parse_args()
-    A.validate_args(args)
-    A.core_transformer_config_from_args(args)   # TransformerConfig checks uneven stages and layouts
-except SystemExit as err:
-    print(json.dumps({"ok": False, "why": f"argparse exit {err.code}"}))
-except (AssertionError, ValueError, TypeError, KeyError, RuntimeError) as err:
-    print(json.dumps({"ok": False, "why": f"{type(err).__name__}: {err}"}))
-else:
-    print(json.dumps({"ok": True, "why": f"dp={args.data_parallel_size} vpp={args.virtual_pipeline_model_parallel_size}"}))
+print(json.dumps(_run(_setup(job), job)))
+'''
+
+# Many jobs in one interpreter: Megatron (and torch) imported once, then each job in a forked child, which
+# starts from the freshly imported state (Megatron keeps global state, so jobs never share a process).
+# The job's environment is set in the child, after the import (ONE sets it before).
+MANY = SETUP + r'''
+jobs = json.loads(sys.stdin.read())
+A = _setup(jobs[0])
+for i, job in enumerate(jobs):
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.environ.update(job["env"])
+            result = _run(A, job)
+        except BaseException as err:
+            result = {"ok": False, "why": f"crashed: {type(err).__name__}: {err}"}
+        print(json.dumps({"index": i, **result}))
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
 '''
 
 
@@ -151,15 +183,38 @@ CONTROLS = [  # deliberately broken variants: Megatron must reject each (shows t
 ]
 
 
+def _env() -> dict:
+    return {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+
+
 def check(job: dict) -> tuple[bool, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
-    run = subprocess.run([sys.executable, "-c", SHIM, json.dumps(job)], capture_output=True, text=True, env=env,
+    """One job in a fresh interpreter: (accepted, Megatron's message or the dp/vpp it derived)."""
+    run = subprocess.run([sys.executable, "-c", ONE, json.dumps(job)], capture_output=True, text=True, env=_env(),
                          timeout=300)
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return False, "crashed: " + (run.stderr.strip().splitlines() or ["no output"])[-1]
     result = json.loads(lines[-1])
     return result["ok"], result["why"]
+
+
+def check_many(jobs: list[dict]) -> list[tuple[bool, str]]:
+    """Every job in one interpreter that imports Megatron once and forks a child per job (Linux; elsewhere
+    `check` per job): the verdicts of `check`, in order, for the import cost of one (jobs must share the
+    site and stubs)."""
+    if not jobs:
+        return []
+    if not sys.platform.startswith("linux"):  # forking after torch's import is not safe everywhere (macOS)
+        return [check(job) for job in jobs]
+    run = subprocess.run([sys.executable, "-c", MANY], input=json.dumps(jobs), capture_output=True, text=True,
+                         env=_env(), timeout=300 + 60 * len(jobs))
+    found = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("{"):
+            result = json.loads(line)
+            found[result["index"]] = (result["ok"], result["why"])
+    last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    return [found.get(i, (False, f"crashed: {last}")) for i in range(len(jobs))]
 
 
 def main() -> int:
@@ -178,18 +233,20 @@ def main() -> int:
             return 2
         print(f"megatron-core wheel: {wheel.name}; {len(stubs)} triton modules stubbed; Python {sys.version.split()[0]}")
         print(f"{'export':40} {'result':9} detail")
-        failures, jobs = 0, {}
-        for case, path, world in cases:
-            jobs[case] = job_for(path, world, tmp / "site", stubs)
-            ok, why = check(jobs[case])
+        jobs = {case: job_for(path, world, tmp / "site", stubs) for case, path, world in cases}
+        controls = []
+        for label, base, mutate in CONTROLS:
+            job = json.loads(json.dumps(jobs[base]))
+            mutate(job)
+            controls.append(job)
+        verdicts = check_many([*jobs.values(), *controls])
+        failures = 0
+        for case, (ok, why) in zip(jobs, verdicts):
             failures += not ok
             print(f"{case:40} {'accepted' if ok else 'REJECTED':9} {why}")
         print(f"{len(cases) - failures} accepted, {failures} rejected")
         missed = 0
-        for label, base, mutate in CONTROLS:
-            job = json.loads(json.dumps(jobs[base]))
-            mutate(job)
-            ok, why = check(job)
+        for (label, _, _), (ok, why) in zip(CONTROLS, verdicts[len(jobs):]):
             missed += ok
             print(f"{label:40} {'accepted' if ok else 'rejected':9} {why[:150]}")
         print(f"controls: {len(CONTROLS) - missed} of {len(CONTROLS)} rejected as expected")

@@ -66,8 +66,9 @@ def test_save_never_clobbers(tmp_path: Path):
 
 
 def test_nothing_fits_exits_1_with_numbers():
-    """405B on one 8 x A100-80GB node cannot fit: exit 1, the smallest reachable memory and remedies."""
-    result = runner.invoke(app, ["plan", "llama3.1-405b", "--cluster", "dgx-a100", "--nodes", "1",
+    """70B on 4 x A100-80GB cannot fit (~292 GiB a GPU at best): exit 1, the smallest reachable memory and
+    remedies (more GPUs: 16). 405B on one node took ~6 s, searching up to 128 GPUs for the remedy."""
+    result = runner.invoke(app, ["plan", "llama3-70b", "--cluster", "dgx-a100", "--gpus", "4",
                                  "--global-batch", "8", "--json"])
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)

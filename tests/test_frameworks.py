@@ -278,31 +278,50 @@ def megatron_site(tmp_path_factory):
     return mc, root / "site", mc.unpack(wheel, root / "site")
 
 
-@pytest.mark.parametrize("model", list(PROBLEMS))
-def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_site, tmp_path):
-    mc, site, stubs = megatron_site
+def _plan_script(model: str) -> tuple[str, int]:
+    """The Megatron launch script of `plan MODEL --framework megatron`, and its world size."""
     doc = json.loads(_planned(model, "megatron"))
     files, _ = render_all(plan_from_doc(doc), "megatron")
-    script = tmp_path / "launch_megatron.sh"
-    script.write_text(files["launch_megatron.sh"][0])
-    world = doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]
-    ok, why = mc.check(mc.job_for(script, world, site, stubs))
+    return files["launch_megatron.sh"][0], doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]
+
+
+@functools.lru_cache(maxsize=None)
+def _overlap_script(sp: bool) -> tuple[str, int]:
+    """llama3-8b tp=8 on one node with TP overlap asked for, sequence parallelism `sp`: script, world size."""
+    model, clus = hp.load_model("llama3-8b"), loading.load_cluster("dgx-h100", 1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=8, tp_comm_overlap=True))
+    doc = plan_document(model, clus, train, estimate(model, clus, train, Layout(tp=8, sp=sp)))
+    return render_all(plan_from_doc(doc), "megatron")[0]["launch_megatron.sh"][0], 8
+
+
+@pytest.fixture(scope="module")
+def megatron_verdicts(megatron_site, tmp_path_factory) -> dict:
+    """Megatron's verdict on every script below, all checked in one interpreter (Megatron imported once,
+    a forked child per script: benchmarks/megatron_crosscheck.check_many); a fresh interpreter per script
+    cost ~6 s each on the 2-core CI machine."""
+    mc, site, stubs = megatron_site
+    scripts = {("plan", m): _plan_script(m) for m in PROBLEMS}
+    scripts.update({("overlap", sp): _overlap_script(sp) for sp in (True, False)})
+    jobs = []
+    for i, (text, world) in enumerate(scripts.values()):
+        path = tmp_path_factory.mktemp(f"megatron-{i}") / "launch_megatron.sh"
+        path.write_text(text)
+        jobs.append(mc.job_for(path, world, site, stubs))
+    return dict(zip(scripts, mc.check_many(jobs)))
+
+
+@pytest.mark.parametrize("model", list(PROBLEMS))
+def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_verdicts):
+    ok, why = megatron_verdicts[("plan", model)]
     assert ok, why
 
 
 @pytest.mark.parametrize("sp", [True, False])
-def test_megatron_plans_pass_argument_validation_with_tp_comm_overlap(sp, megatron_site, tmp_path):
+def test_megatron_plans_pass_argument_validation_with_tp_comm_overlap(sp, megatron_verdicts):
     """With TP overlap asked for, sp=1 writes --tp-comm-overlap and sp=0 leaves it out: Megatron's
     validate_args asserts the flag has --sequence-parallel, so either script must pass it."""
-    mc, site, stubs = megatron_site
-    model, clus = hp.load_model("llama3-8b"), loading.load_cluster("dgx-h100", 1)
-    train = hp.resolve_train(TrainSpec(global_batch_size=8, tp_comm_overlap=True))
-    doc = plan_document(model, clus, train, estimate(model, clus, train, Layout(tp=8, sp=sp)))
-    text = render_all(plan_from_doc(doc), "megatron")[0]["launch_megatron.sh"][0]
-    assert ("--tp-comm-overlap" in text) == sp
-    script = tmp_path / "launch_megatron.sh"
-    script.write_text(text)
-    ok, why = mc.check(mc.job_for(script, 8, site, stubs))
+    assert ("--tp-comm-overlap" in _overlap_script(sp)[0]) == sp
+    ok, why = megatron_verdicts[("overlap", sp)]
     assert ok, why
 
 

@@ -2,7 +2,10 @@
 what a clone holds (README.md and examples/), each exiting 0 and writing the files it says it writes.
 
 The commands are read from the README itself (the first ```bash block under "## 30-second tour"), so
-a tour edit that breaks a command fails here; `parplan` runs as `python -m planner.cli`.
+a tour edit that breaks a command fails here. The first command runs as users run it, in a fresh
+interpreter (`parplan` as `python -m planner.cli`); the others run in this process through typer's CliRunner
+with the fresh copy as the working folder (a subprocess each added ~1 s of start-up and nothing else), and
+a search another test asks for too runs once per session (tests/sweep_cache.py, tests/plan_cache.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_cache import shared_plan_searches
+from sweep_cache import shared_sweep_points
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,10 +53,23 @@ def fresh_copy(tmp_path_factory) -> Path:
     return work
 
 
-def test_every_tour_command_runs_in_order_from_a_fresh_copy(fresh_copy):
-    for words in tour_commands((fresh_copy / "README.md").read_text()):
-        proc = subprocess.run([sys.executable, "-m", "planner.cli", *words[1:]], cwd=fresh_copy,
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, f"{shlex.join(words)} -> {proc.returncode}: {proc.stderr[-800:]}"
+def test_every_tour_command_runs_in_order_from_a_fresh_copy(fresh_copy, monkeypatch):
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    first, *rest = tour_commands((fresh_copy / "README.md").read_text())
+    proc = subprocess.run([sys.executable, "-m", "planner.cli", *first[1:]], cwd=fresh_copy,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"{shlex.join(first)} -> {proc.returncode}: {proc.stderr[-800:]}"
+    assert proc.stdout.strip(), shlex.join(first)
+    monkeypatch.chdir(fresh_copy)
+    runner = CliRunner()
+    # the sweep's points are tests/test_sweep.py's example's, the 405B plan is tests/test_whole_run.py's:
+    # each searched once per session (tests/sweep_cache.py, tests/plan_cache.py)
+    with shared_sweep_points(), shared_plan_searches():
+        for words in rest:
+            result = runner.invoke(app, words[1:])
+            assert result.exit_code == 0, f"{shlex.join(words)} -> {result.exit_code}: {result.output[-800:]}"
     for made in ("plan.json", "launch", "ds", "sweep.html", "my-cluster.yaml", "plan.html"):
         assert (fresh_copy / made).exists(), made

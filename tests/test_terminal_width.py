@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from plan_cache import shared_plan_searches
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -22,6 +23,14 @@ def run(columns: int, *args: str) -> str:
     result = runner.invoke(app, list(args), env={"COLUMNS": str(columns)})
     assert result.exit_code in (0, 1), result.output
     return result.stdout
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_search_per_problem():
+    """The search does not read the terminal width: each problem is searched once (tests/plan_cache.py)
+    and every width renders its result (mixtral-8x7b on 4 nodes, four times, cost ~7 s a search)."""
+    with shared_plan_searches() as done:
+        yield done
 
 
 @pytest.fixture(scope="module")
