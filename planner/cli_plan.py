@@ -137,7 +137,8 @@ def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None
             "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
                        "filtered_out": stats.filtered_out,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
-                       "solver_candidates": stats.solver_candidates, "gap": result.gap,
+                       "solver_candidates": stats.solver_candidates, "solver_models": stats.solver_models,
+                       "gap": result.gap,
                        "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
             "reasons": reasons,
             "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}

@@ -12,7 +12,9 @@
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
 4. CP-SAT (planner.search.cpsat) picks the best candidate and stage split among the survivors, then
-   the next K-1 with the earlier choices excluded.
+   the next K-1 with the earlier choices excluded. A pipeline degree none of whose candidates can reach the
+   best found (their memory-aware bounds, planner.search.tables.capacity_bound, exceed it) needs no model;
+   when every one is so settled (often: pp=1 wins), OR-Tools is never imported (stats.solver_models = 0).
 5. Each winner is re-estimated with costmodels.estimate (the numbers people see).
 """
 
@@ -53,6 +55,7 @@ class SearchStats:
     bound_pruned: int = 0
     tabled: int = 0
     solver_candidates: int = 0
+    solver_models: int = 0  # CP-SAT models solved; 0 when the bounds alone proved the ranking (OR-Tools not loaded)
     smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout), over all layouts
     fastest_pruned: Optional[tuple[float, float, object]] = None  # (step bound s, bytes, layout), near misses
     truncated: bool = False  # the time limit stopped enumeration or costing early
@@ -199,6 +202,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     progress(f"CP-SAT over up to {len(survivors)} candidates")
     solutions, optimal, gap, used = _solve_all(model, survivors, top, deadline, start)
     stats.solver_candidates = used
+    stats.solver_models = sum(s.models for s in solutions)
     if time.perf_counter() > deadline and not optimal:
         stats.cut_short("solver")
     solutions = _in_time(solutions, deadline + RESERVE_S / 2, stats)

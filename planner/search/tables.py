@@ -153,6 +153,81 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
 
 
+def stage_capacities(t: Table, num_layers: int) -> list[int] | None:
+    """The most layers each stage can hold within memory (whatever their dense/MoE mix), or None
+    when even the smallest stages overflow or all capacities together hold fewer than the model."""
+    v, caps = t.layout.vpp, []
+    for mem in t.memory:
+        per = min(mem.dense, mem.moe) if mem.moe else mem.dense
+        room = t.cap - mem.fixed
+        cap = num_layers if per <= 0 else min(num_layers, room // per)
+        if room < 0 or cap < v:
+            return None
+        caps.append(cap)
+    return caps if sum(caps) >= num_layers else None
+
+
+def cheapest_layer(a: IntAffine, model: ModelSpec) -> int:
+    """The smaller per-layer coefficient of `a` among the layer kinds the model has (dense, MoE)."""
+    L, n_moe = model.num_layers, model.num_moe_layers
+    return min(c for c, used in ((a.dense, L > n_moe), (a.moe, n_moe > 0)) if used)
+
+
+def fit_capacities(t: Table, model: ModelSpec) -> list[int] | None:
+    """Like stage_capacities, counting only the layer kinds the model has (a dense model's tables carry an
+    unused MoE coefficient that stage_capacities' min lets through): the most layers each stage can hold,
+    or None when no split fits (a stage cannot hold vpp layers, or all together hold fewer than the model)."""
+    L, v, caps = model.num_layers, t.layout.vpp, []
+    for mem in t.memory:
+        per, room = cheapest_layer(mem, model), t.cap - mem.fixed
+        cap = L if per <= 0 else min(L, room // per)
+        if room < 0 or cap < v:
+            return None
+        caps.append(cap)
+    return caps if sum(caps) >= L else None
+
+
+def slowest_stage_floor(table: Table, model: ModelSpec, caps: list[int]) -> int:
+    """A lower bound on max_i t_i (time units) over the splits that fit: the least T such that stages of
+    at least vpp and at most caps[i] layers, each within T, can hold all the layers (stage i's time is at
+    least fixed_i + a_i n_i, a_i its cheaper layer kind). Where the first stage's in-flight activations
+    cap it, the others must take more than the mean: the bound rises above lower_bound's ceil(sum / pp).
+    0 when a per-layer time is not positive (no such floor)."""
+    L, v = model.num_layers, table.layout.vpp
+    per = [cheapest_layer(a, model) for a in table.time]
+    if min(per) <= 0:
+        return 0
+
+    def holds(limit: int) -> bool:
+        room = [min(cap, (limit - a.fixed) // p) for a, p, cap in zip(table.time, per, caps)]
+        return min(room) >= v and sum(room) >= L
+
+    lo = max(a.fixed + p * v for a, p in zip(table.time, per)) - 1  # holds(lo) is False
+    hi = max(a.fixed + p * cap for a, p, cap in zip(table.time, per, caps))  # holds(hi): sum(caps) >= L
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if holds(mid) else (mid, hi)
+    return hi
+
+
+def capacity_bound(table: Table, model: ModelSpec) -> int | None:
+    """lower_bound with memory: None when no split fits (fit_capacities), else lower_bound with the
+    slowest stage's time at least slowest_stage_floor. Also an objective no split that fits can beat, and
+    never below lower_bound. Where one split only exists it is lower_bound (the objective itself)."""
+    base = lower_bound(table, model)
+    if base is None or only_split(table, model) is not None:
+        return base
+    caps = fit_capacities(table, model)
+    if caps is None:
+        return None
+    q, p = OBJ_PER_TIME, table.layout.pp
+    counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
+    t = _sum_over_stages(table.time, *counts)
+    mean = -(-t // p)
+    floor = slowest_stage_floor(table, model, caps)
+    return base + (q * table.m - q // table.v) * max(0, floor - mean)
+
+
 def only_split(table: Table, model: ModelSpec) -> list[int] | None:
     """The stage split when the candidate has one only (pp = 1, or a framework's partitioner fixes it),
     else None (the search chooses)."""
