@@ -70,8 +70,9 @@ def test_a_candidate_is_never_settled_against_its_own_optimum(p: Problem):
 @QUICK
 @given(problems())
 def test_settled_groups_change_no_answer(p: Problem):
-    """cpsat.solve with the capacity shortcut and without it (every group modelled) pick the same
-    candidate, split and objective, for the winner and the runners-up."""
+    """cpsat.solve with the capacity shortcut and without it (every group modelled) reach the same
+    objectives, proven, for the winner and the runners-up (which of several tied candidates or splits CP-SAT
+    returns may differ between any two runs of its parallel workers, shortcut or not)."""
     tables = p.tables()
     real = cpsat._beyond
     answers = []
@@ -84,11 +85,10 @@ def test_settled_groups_change_no_answer(p: Problem):
                 if sol is None:
                     break
                 excluded.add(sol.index)
-                got.append((sol.objective, sol.optimal, tables[sol.index].layout, sol.stage_layers))
+                got.append((sol.objective, sol.optimal))
             answers.append(got)
         finally:
             cpsat._beyond = real
-    assert [a[0] for a in answers[0]] == [a[0] for a in answers[1]]  # objectives: exact either way
     assert answers[0] == answers[1]
 
 

@@ -33,7 +33,7 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
-from planner.search.groups import Group, Keep, by_exact_bound, restrict, split_groups
+from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
 from planner.search.memo import FieldMemo
 from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
@@ -91,7 +91,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
                 keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
-    memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
+    memo = keep if keep is None or opts.stage_splits is None or split_free(keep) else FieldMemo(keep)
     for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
@@ -287,7 +287,7 @@ def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None) -> 
             cache[key] = uncertainty(stack, lay, num_gpus, gpu).validated
         return cache[key]
 
-    return keep
+    return mark_split_free(keep)
 
 
 def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
@@ -303,6 +303,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
         return ranked
     valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name)
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
+    if split_free(keep):
+        mark_split_free(both)
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None
