@@ -111,3 +111,29 @@ def test_a_plan_settled_by_bounds_never_imports_ortools():
                           cwd=Path(__file__).resolve().parents[1])
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"at_import": False, "after_plan": False, "pp": 1, "models": 0, "status": "optimal"}
+
+
+SOLVE = """
+import json, sys
+from planner.search import cpsat
+from planner.search.space import Candidate
+from planner.search.tables import IntAffine, Table
+from tests.helpers import llama_like
+model, zero = llama_like(128, 2, 2, 4, 256), (IntAffine(0, 0, 0),) * 2
+lay = Candidate(1, False, 1, "p2p", 1, 1, 2, 1, 1, 0, 1, "none", "1f1b", 4, None, None, None)
+table = Table(lay, (IntAffine(0, 10, 10),) * 2, (IntAffine(0, 10, 10), IntAffine(0, 1, 1)), zero, zero, zero, 0, 15,
+              False, False)  # _capped_table
+sol = cpsat.solve(model, [table], time_limit_s=30, workers=1)
+after = {"ortools": "ortools.sat.python.cp_model" in sys.modules, "pandas": "pandas" in sys.modules}
+import pandas
+print(json.dumps({**after, "split": sol.stage_layers, "models": sol.models, "real_pandas": hasattr(pandas, "DataFrame")}))
+"""
+
+
+def test_cpsat_runs_without_importing_pandas():
+    """A model that must be solved (the hand-worked table: its bound is not settled by an incumbent) imports
+    OR-Tools but not pandas (planner.search.cpsat._cp_model), and a later `import pandas` is the real one."""
+    proc = subprocess.run([sys.executable, "-c", SOLVE], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"ortools": True, "pandas": False, "split": [1, 3], "models": 1, "real_pandas": True}

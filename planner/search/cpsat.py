@@ -11,7 +11,9 @@ planner.search.tables' objective units. All numbers come from the integer tables
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -266,11 +268,37 @@ def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
     return best, proven
 
 
-def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumbent):
-    """(solution or None, proven) for the candidates `ids`, which share one pipeline degree. OR-Tools (and
-    the pandas it imports, ~0.5 s) is imported here, when a model is first built, never at import."""
-    from ortools.sat.python import cp_model
+def _cp_model():
+    """ortools.sat.python.cp_model, imported without pandas where it can be: the module imports pandas (and
+    pyarrow, ~0.25 s) for its *_series helpers alone, which parplan never calls; its top level only names
+    pd.Index and pd.Series (in type aliases). So a stand-in pandas holding two empty classes serves the import
+    and is taken out of sys.modules at once (a later `import pandas` gets the real one); where the stand-in does
+    not serve (another OR-Tools version), the import is simply retried with the real pandas."""
+    loaded = sys.modules.get("ortools.sat.python.cp_model")
+    if loaded is not None or "pandas" in sys.modules:
+        from ortools.sat.python import cp_model
 
+        return cp_model
+    stand_in = types.ModuleType("pandas", "parplan's stand-in for OR-Tools' import (planner.search.cpsat)")
+    stand_in.Index = type("Index", (), {})
+    stand_in.Series = type("Series", (), {})
+    sys.modules["pandas"] = stand_in
+    try:
+        from ortools.sat.python import cp_model
+    except Exception:  # the stand-in lacks what this OR-Tools version reads: import it as it is
+        sys.modules.pop("ortools.sat.python.cp_model", None)
+        sys.modules.pop("pandas", None)
+        from ortools.sat.python import cp_model
+    finally:
+        if sys.modules.get("pandas") is stand_in:
+            del sys.modules["pandas"]
+    return cp_model
+
+
+def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumbent):
+    """(solution or None, proven) for the candidates `ids`, which share one pipeline degree. OR-Tools is
+    imported here (_cp_model), when a model is first built, never at import."""
+    cp_model = _cp_model()
     m = cp_model.CpModel()
     sub = [tables[i] for i in ids]
     ub = _bounds(sub, model.num_layers)
