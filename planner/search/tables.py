@@ -107,15 +107,35 @@ class Table:
         return (self.v - 1) * self.layout.pp + 1
 
     def objective(self, counts: list[tuple[int, int]]) -> int | None:
-        """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows."""
-        if any(mem.at(*n) > self.cap for mem, n in zip(self.memory, counts)):
-            return None
-        t = [a.at(*n) for a, n in zip(self.time, counts)]
-        dp = max(self.dp_term(r.at(*n), g.at(*n), ti) for r, g, n, ti in zip(self.reduce, self.gather, counts, t))
-        opt = max(o.at(*n) for o, n in zip(self.optimizer, counts))
-        q = OBJ_PER_TIME
-        return ((q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
-                + self.chunk_term([d + e for d, e in counts]))
+        """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows.
+        The largest stage dp_term is the ceiling of the largest exposure (a ceiling never reorders), so one
+        division serves all stages (what the tables of a framework's 30k fixed splits spend their time on)."""
+        cap = self.cap
+        for mem, (d, e) in zip(self.memory, counts):
+            if mem.fixed + mem.dense * d + mem.moe * e > cap:
+                return None
+        t = [a.fixed + a.dense * d + a.moe * e for a, (d, e) in zip(self.time, counts)]
+        exposed = self._exposure
+        scaled = max(exposed(r.fixed + r.dense * d + r.moe * e, g.fixed + g.dense * d + g.moe * e, ti)
+                     for r, g, (d, e), ti in zip(self.reduce, self.gather, counts, t))
+        opt = max(o.fixed + o.dense * d + o.moe * e for o, (d, e) in zip(self.optimizer, counts))
+        q, v = OBJ_PER_TIME, self.v
+        dp = -(-q * scaled // (3 * v))  # = max over stages of dp_term
+        chunk = self.chunk_term([d + e for d, e in counts]) if v > 1 else 0
+        return (q * self.m - q // v) * max(t) + q // v * sum(t) + q * (self.const + opt) + dp + chunk
+
+    def _exposure(self, r: int, g: int, t: int) -> int:
+        """3v x the stage's exposed data-parallel time: max(0, *reduce_pieces) + max(0, *gather_pieces),
+        without building the lists (dp_term's numerator)."""
+        v, k = self.v, self.chunk_steps
+        if not self.overlap_reduce:
+            red = 3 * v * r
+        elif self.reduce_windows > 1:
+            red = v * (3 * r - 2 * self.reduce_windows * t)
+        else:
+            red = max(3 * r - 2 * t, 3 * v * r - 2 * k * t)
+        gat = 3 * v * g if not self.overlap_gather else max(3 * g - t, 3 * v * g - k * t)
+        return max(0, red) + max(0, gat)
 
     @property
     def chunk_layer(self) -> int:
