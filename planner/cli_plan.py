@@ -73,9 +73,8 @@ def plan_cmd(
     else:
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train) for p in result.plans]
-    doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
-           if result.plans else None)
-    if doc is not None:
+    if result.plans and outputs.wanted:  # the plan document serves the files alone
+        doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
         report_export(outputs.write(doc, fmt, tokens, run))
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:

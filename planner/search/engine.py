@@ -104,8 +104,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
         if not splits:
             continue
         group, count = Group(lay, splits), len(splits)
-        memory = coster.memory_bound(lay)
-        usable = coster.budget(lay)
+        memory, usable = coster.memory_and_budget(lay)
         if stats.smallest_memory_bound is None or memory < stats.smallest_memory_bound[0]:
             stats.smallest_memory_bound = (memory, group.members[0])
         if memory > usable:
