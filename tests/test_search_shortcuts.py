@@ -96,21 +96,24 @@ IMPORTS = """
 import json, sys
 import planner.search.engine, planner.search.stage_split, planner.plan_outputs, planner.cli_plan
 loaded = 'ortools' in sys.modules
+exporters = 'planner.exporters' in sys.modules or 'planner.report.html' in sys.modules
 from planner.api import plan
 r = plan("llama3-8b", "dgx-h100", nodes=1, framework="megatron", top=3)
-print(json.dumps({"at_import": loaded, "after_plan": "ortools" in sys.modules, "pp": r.plans[0].layout.pp,
+print(json.dumps({"at_import": loaded, "exporters": exporters, "after_plan": "ortools" in sys.modules, "pp": r.plans[0].layout.pp,
                   "models": r.search.stats.solver_models, "status": r.status}))
 """
 
 
 def test_a_plan_settled_by_bounds_never_imports_ortools():
-    """Importing the plan path imports no OR-Tools; Llama 3 8B on one DGX H100 (pp=1 wins: the pipelined
+    """Importing the plan path imports no OR-Tools (nor the exporters and the HTML report, which only
+    --save/--export/--report need); Llama 3 8B on one DGX H100 (pp=1 wins: the pipelined
     candidates' balanced bounds are below it, but their first stages cannot hold the in-flight
     activations, which capacity_bound prices) is ranked without a CP-SAT model, and proven optimal."""
     proc = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[1])
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got == {"at_import": False, "after_plan": False, "pp": 1, "models": 0, "status": "optimal"}
+    assert got == {"at_import": False, "exporters": False, "after_plan": False, "pp": 1, "models": 0,
+                   "status": "optimal"}
 
 
 SOLVE = """
