@@ -198,8 +198,8 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             models += 1
         if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
             # budget: settle it candidate by candidate with all the time left (a single candidate too)
-            sol, proven = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
-            models += len(ids)  # at most
+            sol, proven, one_each = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
+            models += one_each
         optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
@@ -252,20 +252,21 @@ def _affordable(ids: list[int], bounds: dict, left: float, pp: int) -> tuple[lis
 
 def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
     """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best,
-    until `end` (a time.perf_counter() value)."""
-    proven = True
+    until `end` (a time.perf_counter() value): (best, proven, models solved)."""
+    proven, models = True, 0
     for i in sorted(ids, key=bounds.__getitem__):
         cap = best.objective if best is not None else incumbent
         if cap is not None and bounds[i] > cap:
             break
         left = end - time.perf_counter()
         if left <= 0:
-            return best, False
+            return best, False, models
         sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
+        models += 1
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):
             best = sol
-    return best, proven
+    return best, proven, models
 
 
 def _cp_model():
