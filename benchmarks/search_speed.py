@@ -75,7 +75,8 @@ def run_row(name, model_name, cluster_name, nodes, gbs, seq, framework=None) -> 
     s = one.stats
     win = one.plans[0] if one.plans else None
     return dict(name=name, gpus=cluster.num_gpus, layouts=s.layouts_considered, memory=s.memory_pruned,
-                bound=s.bound_pruned, tables=s.tabled, solver=s.solver_candidates, top1=one.seconds, cpu1=cpu,
+                bound=s.bound_pruned, tables=s.tabled, solver=s.solver_candidates, models=s.solver_models,
+                top1=one.seconds, cpu1=cpu,
                 top3=three.seconds, status=one.status, pairs=pairs, oracle=oracle,
                 winner=_layout(win) if win else "-", mfu=win.throughput.mfu if win else float("nan"))
 
@@ -88,13 +89,14 @@ def _layout(e) -> str:
 
 def markdown(rows: list[dict]) -> str:
     """The table of docs/performance.md."""
-    head = ("| problem | GPUs | layouts | cannot fit | provably slower | tables | to CP-SAT | search s (top 1) | "
-            "CPU s (top 1) | search s (top 3) | status | oracle pairs | oracle s |")
-    lines = [head, "|" + "---|" * 13]
+    head = ("| problem | GPUs | layouts | cannot fit | provably slower | tables | to CP-SAT | CP-SAT models | "
+            "search s (top 1) | CPU s (top 1) | search s (top 3) | status | oracle pairs | oracle s |")
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         oracle = f"{r['oracle']:.1f}" if r["oracle"] is not None else "not run"
         lines.append(f"| {r['name']} | {r['gpus']:,} | {r['layouts']:,} | {r['memory']:,} | {r['bound']:,} | "
-                     f"{r['tables']:,} | {r['solver']:,} | {r['top1']:.2f} | {r['cpu1']:.2f} | {r['top3']:.2f} | "
+                     f"{r['tables']:,} | {r['solver']:,} | {r['models']} | {r['top1']:.2f} | {r['cpu1']:.2f} | "
+                     f"{r['top3']:.2f} | "
                      f"{r['status']} | {r['pairs']:.3g} | {oracle} |")
     lines += ["", "| problem | winner | MFU |", "|---|---|---|"]
     lines += [f"| {r['name']} | {r['winner']} | {r['mfu']:.1%} |" for r in rows]
@@ -110,7 +112,9 @@ threads included) less so; compare rows of one run only. "search s" is the wall 
 "layouts" counts every candidate (a framework's fixed stage splits each count); "cannot fit" and
 "provably slower" are those the memory and step-time lower bounds remove, "tables" the integer tables
 built, "to CP-SAT" the candidates the solver sees (those with one split only, pp = 1 or a split the
-framework's partitioner fixes, are settled by their exact objective without a model). "oracle pairs" is
+framework's partitioner fixes, are settled by their exact objective without a model), "CP-SAT models" the
+models solved for the top 1 (0: every pipeline degree was settled by its candidates' memory-aware bounds,
+planner.search.tables.capacity_bound, and OR-Tools was never imported). "oracle pairs" is
 what plain enumeration (`planner.search.brute`) must evaluate: every layout times every stage split, sum
 of C(L - pp(v-1) - 1, pp - 1); it is run only where that is below 3 million pairs.
 
@@ -123,7 +127,10 @@ whose cache keys leave out pp, dp and the shard group), and the exact bound is p
 only for candidates whose floor is not past the K-th best split found: tables are built in the order of
 the exact bound (as without the floor) until that split beats the next bound. A framework's split group
 builds one integer table for all its splits. `plan`'s validated alternative filters the candidates the
-first search kept instead of enumerating the space again.
+first search kept instead of enumerating the space again. A pipeline degree whose candidates' bounds with
+memory (the least slowest-stage time given what each stage can hold) all exceed the best found needs no
+CP-SAT model; OR-Tools is imported only when a model is built, and then without pandas. `plan --framework
+any` runs its four framework searches in forked worker processes where two CPUs are free.
 
 """
 

@@ -73,9 +73,8 @@ def plan_cmd(
     else:
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train) for p in result.plans]
-    doc = (plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
-           if result.plans else None)
-    if doc is not None:
+    if result.plans and outputs.wanted:  # the plan document serves the files alone
+        doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
         report_export(outputs.write(doc, fmt, tokens, run))
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
@@ -106,16 +105,20 @@ def plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: f
 def plan_any(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
              deadline: Optional[float]):
     """`--framework any`: every framework searched in turn over only the layouts it runs, priced with its own
-    stack (planner.search.frameworks.priced_frameworks), each with an equal share of the time limit; the
-    plans merged fastest first. Returns (result, alternative, reasons, the winner's train, runs_on: per plan
-    the framework that priced it first, then the others that run it)."""
+    stack (planner.search.frameworks.priced_frameworks), each with an equal share of the time limit (in
+    worker processes where CPUs allow: planner.plan_pool); the plans merged fastest first. Returns (result,
+    alternative, reasons, the winner's train, runs_on: per plan the framework that priced it first, then the
+    others that run it)."""
     import dataclasses
 
+    from planner.plan_pool import search_frameworks
+
     pairs = fws.priced_frameworks(train, False)
-    found = []
-    for fw, tr in pairs:
-        res, alt, why = plan_search(prob, tr, top, time_limit / len(pairs), validated_only, fw, deadline)
-        found.append((fw, tr, res, alt, why))
+    found = search_frameworks(prob, pairs, top, time_limit, validated_only, deadline,
+                              serial=lambda fw, tr, share: plan_search(prob, tr, top, share, validated_only, fw,
+                                                                       deadline),
+                              waiting=lambda: err.status(f"searching the layouts of {len(pairs)} frameworks...",
+                                                         spinner="dots"))
     ranked = fws.merge_ranked([(fw, tr, res) for fw, tr, res, _, _ in found], top)
     if not ranked:  # nothing fits anywhere: the reasons of the default framework's search
         fw, tr, res, alt, why = next((f for f in found if f[1].stack_spec.name == train.stack_spec.name), found[0])
@@ -137,7 +140,8 @@ def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None
             "search": {"seconds": result.seconds, "layouts_considered": stats.layouts_considered,
                        "filtered_out": stats.filtered_out,
                        "memory_pruned": stats.memory_pruned, "bound_pruned": stats.bound_pruned,
-                       "solver_candidates": stats.solver_candidates, "gap": result.gap,
+                       "solver_candidates": stats.solver_candidates, "solver_models": stats.solver_models,
+                       "gap": result.gap,
                        "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
             "reasons": reasons,
             "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}

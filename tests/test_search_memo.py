@@ -175,3 +175,32 @@ def test_search_over_split_groups_equals_the_oracle(layers, name, hbm, top):
     assert result.objectives_s == [objective_seconds(v) for v in bests[:top]]
     for plan in result.plans:
         assert fws.split_runs(fw, plan.layout)
+
+
+def test_predicates_marked_split_free_read_no_split():
+    """Every `keep` the search marks split-free (planner.search.memo.mark_split_free: asked once per base,
+    not watched by a FieldMemo) reads no fixed_stages on any candidate of a framework's split groups, and
+    answers every split as it answers the base; an unmarked predicate is still watched."""
+    import hardware_profiles as hp
+    from planner.search import frameworks as fws
+    from planner.search.engine import validated_filter
+    from planner.search.groups import Group, split_groups
+    from planner.search.memo import split_free
+
+    model = llama_like(256, 4, 2, 10, 512, vocab=4096, seq=512)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
+    for name in ("megatron", "deepspeed", "torchtitan", "fsdp"):
+        fw = hp.load_framework(name)
+        train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
+        opts = fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2, max_cp=2))
+        valid = validated_filter(train.stack_spec, clus.num_gpus, "h100-sxm")
+        for keep in (fws.keep(fw, train), valid, fws.keep(fw, train, valid)):
+            assert split_free(keep), (name, keep)
+            watched = FieldMemo(keep)
+            members = 0
+            for base, splits, _ in split_groups(Coster(model, clus, train), opts, None):
+                for member in Group(base, splits).members:
+                    assert watched(member) == keep(base)
+                    members += 1
+            assert "fixed_stages" not in watched.read and members
+    assert not split_free(lambda cand: cand.fixed_stages is None)

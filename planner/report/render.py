@@ -310,6 +310,14 @@ def alternative_lines(win: Estimate, alternative: Estimate | None) -> list[str]:
             f"  step time: {band_text(alternative)}"]
 
 
+def _solver_text(stats) -> str:
+    """How the survivors were ranked: by CP-SAT, or by their bounds alone (planner.search.cpsat: no model
+    was needed, every pipeline degree's memory-aware bounds exceeded the best found)."""
+    if getattr(stats, "solver_models", 1) or not stats.solver_candidates:
+        return f"CP-SAT over {stats.solver_candidates:,}"
+    return f"{stats.solver_candidates:,} settled by their bounds (no CP-SAT model needed)"
+
+
 def print_plan(result, reasons: list[str], console: Console, title: str, alternative: Estimate | None = None,
                runs_on: list[list[str]] | None = None) -> None:
     """Render a search result: ranked table, the validated alternative when the winner's regime is not
@@ -318,7 +326,7 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
     console.print(plain(title, "bold"))  # names come from files: never markup, never escape sequences
     outside = f"{s.filtered_out:,} outside --framework/--validated-only, " if s.filtered_out else ""
     console.print(f"search: {s.layouts_considered:,} layouts, {outside}{s.memory_pruned:,} cannot fit, "
-                  f"{s.bound_pruned:,} provably slower, CP-SAT over {s.solver_candidates:,}; "
+                  f"{s.bound_pruned:,} provably slower, {_solver_text(s)}; "
                   f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
         console.print(plans_table(result.plans, runs_on, console.width))

@@ -104,14 +104,20 @@ class Coster:
     def memory_bound(self, lay: Candidate) -> float:
         """A lower bound on the peak device bytes of any split of this candidate: the largest stage
         holds at least the average (module docstring)."""
+        return self.memory_and_budget(lay)[0]
+
+    def memory_and_budget(self, lay: Candidate) -> tuple[float, int]:
+        """(memory_bound, budget) of the candidate, its device terms looked up once (the enumeration asks
+        both of every candidate its keep accepts)."""
         L, n_moe = self.model.num_layers, self._n_moe
         act_bytes, _, _, _, working = self.acts(lay)
         states, kept = self.states(lay)
         dev = self.device(lay)
         # in-flight micro-batches shrink with the stage index: the last stage holds the fewest
         inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
-        per = [dev.reserved(states[j] + act_bytes[j] * inflight, kept[j]) for j in (0, 1)]
-        return ((L - n_moe) * per[0] + n_moe * per[1]) / lay.pp + dev.device(working)
+        dense = dev.reserved(states[0] + act_bytes[0] * inflight, kept[0])
+        moe = dev.reserved(states[1] + act_bytes[1] * inflight, kept[1])
+        return ((L - n_moe) * dense + n_moe * moe) / lay.pp + dev.device(working), dev.device_budget
 
     def layers_bound_s(self, lay: Candidate, floor: bool = False) -> float:
         """A lower bound on the step seconds of any split from the layers alone: the slowest stage

@@ -10,14 +10,19 @@ planner.search.tables' objective units. All numbers come from the integer tables
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
+import types
 from dataclasses import dataclass
-from typing import Optional
-
-from ortools.sat.python import cp_model
+from typing import TYPE_CHECKING, Optional
 
 from costmodels.model_spec import ModelSpec
-from planner.search.tables import OBJ_PER_TIME, Table, lower_bound, only_split, stage_counts
+from planner.search.tables import (OBJ_PER_TIME, Table, capacity_bound, lower_bound, only_split, stage_capacities,
+                                   stage_counts)
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 MAX_DOMAIN = 2**62  # CP-SAT integer variables are 64-bit: larger bounds make the model invalid
 GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one
@@ -51,6 +56,7 @@ class Solution:
     objective: int
     optimal: bool
     bound: int
+    models: int = 0  # CP-SAT models solved to find it (0: the bounds settled every group)
 
 
 class _Group:
@@ -94,20 +100,6 @@ class _Group:
             top = -(-self.L // v)
             self.q[v] = [m.NewIntVar(1, top, f"c{len(self.n)}_{v}_{i}") for i in range(len(self.n))]
         return self.q[v]
-
-
-def stage_capacities(t: Table, num_layers: int) -> Optional[list[int]]:
-    """The most layers each stage can hold within memory (whatever their dense/MoE mix), or None
-    when even the smallest stages overflow or all capacities together hold fewer than the model."""
-    v, caps = t.layout.vpp, []
-    for mem in t.memory:
-        per = min(mem.dense, mem.moe) if mem.moe else mem.dense
-        room = t.cap - mem.fixed
-        cap = num_layers if per <= 0 else min(num_layers, room // per)
-        if room < 0 or cap < v:
-            return None
-        caps.append(cap)
-    return caps if sum(caps) >= num_layers else None
 
 
 def _affine(a, d, e):
@@ -180,15 +172,18 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             and _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
     usable -= huge  # objectives beyond CP-SAT's 64-bit integers: the caller's first split stands for them
     best = _best_exact(model, tables, by_pp, bounds, usable)  # one split only: no model needed
+    tight: dict[int, float] = {}  # capacity bounds, priced for the groups that need them
     incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
     if best is not None and (incumbent is None or best.objective <= incumbent):
         incumbent = best.objective
-    optimal = not huge
+    optimal, models = not huge, 0
     for pp, ids in sorted(by_pp.items(), key=lambda kv: min((bounds[i] for i in kv[1] if bounds[i] is not None),
                                                             default=2**62)):
         ids = [i for i in ids if i in usable]
         if not ids or (incumbent is not None and min(bounds[i] for i in ids) > incumbent):
             continue
+        if incumbent is not None and _beyond(model, tables, ids, incumbent, tight):
+            continue  # what CP-SAT would prove by infeasibility under Z <= incumbent: no model needed
         left = end - time.perf_counter()
         if left <= 0:
             optimal = False
@@ -200,9 +195,11 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             sol, proven = None, False  # a joint model would overflow: one by one below
         else:
             sol, proven = _solve_group(model, tables, ids, bounds, budget, workers, group_hint, incumbent)
+            models += 1
         if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
             # budget: settle it candidate by candidate with all the time left (a single candidate too)
-            sol, proven = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
+            sol, proven, one_each = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
+            models += one_each
         optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
@@ -210,7 +207,20 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         # whose joint model stopped unproven may be settled by _one_by_one without a better solution
         best = Solution(best.index, best.table, best.stage_layers, best.objective, optimal,
                         best.objective if optimal else best.bound)
-    return best
+    return best if best is None else dataclasses.replace(best, models=models)
+
+
+def _beyond(model: ModelSpec, tables: list[Table], ids: list[int], incumbent: int, tight: dict) -> bool:
+    """No candidate of `ids` can reach `incumbent`: each one's memory-aware bound
+    (planner.search.tables.capacity_bound; None: no split fits) exceeds it. The cheap test that lets a
+    search whose pipeline candidates cannot beat the best single-split ones skip OR-Tools altogether."""
+    for i in ids:
+        if i not in tight:
+            bound = capacity_bound(tables[i], model)
+            tight[i] = float("inf") if bound is None else bound
+        if tight[i] <= incumbent:
+            return False
+    return True
 
 
 def _best_exact(model, tables, by_pp, bounds, usable) -> Optional[Solution]:
@@ -242,24 +252,54 @@ def _affordable(ids: list[int], bounds: dict, left: float, pp: int) -> tuple[lis
 
 def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
     """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best,
-    until `end` (a time.perf_counter() value)."""
-    proven = True
+    until `end` (a time.perf_counter() value): (best, proven, models solved)."""
+    proven, models = True, 0
     for i in sorted(ids, key=bounds.__getitem__):
         cap = best.objective if best is not None else incumbent
         if cap is not None and bounds[i] > cap:
             break
         left = end - time.perf_counter()
         if left <= 0:
-            return best, False
+            return best, False, models
         sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
+        models += 1
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):
             best = sol
-    return best, proven
+    return best, proven, models
+
+
+def _cp_model():
+    """ortools.sat.python.cp_model, imported without pandas where it can be: the module imports pandas (and
+    pyarrow, ~0.25 s) for its *_series helpers alone, which parplan never calls; its top level only names
+    pd.Index and pd.Series (in type aliases). So a stand-in pandas holding two empty classes serves the import
+    and is taken out of sys.modules at once (a later `import pandas` gets the real one); where the stand-in does
+    not serve (another OR-Tools version), the import is simply retried with the real pandas."""
+    loaded = sys.modules.get("ortools.sat.python.cp_model")
+    if loaded is not None or "pandas" in sys.modules:
+        from ortools.sat.python import cp_model
+
+        return cp_model
+    stand_in = types.ModuleType("pandas", "parplan's stand-in for OR-Tools' import (planner.search.cpsat)")
+    stand_in.Index = type("Index", (), {})
+    stand_in.Series = type("Series", (), {})
+    sys.modules["pandas"] = stand_in
+    try:
+        from ortools.sat.python import cp_model
+    except Exception:  # the stand-in lacks what this OR-Tools version reads: import it as it is
+        sys.modules.pop("ortools.sat.python.cp_model", None)
+        sys.modules.pop("pandas", None)
+        from ortools.sat.python import cp_model
+    finally:
+        if sys.modules.get("pandas") is stand_in:
+            del sys.modules["pandas"]
+    return cp_model
 
 
 def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumbent):
-    """(solution or None, proven) for the candidates `ids`, which share one pipeline degree."""
+    """(solution or None, proven) for the candidates `ids`, which share one pipeline degree. OR-Tools is
+    imported here (_cp_model), when a model is first built, never at import."""
+    cp_model = _cp_model()
     m = cp_model.CpModel()
     sub = [tables[i] for i in ids]
     ub = _bounds(sub, model.num_layers)

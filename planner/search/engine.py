@@ -12,7 +12,9 @@
    stop once the next lower bound exceeds the K-th best step found (nothing later can enter the
    top K). This pruning is exact: every dropped candidate is provably worse.
 4. CP-SAT (planner.search.cpsat) picks the best candidate and stage split among the survivors, then
-   the next K-1 with the earlier choices excluded.
+   the next K-1 with the earlier choices excluded. A pipeline degree none of whose candidates can reach the
+   best found (their memory-aware bounds, planner.search.tables.capacity_bound, exceed it) needs no model;
+   when every one is so settled (often: pp=1 wins), OR-Tools is never imported (stats.solver_models = 0).
 5. Each winner is re-estimated with costmodels.estimate (the numbers people see).
 """
 
@@ -31,7 +33,7 @@ from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
-from planner.search.groups import Group, Keep, by_exact_bound, restrict, split_groups
+from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
 from planner.search.memo import FieldMemo
 from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
@@ -53,6 +55,7 @@ class SearchStats:
     bound_pruned: int = 0
     tabled: int = 0
     solver_candidates: int = 0
+    solver_models: int = 0  # CP-SAT models solved; 0 when the bounds alone proved the ranking (OR-Tools not loaded)
     smallest_memory_bound: Optional[tuple[float, object]] = None  # (bytes, layout), over all layouts
     fastest_pruned: Optional[tuple[float, float, object]] = None  # (step bound s, bytes, layout), near misses
     truncated: bool = False  # the time limit stopped enumeration or costing early
@@ -88,7 +91,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
                 keep: Optional[Keep] = None) -> list[tuple[float, Group]]:
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
-    memo = keep if keep is None or opts.stage_splits is None else FieldMemo(keep)
+    memo = keep if keep is None or opts.stage_splits is None or split_free(keep) else FieldMemo(keep)
     for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
@@ -101,8 +104,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
         if not splits:
             continue
         group, count = Group(lay, splits), len(splits)
-        memory = coster.memory_bound(lay)
-        usable = coster.budget(lay)
+        memory, usable = coster.memory_and_budget(lay)
         if stats.smallest_memory_bound is None or memory < stats.smallest_memory_bound[0]:
             stats.smallest_memory_bound = (memory, group.members[0])
         if memory > usable:
@@ -199,6 +201,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     progress(f"CP-SAT over up to {len(survivors)} candidates")
     solutions, optimal, gap, used = _solve_all(model, survivors, top, deadline, start)
     stats.solver_candidates = used
+    stats.solver_models = sum(s.models for s in solutions)
     if time.perf_counter() > deadline and not optimal:
         stats.cut_short("solver")
     solutions = _in_time(solutions, deadline + RESERVE_S / 2, stats)
@@ -283,7 +286,7 @@ def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None) -> 
             cache[key] = uncertainty(stack, lay, num_gpus, gpu).validated
         return cache[key]
 
-    return keep
+    return mark_split_free(keep)
 
 
 def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
@@ -299,6 +302,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
         return ranked
     valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name)
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
+    if split_free(keep):
+        mark_split_free(both)
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None

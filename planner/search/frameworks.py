@@ -28,6 +28,7 @@ from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files.ds_partition import PARTITIONS, ds_split
 from planner.files.read_configs import stage_options
+from planner.search.memo import mark_split_free, split_free
 from planner.search.space import SpaceOptions
 
 ANY = "any"
@@ -108,6 +109,8 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
     def accept(cand) -> bool:
         return not refusals(fw, cand, train.precision, train.optimizer) and (then is None or then(cand))
 
+    if then is None or split_free(then):  # refusals reads no stage split (a partitioner's splits are
+        mark_split_free(accept)  # framework_refusals' split_runs, not the table's)
     return accept
 
 

@@ -192,10 +192,11 @@ def _inner(model, world, gbs, opts, degrees, gpus_per_node) -> Iterator[Candidat
     tp, cp, cp_comm, pp, dp, ep, etp = degrees
     edp = world // (etp * ep * pp)
     zeros = [z for z in opts.zero_stages if (z == 0 or dp * cp > 1 or edp > 1) and not (z == 3 and pp > 1)]
+    groups = {z: shard_groups(z, tp, cp, dp, gpus_per_node) if opts.hsdp else (None,) for z in zeros}
     for vpp in vpp_choices(model.num_layers, pp, opts):
         for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
             for zero in zeros:
-                for group in shard_groups(zero, tp, cp, dp, gpus_per_node) if opts.hsdp else (None,):
+                for group in groups[zero]:
                     for recompute in opts.recompute:
                         if cp > 1 and opts.cp_choice and opts.cp_choice(tp, cp, mbs, recompute) != cp_comm:
                             continue  # a faster cp algorithm exists for this layout (DOMINATED)

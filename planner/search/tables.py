@@ -107,15 +107,35 @@ class Table:
         return (self.v - 1) * self.layout.pp + 1
 
     def objective(self, counts: list[tuple[int, int]]) -> int | None:
-        """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows."""
-        if any(mem.at(*n) > self.cap for mem, n in zip(self.memory, counts)):
-            return None
-        t = [a.at(*n) for a, n in zip(self.time, counts)]
-        dp = max(self.dp_term(r.at(*n), g.at(*n), ti) for r, g, n, ti in zip(self.reduce, self.gather, counts, t))
-        opt = max(o.at(*n) for o, n in zip(self.optimizer, counts))
-        q = OBJ_PER_TIME
-        return ((q * self.m - q // self.v) * max(t) + q // self.v * sum(t) + q * (self.const + opt) + dp
-                + self.chunk_term([d + e for d, e in counts]))
+        """Step time in objective units for per-stage (n_dense, n_moe); None if a stage overflows.
+        The largest stage dp_term is the ceiling of the largest exposure (a ceiling never reorders), so one
+        division serves all stages (what the tables of a framework's 30k fixed splits spend their time on)."""
+        cap = self.cap
+        for mem, (d, e) in zip(self.memory, counts):
+            if mem.fixed + mem.dense * d + mem.moe * e > cap:
+                return None
+        t = [a.fixed + a.dense * d + a.moe * e for a, (d, e) in zip(self.time, counts)]
+        exposed = self._exposure
+        scaled = max(exposed(r.fixed + r.dense * d + r.moe * e, g.fixed + g.dense * d + g.moe * e, ti)
+                     for r, g, (d, e), ti in zip(self.reduce, self.gather, counts, t))
+        opt = max(o.fixed + o.dense * d + o.moe * e for o, (d, e) in zip(self.optimizer, counts))
+        q, v = OBJ_PER_TIME, self.v
+        dp = -(-q * scaled // (3 * v))  # = max over stages of dp_term
+        chunk = self.chunk_term([d + e for d, e in counts]) if v > 1 else 0
+        return (q * self.m - q // v) * max(t) + q // v * sum(t) + q * (self.const + opt) + dp + chunk
+
+    def _exposure(self, r: int, g: int, t: int) -> int:
+        """3v x the stage's exposed data-parallel time: max(0, *reduce_pieces) + max(0, *gather_pieces),
+        without building the lists (dp_term's numerator)."""
+        v, k = self.v, self.chunk_steps
+        if not self.overlap_reduce:
+            red = 3 * v * r
+        elif self.reduce_windows > 1:
+            red = v * (3 * r - 2 * self.reduce_windows * t)
+        else:
+            red = max(3 * r - 2 * t, 3 * v * r - 2 * k * t)
+        gat = 3 * v * g if not self.overlap_gather else max(3 * g - t, 3 * v * g - k * t)
+        return max(0, red) + max(0, gat)
 
     @property
     def chunk_layer(self) -> int:
@@ -151,6 +171,81 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     t, r, g, o = (_sum_over_stages(a, *counts) for a in (table.time, table.reduce, table.gather, table.optimizer))
     dp = table.dp_term(r, g, t) // p
     return (q * table.m - q // table.v) * -(-t // p) + q // table.v * t + q * (table.const + o // p) + dp
+
+
+def stage_capacities(t: Table, num_layers: int) -> list[int] | None:
+    """The most layers each stage can hold within memory (whatever their dense/MoE mix), or None
+    when even the smallest stages overflow or all capacities together hold fewer than the model."""
+    v, caps = t.layout.vpp, []
+    for mem in t.memory:
+        per = min(mem.dense, mem.moe) if mem.moe else mem.dense
+        room = t.cap - mem.fixed
+        cap = num_layers if per <= 0 else min(num_layers, room // per)
+        if room < 0 or cap < v:
+            return None
+        caps.append(cap)
+    return caps if sum(caps) >= num_layers else None
+
+
+def cheapest_layer(a: IntAffine, model: ModelSpec) -> int:
+    """The smaller per-layer coefficient of `a` among the layer kinds the model has (dense, MoE)."""
+    L, n_moe = model.num_layers, model.num_moe_layers
+    return min(c for c, used in ((a.dense, L > n_moe), (a.moe, n_moe > 0)) if used)
+
+
+def fit_capacities(t: Table, model: ModelSpec) -> list[int] | None:
+    """Like stage_capacities, counting only the layer kinds the model has (a dense model's tables carry an
+    unused MoE coefficient that stage_capacities' min lets through): the most layers each stage can hold,
+    or None when no split fits (a stage cannot hold vpp layers, or all together hold fewer than the model)."""
+    L, v, caps = model.num_layers, t.layout.vpp, []
+    for mem in t.memory:
+        per, room = cheapest_layer(mem, model), t.cap - mem.fixed
+        cap = L if per <= 0 else min(L, room // per)
+        if room < 0 or cap < v:
+            return None
+        caps.append(cap)
+    return caps if sum(caps) >= L else None
+
+
+def slowest_stage_floor(table: Table, model: ModelSpec, caps: list[int]) -> int:
+    """A lower bound on max_i t_i (time units) over the splits that fit: the least T such that stages of
+    at least vpp and at most caps[i] layers, each within T, can hold all the layers (stage i's time is at
+    least fixed_i + a_i n_i, a_i its cheaper layer kind). Where the first stage's in-flight activations
+    cap it, the others must take more than the mean: the bound rises above lower_bound's ceil(sum / pp).
+    0 when a per-layer time is not positive (no such floor)."""
+    L, v = model.num_layers, table.layout.vpp
+    per = [cheapest_layer(a, model) for a in table.time]
+    if min(per) <= 0:
+        return 0
+
+    def holds(limit: int) -> bool:
+        room = [min(cap, (limit - a.fixed) // p) for a, p, cap in zip(table.time, per, caps)]
+        return min(room) >= v and sum(room) >= L
+
+    lo = max(a.fixed + p * v for a, p in zip(table.time, per)) - 1  # holds(lo) is False
+    hi = max(a.fixed + p * cap for a, p, cap in zip(table.time, per, caps))  # holds(hi): sum(caps) >= L
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if holds(mid) else (mid, hi)
+    return hi
+
+
+def capacity_bound(table: Table, model: ModelSpec) -> int | None:
+    """lower_bound with memory: None when no split fits (fit_capacities), else lower_bound with the
+    slowest stage's time at least slowest_stage_floor. Also an objective no split that fits can beat, and
+    never below lower_bound. Where one split only exists it is lower_bound (the objective itself)."""
+    base = lower_bound(table, model)
+    if base is None or only_split(table, model) is not None:
+        return base
+    caps = fit_capacities(table, model)
+    if caps is None:
+        return None
+    q, p = OBJ_PER_TIME, table.layout.pp
+    counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
+    t = _sum_over_stages(table.time, *counts)
+    mean = -(-t // p)
+    floor = slowest_stage_floor(table, model, caps)
+    return base + (q * table.m - q // table.v) * max(0, floor - mean)
 
 
 def only_split(table: Table, model: ModelSpec) -> list[int] | None:

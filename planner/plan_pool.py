@@ -1,0 +1,102 @@
+"""`plan --framework any` searches each framework's layouts with its own stack: four independent searches
+(planner.search.frameworks.priced_frameworks). With two or more CPUs free they run in forked worker
+processes, the two largest (Megatron, torchtitan) first, each exactly as it runs alone: the answers are
+the serial ones, in the serial order; only the wall time changes (on 2 cores, Mixtral 8x7B on 8 nodes
+about halves). A pool that cannot start falls back to running them here, one after the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+from typing import Any, Callable, Optional, Sequence
+
+# the frameworks' usual share of the work, largest first: submitted in this order so the big two overlap
+COST_ORDER = ("megatron", "torchtitan", "deepspeed", "fsdp")
+
+Found = tuple  # (framework caps, train, SearchResult, validated alternative, reasons)
+
+
+def cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def search_one(prob, tr, top: int, time_limit: float, validated_only: bool, fw, deadline: Optional[float]):
+    """One framework's (result, alternative, reasons), as planner.api.search_with_reasons gives them, less
+    what only a later search of the same problem reads (its cost caches, kept candidates, tables): what a
+    worker sends back."""
+    from planner.api import search_with_reasons
+
+    result, alternative, reasons = search_with_reasons(prob, tr, top, time_limit, validated_only, fw, deadline)
+    return dataclasses.replace(result, coster=None, kept=[], keep=None, tables=[]), alternative, reasons
+
+
+def search_frameworks(prob, pairs: Sequence[tuple[Any, Any]], top: int, time_limit: float, validated_only: bool,
+                      deadline: Optional[float], serial: Callable, waiting: Callable = contextlib.nullcontext,
+                      workers: Optional[int] = None) -> list[Found]:
+    """(fw, train, result, alternative, reasons) per (fw, train) of `pairs`, in their order; each search gets
+    time_limit / len(pairs) (times the workers, in a pool), all of them the shared `deadline`. `serial(fw, tr, share)` runs one search here (with the CLI's spinner);
+    `waiting()`: a context to wait for the workers in (a spinner: started once they are forked, as a thread
+    must not be copied into a child mid-write); `workers`: processes to use (default: the CPUs this process
+    may use, at most 4), 1 runs everything here."""
+    share = time_limit / max(len(pairs), 1)
+    workers = min(len(pairs), 4, cpus() if workers is None else workers)
+    if workers > 1:  # side by side, each search may take `workers` shares: the last ends by the time limit still
+        found = _in_pool(prob, pairs, top, share * workers, validated_only, deadline, workers, waiting)
+        if found is not None:
+            return found
+    return [(fw, tr, *serial(fw, tr, share)) for fw, tr in pairs]
+
+
+def _in_pool(prob, pairs, top, share, validated_only, deadline, workers, waiting) -> Optional[list[Found]]:
+    """The searches in forked workers; None when no pool could start (then the caller runs them here)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = sorted(range(len(pairs)), key=lambda i: _rank(pairs[i][0]))
+    try:  # no fork on this platform (ValueError), or no process to be had (OSError): run them here
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_ignore_sigint)
+        futures = {i: pool.submit(search_one, prob, pairs[i][1], top, share, validated_only, pairs[i][0],
+                                  deadline) for i in order}  # the first submit forks every worker
+    except (OSError, ValueError, BrokenProcessPool):
+        return None
+    try:
+        with waiting():
+            found = [(fw, tr, *futures[i].result()) for i, (fw, tr) in enumerate(pairs)]
+    except BrokenProcessPool:  # a worker died (killed, out of memory): the searches run here instead
+        _stop(pool)
+        return None
+    except BaseException:  # Ctrl-C, or an error a search raised: end the workers before it propagates
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    return found
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which ends them (_stop): no traceback per worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool) -> None:
+    """Cancel what has not started and end the workers this pool started, each by its process id."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+
+
+def _rank(fw) -> int:
+    name = getattr(fw, "name", "")
+    return COST_ORDER.index(name) if name in COST_ORDER else len(COST_ORDER)

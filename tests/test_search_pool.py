@@ -1,0 +1,41 @@
+"""`plan --framework any` runs its four framework searches in forked workers where CPUs allow
+(planner.plan_pool): the same answers as one after the other, in the same order, and what the workers send
+back carries no cost caches."""
+
+from __future__ import annotations
+
+import hardware_profiles as hp
+from costmodels.train_spec import TrainSpec
+from planner.files.loading import Problem
+from planner.plan_pool import search_frameworks, search_one
+from planner.search import frameworks as fws
+from tests.helpers import cluster, llama_like
+
+
+def _problem():
+    model = llama_like(256, 4, 2, 8, 512, vocab=4096, seq=512)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
+    train = TrainSpec(global_batch_size=16)
+    return Problem(model, clus, train), fws.priced_frameworks(train, False)
+
+
+def _answers(found):
+    return [(fw.name, tr.stack_spec.name, res.status, [p.model_dump() for p in res.plans], res.objectives_s,
+             None if alt is None else alt.model_dump(), why) for fw, tr, res, alt, why in found]
+
+
+def test_workers_give_the_serial_answers_in_order():
+    prob, pairs = _problem()
+    serial_runs = []
+
+    def serial(fw, tr, share):
+        serial_runs.append(fw.name)
+        return search_one(prob, tr, 3, share, False, fw, None)
+
+    alone = search_frameworks(prob, pairs, 3, 120.0, False, None, serial, workers=1)
+    assert serial_runs == [fw.name for fw, _ in pairs]  # one worker: everything here, in order
+    pooled = search_frameworks(prob, pairs, 3, 120.0, False, None, serial, workers=2)
+    assert serial_runs == [fw.name for fw, _ in pairs]  # two: nothing ran here
+    assert _answers(pooled) == _answers(alone)
+    assert any(res.plans for _, _, res, _, _ in pooled)
+    assert all(res.coster is None and res.kept == [] for _, _, res, _, _ in pooled)
