@@ -39,6 +39,11 @@ def shared_plan_searches() -> Iterator[dict]:
         result, alternative, reasons = _RESULTS[key]
         return dataclasses.replace(result, stats=copy.copy(result.stats)), alternative, list(reasons)
 
+    import planner.plan_pool as plan_pool
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli_plan, "plan_search", once)
+        # the searches here, not in forked workers (planner.plan_pool calls the search directly): a worker's
+        # result would never reach this session's cache; tests/test_search_pool.py covers the pool
+        patch.setattr(plan_pool, "cpus", lambda: 1)
         yield _RESULTS
