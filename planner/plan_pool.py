@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
 from typing import Any, Callable, Optional, Sequence
+
+from planner.workers import ignore_sigint, stop
 
 # the frameworks' usual share of the work, largest first: submitted in this order so the big two overlap
 COST_ORDER = ("megatron", "torchtitan", "deepspeed", "fsdp")
@@ -63,7 +64,7 @@ def _in_pool(prob, pairs, top, share, validated_only, deadline, workers, waiting
     order = sorted(range(len(pairs)), key=lambda i: _rank(pairs[i][0]))
     try:  # no fork on this platform (ValueError), or no process to be had (OSError): run them here
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=_ignore_sigint)
+                                   initializer=ignore_sigint)
         futures = {i: pool.submit(search_one, prob, pairs[i][1], top, share, validated_only, pairs[i][0],
                                   deadline) for i in order}  # the first submit forks every worker
     except (OSError, ValueError, BrokenProcessPool):
@@ -72,29 +73,13 @@ def _in_pool(prob, pairs, top, share, validated_only, deadline, workers, waiting
         with waiting():
             found = [(fw, tr, *futures[i].result()) for i, (fw, tr) in enumerate(pairs)]
     except BrokenProcessPool:  # a worker died (killed, out of memory): the searches run here instead
-        _stop(pool)
+        stop(pool)
         return None
     except BaseException:  # Ctrl-C, or an error a search raised: end the workers before it propagates
-        _stop(pool)
+        stop(pool)
         raise
     pool.shutdown(wait=True)
     return found
-
-
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which ends them (_stop): no traceback per worker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _stop(pool) -> None:
-    """Cancel what has not started and end the workers this pool started, each by its process id."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in processes:
-        proc.join(timeout=5)
 
 
 def _rank(fw) -> int:

@@ -7,7 +7,6 @@ started (by their process ids) and returns what finished. With one job, points r
 
 from __future__ import annotations
 
-import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Callable, Sequence
 
@@ -15,12 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from planner.sweep import Point, PointJob, plan_point
+from planner.workers import ignore_sigint, stop
 
 Done = Callable[[Point], None]
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def progress_bar(console: Console) -> Progress:
@@ -34,7 +30,7 @@ def run_points(jobs: Sequence[PointJob], workers: int, console: Console) -> tupl
     """Every job planned (in job order), or those done when Ctrl-C came: (points, interrupted). The
     workers start (fork) before the progress bar's thread does."""
     done: list[Point] = []
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=_ignore_sigint) \
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=ignore_sigint) \
         if workers > 1 and len(jobs) > 1 else None
     try:
         pending = {pool.submit(plan_point, job) for job in jobs} if pool is not None else set()
@@ -50,10 +46,10 @@ def run_points(jobs: Sequence[PointJob], workers: int, console: Console) -> tupl
             else:
                 _gather(pending, finished)
     except KeyboardInterrupt:
-        _stop(pool)
+        stop(pool)
         return sorted(done, key=lambda p: p.index), True
     except BaseException:
-        _stop(pool)
+        stop(pool)
         raise
     if pool is not None:
         pool.shutdown(wait=True)
@@ -70,16 +66,3 @@ def _gather(pending: set, finished: Done) -> None:
         ready, pending = wait(pending, return_when=FIRST_COMPLETED)
         for future in ready:
             finished(future.result())
-
-
-def _stop(pool: ProcessPoolExecutor | None) -> None:
-    """Cancel what has not started and end the workers this pool started, each by its process id."""
-    if pool is None:
-        return
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in processes:
-        proc.join(timeout=5)
