@@ -44,7 +44,7 @@ GOLDEN = [
     ("bloom-pp12", "bloom-176b", "dgx-a100", 48, 2048, "tp=4,pp=12,sp=1,mbs=2,zero=1,recompute=full",
      [5] + [6] * 10 + [5]),
     ("qwen3-pp8", "qwen3-235b-a22b", "dgx-h100", 32, 1024, "tp=4,pp=8,ep=8,sp=1,mbs=1,zero=1,recompute=full",
-     [12] * 7 + [10]),
+     [11] + [12] * 6 + [11]),
     ("405b-pp16", "llama3.1-405b", "dgx-h100", 2048, 2048, "tp=8,pp=16,sp=1,zero=1,recompute=full",
      [7] + [8] * 14 + [7]),
     ("405b-pp16-vpp2", "llama3.1-405b", "dgx-h100", 2048, 2048, "tp=8,pp=16,vpp=2,sp=1,zero=1,recompute=full",
@@ -56,7 +56,7 @@ IDS = [g[0] for g in GOLDEN]
 # with first 1, last 0 is 127 = 16 x 7 + 15: 8 - 1, 8 x 14, 7
 EXPORTS = {
     "bloom-pp12": (["--decoder-first-pipeline-num-layers 5", "--decoder-last-pipeline-num-layers 5"], (6, 1, 0)),
-    "qwen3-pp8": (["--decoder-last-pipeline-num-layers 10"], (12, 0, 1)),
+    "qwen3-pp8": (["--decoder-first-pipeline-num-layers 11", "--decoder-last-pipeline-num-layers 11"], (12, 1, 0)),
     "405b-pp16": (["--decoder-first-pipeline-num-layers 7", "--decoder-last-pipeline-num-layers 7"], (8, 1, 0)),
     "405b-pp16-vpp2": (["--decoder-last-pipeline-num-layers 6", "--num-virtual-stages-per-pipeline-rank 2"], None),
 }
