@@ -201,6 +201,26 @@ def test_objectives_beyond_64_bit_integers():
     assert result.exit_code in (0, 1)
 
 
+def test_cpsat_leaves_objectives_beyond_64_bit_integers_to_the_first_split(monkeypatch):
+    """The guard itself, which the end-to-end case above may not reach (its search can be cut during
+    enumeration): a table whose objective domain exceeds cpsat.MAX_DOMAIN is left out of CP-SAT (None: the
+    caller's first split stands for it), and without the guard CP-SAT refuses to build the model."""
+    from planner.search import cpsat  # noqa: PLC0415
+    from planner.search.space import Candidate  # noqa: PLC0415
+    from planner.search.tables import IntAffine, Table  # noqa: PLC0415
+    from tests.helpers import llama_like  # noqa: PLC0415
+
+    model, zero = llama_like(128, 2, 2, 4, 256), (IntAffine(0, 0, 0),) * 2
+    lay = Candidate(1, False, 1, "p2p", 1, 1, 2, 1, 1, 0, 1, "none", "1f1b", 4, None, None, None)
+    huge = (IntAffine(0, 2 ** 58, 2 ** 58),) * 2
+    table = Table(lay, huge, (IntAffine(0, 10, 10), IntAffine(0, 1, 1)), zero, zero, zero, 0, 15, False, False)
+    assert cpsat._bounds([table], model.num_layers)["Z"] > cpsat.MAX_DOMAIN
+    assert cpsat.solve(model, [table], time_limit_s=5, workers=1) is None
+    monkeypatch.setattr(cpsat, "MAX_DOMAIN", 2 ** 300)
+    with pytest.raises(TypeError):
+        cpsat.solve(model, [table], time_limit_s=5, workers=1)
+
+
 def data_limit() -> int:
     from planner.report.data import MAX_SIMULATED_STAGES
     return MAX_SIMULATED_STAGES
