@@ -10,15 +10,17 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 from importlib import resources
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import yaml
 
-from costmodels.framework import FrameworkCaps
 from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import DEFAULT_STACK, Stack
 from costmodels.train_spec import TrainSpec
+
+if TYPE_CHECKING:  # costmodels.framework pulls in costmodels.layout (~40 ms): imported where a framework is loaded
+    from costmodels.framework import FrameworkCaps
 
 
 class UnknownPresetError(KeyError):
@@ -82,6 +84,8 @@ def list_frameworks() -> list[str]:
 
 def load_framework(name: str) -> FrameworkCaps:
     """The capability table of framework `name` (costmodels.framework)."""
+    from costmodels.framework import FrameworkCaps
+
     return FrameworkCaps.model_validate(_read("frameworks", name))
 
 
