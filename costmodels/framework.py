@@ -61,6 +61,23 @@ def refusals(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: st
     return [why for why in _degree_rules(fw, lay) + _choice_rules(fw, lay, precision, optimizer) if why]
 
 
+def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam") -> bool:
+    """`not refusals(fw, lay, precision, optimizer)`, without building the phrases: the search asks it of
+    every candidate (hundreds of thousands per plan). The same rules in the same order as _degree_rules and
+    _choice_rules; tests/test_frameworks.py holds the two equal over random layouts."""
+    if (lay.tp > 1 and not fw.tp) or (lay.ep > 1 and not fw.ep) or (lay.etp > 1 and not fw.etp):
+        return False
+    if lay.cp > 1 and (not fw.cp_comm or lay.cp_comm not in fw.cp_comm or (lay.pp > 1 and not fw.pp_with_cp)):
+        return False
+    if (lay.pp > 1 and not fw.pp) or (lay.vpp > 1 and not fw.vpp):
+        return False
+    if lay.zero not in (fw.zero_with_pp if lay.pp > 1 else fw.zero) or lay.recompute not in fw.recompute:
+        return False
+    if precision not in fw.precisions or optimizer not in fw.optimizers:
+        return False
+    return fw.hsdp or lay.replicas <= 1
+
+
 def _degree_rules(fw: FrameworkCaps, lay: Any) -> list[str]:
     name = fw.name
     return [

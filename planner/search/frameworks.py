@@ -19,7 +19,7 @@ import functools
 from typing import Any, Callable, Optional, get_args
 
 import hardware_profiles as hp
-from costmodels.framework import FRAMEWORKS, FrameworkCaps, refusals
+from costmodels.framework import FRAMEWORKS, FrameworkCaps, refusals, runs
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import CpComm, Layout, a2a_heads_ok
 from costmodels.model_spec import ModelSpec
@@ -107,7 +107,7 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
         return then
 
     def accept(cand) -> bool:
-        return not refusals(fw, cand, train.precision, train.optimizer) and (then is None or then(cand))
+        return runs(fw, cand, train.precision, train.optimizer) and (then is None or then(cand))
 
     if then is None or split_free(then):  # refusals reads no stage split (a partitioner's splits are
         mark_split_free(accept)  # framework_refusals' split_runs, not the table's)
@@ -138,7 +138,7 @@ def runners(lay: Any, train: TrainSpec) -> list[str]:
     out = []
     for name in FRAMEWORKS:
         fw = hp.load_framework(name)
-        if not refusals(fw, lay, train.precision, train.optimizer) and split_runs(fw, lay):
+        if runs(fw, lay, train.precision, train.optimizer) and split_runs(fw, lay):
             out.append(name)
     return out
 
