@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Optional
 
 import yaml
 
-from costmodels.hardware_spec import ClusterSpec, GPUProfile
 from costmodels.model_spec import ModelSpec
-from costmodels.stack import DEFAULT_STACK, Stack
-from costmodels.train_spec import TrainSpec
 
-if TYPE_CHECKING:  # costmodels.framework pulls in costmodels.layout (~40 ms): imported where a framework is loaded
+if TYPE_CHECKING:  # each imported where it is loaded: `parplan models` needs model specs only (issue 36 start-up)
     from costmodels.framework import FrameworkCaps
+    from costmodels.hardware_spec import ClusterSpec, GPUProfile
+    from costmodels.stack import Stack
+    from costmodels.train_spec import TrainSpec
 
 
 class UnknownPresetError(KeyError):
@@ -91,11 +91,15 @@ def load_framework(name: str) -> FrameworkCaps:
 
 def load_stack(name: str) -> Stack:
     """The stack profile `name`."""
+    from costmodels.stack import Stack
+
     return Stack.model_validate(_read("stacks", name))
 
 
 def resolve_train(train: TrainSpec, stack: Optional[str] = None) -> TrainSpec:
     """`train` with its stack resolved to a profile: `stack` if given, else train.stack, else the default."""
+    from costmodels.stack import DEFAULT_STACK, Stack
+
     chosen = stack if stack is not None else train.stack
     if isinstance(chosen, Stack):
         return train if chosen is train.stack else train.model_copy(update={"stack": chosen})
@@ -104,6 +108,8 @@ def resolve_train(train: TrainSpec, stack: Optional[str] = None) -> TrainSpec:
 
 def load_gpu(name: str) -> GPUProfile:
     """The GPU profile `name`."""
+    from costmodels.hardware_spec import GPUProfile
+
     return GPUProfile.model_validate(_read("gpus", name))
 
 
@@ -130,4 +136,6 @@ def resolve_cluster(cluster: ClusterSpec, num_nodes: Optional[int] = None) -> Cl
 
 def load_cluster(name: str, num_nodes: Optional[int] = None) -> ClusterSpec:
     """The cluster preset `name`, GPU resolved, optionally with another node count."""
+    from costmodels.hardware_spec import ClusterSpec
+
     return resolve_cluster(ClusterSpec.model_validate(_read("clusters", name)), num_nodes)
