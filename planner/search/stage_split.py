@@ -1,8 +1,9 @@
 """The stage split parplan chooses for one fixed layout, when the user gives none and pp does not
 divide the layers (Llama 3.1 405B: 126 layers on pp=16; BLOOM-176B: 70 on pp=12; Qwen3-235B: 94 on 8).
 
-The split is the search's own (planner.search): the candidate's integer table (planner.search.costing)
-and CP-SAT over its stage sizes alone (planner.search.cpsat), so the embedding's states on the first stage,
+The split is the search's own (planner.search): the candidate's integer table (planner.search.costing),
+every split priced where there are few (planner.search.brute), else CP-SAT over its stage sizes alone
+(planner.search.cpsat), so the embedding's states on the first stage,
 the output head and loss on the last, memory and the uneven virtual chunks' bubble all count. When
 no split fits in memory, the fastest split regardless of memory is taken (the estimate then says
 it does not fit). Among splits of equal step time (within TIE_REL: differences far below the time
@@ -16,6 +17,7 @@ costmodels stays free of the solver: this fills Layout.stage_layers before costm
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 from costmodels.hardware_spec import ClusterSpec
@@ -23,11 +25,16 @@ from costmodels.layout import Layout, LayoutError, resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.search import cpsat
+from planner.search.brute import best_split
 from planner.search.costing import Coster, first_objective
 from planner.search.space import Candidate
 from planner.search.tables import Table, stage_counts
 
 TIME_LIMIT_S = 20.0
+# up to this many splits, every one is priced (planner.search.brute: exact, ~0.1 s for 5,000): CP-SAT's
+# model of one table's max-over-stages objective can wander for its whole time limit on a few hundred
+# splits (39 layers on pp=3 with vpp=3, 496 splits: 20 s, not proven)
+ENUMERATE_MAX_SPLITS = 5_000
 TIE_REL = 1e-3  # step times within 0.1% of the optimum count as equal (module docstring)
 
 
@@ -78,9 +85,18 @@ def _no_limit(table: Table, num_layers: int) -> int:
     return max(m.fixed + max(m.dense, m.moe) * num_layers for m in table.memory) + 1
 
 
+def split_count(num_layers: int, pp: int, vpp: int) -> int:
+    """How many stage splits there are (planner.search.brute.splits): compositions of L - pp (vpp - 1)
+    into pp positive parts."""
+    return math.comb(num_layers - pp * (vpp - 1) - 1, pp - 1)
+
+
 def _solve(model: ModelSpec, table: Table, time_limit_s: float) -> Optional[tuple[int, list[int]]]:
-    """(objective, stage_layers) of the best split of one table, or None when none fits. One worker:
-    the same answer on every run."""
+    """(objective, stage_layers) of the best split of one table, or None when none fits: every split
+    priced where there are few (ENUMERATE_MAX_SPLITS), else CP-SAT with one worker (the same answer on
+    every run)."""
+    if split_count(model.num_layers, table.layout.pp, table.layout.vpp) <= ENUMERATE_MAX_SPLITS:
+        return best_split(model, table)
     first = first_objective(model, table)
     hint = (0, first[1], first[0]) if first is not None else None
     sol = cpsat.solve(model, [table], time_limit_s, workers=1, hint=hint)
