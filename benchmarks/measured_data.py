@@ -196,8 +196,11 @@ def _train(row: dict, stack: str) -> TrainSpec:
     precision = row["precision"]
     grad = "fp32" if row["framework"] == "megatron" else None
     overlap = True if ("async tp" in row["notes"].lower() or row["framework"] == "megatron") else None
+    # DualPipe (DeepSeek-V3 report section 3.2.1) runs each chunk's all-to-all beside another chunk's computation
+    ep_overlap = "dualpipe" in row["notes"].lower()
     train = TrainSpec(global_batch_size=int(row["global_batch_seqs"]), seq_length=int(row["seq_len"]),
-                      precision=precision, grad_dtype=grad, tp_comm_overlap=overlap, fp8_recipe=_fp8_recipe(row))
+                      precision=precision, grad_dtype=grad, tp_comm_overlap=overlap, fp8_recipe=_fp8_recipe(row),
+                      ep_comm_overlap=ep_overlap)
     return hp.resolve_train(train, stack)
 
 

@@ -15,7 +15,9 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
   one copy per destination rank / node, or the tp x ep group's all-gather (costmodels.moe_dispatch, the run's
-  dispatcher, else the stack's ep_dispatcher), and the permutes around it (costmodels.moe_compute);
+  dispatcher, else the stack's ep_dispatcher), and the permutes around it (costmodels.moe_compute); exposed,
+  unless TrainSpec.ep_comm_overlap, which runs them beside another micro-batch's computation of the same layer
+  (ep_overlap_applies; costmodels.overlap);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
   local K/V chunk (cp - 1) times in forward, twice that in backward, beside the attention core
   (costmodels.overlap); a2a = all-to-all of Q, K, V before attention and of its output after, in
@@ -231,9 +233,29 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     fwd = lin + core + elem + cast_fwd
     bwd = compute - fwd + recompute
     dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
-    t = MicroTime(compute, recompute, tp, cp, (ep if moe else 0.0) * (2 + extra), dp)
+    ep = _ep_exposed_s(c, ep * (2 + extra), compute + recompute) if moe else 0.0
+    t = MicroTime(compute, recompute, tp, cp, ep, dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
+
+
+def ep_overlap_applies(train: TrainSpec, lay: Layout) -> bool:
+    """Whether the MoE all-to-all hides behind another micro-batch's computation: asked for
+    (TrainSpec.ep_comm_overlap) and experts spread over ranks (ep > 1; megatron-core 0.19
+    TransformerConfig asserts expert_model_parallel_size > 1 with overlap_moe_expert_parallel_comm)."""
+    return train.ep_comm_overlap and lay.ep > 1
+
+
+def _ep_exposed_s(c: Context, ep_s: float, window_s: float) -> float:
+    """Exposed seconds of one layer's dispatches and combines (all passes, `ep_s` in total). Under EP overlap
+    they run beside the same layer's computation of the micro-batch paired with this one (1F1B: one
+    micro-batch's forward beside the previous one's backward; Megatron-Core overlap_moe_expert_parallel_comm,
+    DeepSeek-V3 report section 3.2.1, DualPipe), `window_s` long in steady state, slowed by the stack's
+    overlap_slowdown (costmodels.overlap). Known deviation: the warm-up and cool-down micro-batches, which have
+    no partner, are priced as overlapped too (a share of about pp / m of the step)."""
+    if not ep_overlap_applies(c.train, c.lay):
+        return ep_s
+    return exposed_s(window_s, ep_s, c.kappa)
 
 
 def dispatcher(c: Context) -> str:

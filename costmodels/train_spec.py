@@ -59,6 +59,13 @@ class TrainSpec(BaseModel):
         "--moe-token-dispatcher-type allgather), deepep (one copy per destination rank and node: DeepEP or HybridEP, "
         "Megatron --moe-token-dispatcher-type flex); null = the stack's (Stack.ep_dispatcher)."
     )
+    ep_comm_overlap: bool = Field(
+        False, description="MoE all-to-all (dispatch and combine) hidden behind another micro-batch's computation: "
+        "Megatron-Core --overlap-moe-expert-parallel-comm (the 1F1B phase runs one micro-batch's forward beside the "
+        "previous one's backward), DeepSeek-V3's DualPipe. Priced where ep > 1 (costmodels.timing."
+        "ep_overlap_applies). Known deviation: the extra micro-batch Megatron-Core keeps in flight is not counted in "
+        "memory (the Megatron reader warns)."
+    )
     stack: Optional[Union[str, Stack]] = Field(
         None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
         f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."

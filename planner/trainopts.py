@@ -38,6 +38,9 @@ TP_OVERLAP_OPT = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap",
                               help="TP communication hidden behind GEMMs; default: the stack's.", show_default=False)
 GRAD_OVERLAP_OPT = typer.Option(None, "--overlap-grad-reduce/--no-overlap-grad-reduce",
                                 help="Gradient reduction overlaps backward; default: the stack's.", show_default=False)
+EP_OVERLAP_OPT = typer.Option(None, "--overlap-moe-expert-parallel-comm/--no-overlap-moe-expert-parallel-comm",
+                              help="MoE all-to-all hidden behind another micro-batch's compute (Megatron-Core's flag "
+                              "of that name, DualPipe); default off.", show_default=False)
 FLASH_OPT = typer.Option(None, "--flash-attention/--no-flash-attention",
                          help="Fused attention (no s x s scores kept); default on.", show_default=False)
 OPTIMIZER_OPT = typer.Option(None, "--optimizer", help="adam or sgd (default adam).")
@@ -57,6 +60,7 @@ class TrainOptions:
     stack_file: Optional[Path] = None
     tp_comm_overlap: Optional[bool] = None
     overlap_grad_reduce: Optional[bool] = None
+    ep_comm_overlap: Optional[bool] = None
     flash_attention: Optional[bool] = None
     optimizer: Optional[str] = None
     grad_dtype: Optional[str] = None
@@ -73,6 +77,7 @@ class TrainOptions:
 TRAIN_PARAMS = [("stack", STACK_OPT, Optional[str]), ("stack_file", STACK_FILE_OPT, Optional[Path]),
                 ("tp_comm_overlap", TP_OVERLAP_OPT, Optional[bool]),
                 ("overlap_grad_reduce", GRAD_OVERLAP_OPT, Optional[bool]),
+                ("ep_comm_overlap", EP_OVERLAP_OPT, Optional[bool]),
                 ("flash_attention", FLASH_OPT, Optional[bool]), ("optimizer", OPTIMIZER_OPT, Optional[str]),
                 ("grad_dtype", GRAD_DTYPE_OPT, Optional[str]), ("fp8_recipe", FP8_RECIPE_OPT, Optional[str]),
                 ("framework", FRAMEWORK_OPT, str)]

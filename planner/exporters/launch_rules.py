@@ -46,7 +46,27 @@ def megatron_rule_problems(a: mf.MegatronArgs, world: int) -> list[str]:
     ]
     out += [msg for ok, msg in rules if not ok]
     out += _gqa(model, tp) + _experts(model, world, tp, pp, ep, etp) + _stages(a, layers, pp, lay)
-    return out + _recompute(a, lay) + _memory(a, tp, cp) + _data(a)
+    return out + _recompute(a, lay) + _ep_overlap(a, lay) + _memory(a, tp, cp) + _data(a)
+
+
+def _ep_overlap(a: mf.MegatronArgs, lay: dict) -> list[str]:
+    """What megatron-core 0.19.2 TransformerConfig.__post_init__ asserts with --overlap-moe-expert-parallel-comm
+    (the all-to-all beside another micro-batch's computation; TrainSpec.ep_comm_overlap)."""
+    if not a.has("--overlap-moe-expert-parallel-comm"):
+        return []
+    flag = "--overlap-moe-expert-parallel-comm"
+    dispatcher = a.str("--moe-token-dispatcher-type", "allgather")
+    rules = [
+        (lay["ep"] > 1, f"{flag} needs --expert-model-parallel-size > 1"),
+        (dispatcher in ("alltoall", "flex"), f"{flag} needs --moe-token-dispatcher-type alltoall or flex "
+                                             f"(got {dispatcher})"),
+        (lay["recompute"] != "full" and not a.has("--recompute-method"),
+         f"{flag} does not run with full recompute or --recompute-method"),
+        (lay["pp"] == 1 or lay["vpp"] > 1, f"{flag} with --pipeline-model-parallel-size {lay['pp']} needs "
+                                           "virtual pipeline stages"),
+        (not a.has("--moe-shared-expert-overlap"), f"{flag} does not run with --moe-shared-expert-overlap"),
+    ]
+    return [msg for ok, msg in rules if not ok]
 
 
 def _counts(pairs) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from costmodels.memory import memory_train
 
 from costmodels.pipeline import chunk_layers
-from costmodels.timing import tp_overlap_applies
+from costmodels.timing import ep_overlap_applies, tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, bash_array, command, script,
 )
@@ -50,9 +50,23 @@ def refusal(plan: ExportPlan) -> None:
         raise ExportRefused(f"megatron: offload_params={train.offload_params}, offload_optimizer="
                             f"{train.offload_optimizer}: Megatron offloads only optimizer states, to the CPU "
                             "(--optimizer-cpu-offload)")
+    _refuse_ep_overlap(plan)
     if train.offload_optimizer == "cpu" and plan.layout.zero != 1:
         raise ExportRefused(f"megatron: offload_optimizer=cpu with zero={plan.layout.zero}: Megatron's "
                             "--optimizer-cpu-offload runs with the distributed optimizer (zero=1)")
+
+
+def _refuse_ep_overlap(plan: ExportPlan) -> None:
+    """EP all-to-all overlap in layouts megatron-core 0.19.2 refuses it for (TransformerConfig.__post_init__):
+    full recompute, or pipelining without virtual stages, or MTP deeper than one layer."""
+    lay = plan.layout
+    if not ep_overlap_applies(plan.train, lay):
+        return
+    why = ("recompute=full" if lay.recompute == "full" else f"pp={lay.pp} without vpp" if lay.pp > 1 and lay.vpp == 1
+           else f"mtp_num_layers={plan.model.mtp_num_layers}" if (plan.model.mtp_num_layers or 0) > 1 else "")
+    if why:
+        raise ExportRefused(f"megatron: ep_comm_overlap with {why}: megatron-core asserts against "
+                            "--overlap-moe-expert-parallel-comm there")
 
 
 def model_args(plan: ExportPlan) -> list:
@@ -102,6 +116,8 @@ def moe_args(plan: ExportPlan) -> list:
         args.append(("--moe-shared-expert-intermediate-size", m.num_shared_experts * m.moe_ffn_hidden_size))
     if m.capacity_factor is not None:
         args.append(("--moe-expert-capacity-factor", repr(float(m.capacity_factor))))
+    if ep_overlap_applies(plan.train, plan.layout):
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     return args
 
 

@@ -124,7 +124,8 @@ WARNED: dict[str, str] = {
     "--moe-extended-tp": "experts split over tp", "--moe-latent-size": "MoE latent projection",
     "--moe-enable-deepep": "DeepEP buffers (the dispatch itself is priced)",
     "--moe-flex-dispatcher-backend": "DeepEP/HybridEP buffers (the dispatch itself is priced)",
-    "--overlap-moe-expert-parallel-comm": "an extra micro-batch in flight (1F1B A2A overlap)",
+    "--overlap-moe-expert-parallel-comm": "an extra micro-batch in flight (1F1B A2A overlap; the overlap itself "
+    "is priced: train.ep_comm_overlap)",
     "--ep-overlap-early-attn-memory-release": "early release of attention memory",
     "--delay-wgrad-compute": "weight gradients kept for later", "--cache-mla-latents": "MLA latents cached",
     "--moe-layer-recompute": "MoE layers recomputed (legacy)", "--mlp-chunks-for-prefill": "inference",

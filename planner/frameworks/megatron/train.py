@@ -27,6 +27,7 @@ def train_data(a: MegatronArgs) -> dict:
     data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
             "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
             "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
+            "ep_comm_overlap": a.has("--overlap-moe-expert-parallel-comm"),
             **optimizer_dtypes(a), **offload_data(a)}
     if a.has("--fp8-recipe"):
         data["fp8_recipe"] = choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")

@@ -1,0 +1,137 @@
+"""MoE all-to-all hidden behind another micro-batch's computation (TrainSpec.ep_comm_overlap): Megatron-Core
+--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe (costmodels.timing._ep_exposed_s)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hardware_profiles as hp
+from costmodels.layout import Layout, resolve_layout
+from costmodels.overlap import exposed_s
+from costmodels.step import step_time
+from costmodels.timing import layer_time, make_context
+from costmodels.train_spec import TrainSpec
+from planner.exporters import ExportRefused
+from planner.exporters.common import ExportPlan
+from planner.exporters.launch_rules import megatron_rule_problems
+from planner.files.native import load_native_text
+from planner.frameworks.megatron import export as megatron_export
+from planner.frameworks.megatron import flags as mf
+from planner.files.shellread import parse_flags
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _context(overlap: bool, ep: int = 8, recompute: str = "selective", pp: int = 1, vpp: int = 1, nodes: int = 2):
+    model = hp.load_model("mixtral-8x7b").model_copy(update={"seq_length": 4096})
+    cluster = hp.load_cluster("dgx-h100", nodes)
+    train = hp.resolve_train(TrainSpec(global_batch_size=256, seq_length=4096, ep_comm_overlap=overlap),
+                             "megatron-core")
+    lay = resolve_layout(model, cluster, train, Layout(ep=ep, pp=pp, vpp=vpp, zero=1, recompute=recompute))
+    return make_context(model, cluster, train, lay)
+
+
+def test_overlapped_all_to_all_is_what_the_layer_compute_leaves_exposed():
+    plain, hidden = layer_time(_context(False), moe=True), layer_time(_context(True), moe=True)
+    assert plain.ep_comm_s > 0 and plain.compute_s == hidden.compute_s
+    kappa = _context(True).kappa
+    assert hidden.ep_comm_s == pytest.approx(exposed_s(plain.compute_s + plain.recompute_s, plain.ep_comm_s, kappa))
+    assert hidden.ep_comm_s < plain.ep_comm_s
+
+
+def test_no_expert_parallelism_no_change():
+    assert step_time(_context(True, ep=1)).step_s == step_time(_context(False, ep=1)).step_s
+
+
+@settings(max_examples=25, deadline=None)
+@given(ep=st.sampled_from([2, 4, 8]), recompute=st.sampled_from(["none", "selective", "full"]),
+       nodes=st.sampled_from([1, 2, 4]))
+def test_overlap_never_makes_a_step_slower(ep, recompute, nodes):
+    assert step_time(_context(True, ep, recompute, nodes=nodes)).step_s <= \
+        step_time(_context(False, ep, recompute, nodes=nodes)).step_s + 1e-12
+
+
+SCRIPT = """torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
+  --num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention \\
+  --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000 --swiglu \\
+  --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\
+  --disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336 \\
+  --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall --use-distributed-optimizer \\
+  --micro-batch-size 1 --global-batch-size 64 --bf16 {extra}
+"""
+
+
+def test_megatron_flag_is_read_and_priced():
+    plain = load_native_text(SCRIPT.format(extra=""), "megatron", None, "dgx-h100", None)
+    hidden = load_native_text(SCRIPT.format(extra="--overlap-moe-expert-parallel-comm"), "megatron", None,
+                              "dgx-h100", None)
+    assert hidden.train.ep_comm_overlap and not plain.train.ep_comm_overlap
+    t_plain, t_hidden = (step_time(make_context(p.model, p.cluster, p.train, resolve_layout(
+        p.model, p.cluster, p.train, p.layout))) for p in (plain, hidden))
+    assert t_hidden.ep_comm_s < t_plain.ep_comm_s
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("--overlap-moe-expert-parallel-comm --pipeline-model-parallel-size 2", "needs virtual pipeline stages"),
+    ("--overlap-moe-expert-parallel-comm --recompute-granularity full --recompute-method uniform "
+     "--recompute-num-layers 1", "full recompute"),
+    ("--overlap-moe-expert-parallel-comm --moe-shared-expert-overlap", "--moe-shared-expert-overlap"),
+])
+def test_megatron_rules_of_the_overlap(extra, problem):
+    text = SCRIPT.format(extra=extra)
+    args = text.split("pretrain_gpt.py", 1)[1].replace("\\\n", " ").split()
+    a = mf.MegatronArgs(parse_flags(args, mf.SWITCHES), [], {})
+    assert any(problem in p for p in megatron_rule_problems(a, 16))
+    a_ok = mf.MegatronArgs(parse_flags(SCRIPT.format(extra="--overlap-moe-expert-parallel-comm").split(
+        "pretrain_gpt.py", 1)[1].replace("\\\n", " ").split(), mf.SWITCHES), [], {})
+    assert not [p for p in megatron_rule_problems(a_ok, 16) if "overlap-moe" in p]
+
+
+def _plan(overlap: bool, recompute: str = "selective", pp: int = 1, vpp: int = 1) -> ExportPlan:
+    c = _context(overlap, recompute=recompute, pp=pp, vpp=vpp)
+    return ExportPlan(c.model, c.cluster, c.train, c.lay, 0, 1.0)
+
+
+def test_exporter_writes_the_flag_only_when_priced():
+    assert ("--overlap-moe-expert-parallel-comm", None) in megatron_export.moe_args(_plan(True))
+    assert ("--overlap-moe-expert-parallel-comm", None) not in megatron_export.moe_args(_plan(False))
+
+
+def test_exporter_refuses_what_megatron_core_asserts_against():
+    with pytest.raises(ExportRefused, match="recompute=full"):
+        megatron_export.refusal(_plan(True, recompute="full"))
+    with pytest.raises(ExportRefused, match="without vpp"):
+        megatron_export.refusal(_plan(True, pp=2))
+    megatron_export.refusal(_plan(True, pp=2, vpp=2))  # interleaved: runs
+
+
+def test_deepseek_v3_dualpipe_row_is_read_with_the_overlap():
+    """The DeepSeek-V3 report's own run (DSV3-001, a validation row): DualPipe hides the all-to-all; read
+    without it the row was priced at 2.2x its measured step (43.4 s against 19.9 s)."""
+    import splits
+
+    case = next(c for c in splits.measured() if c.row_id == "DSV3-001")
+    assert case.train.ep_comm_overlap
+    lay = resolve_layout(case.model, case.cluster, case.train, case.layout)
+    t = step_time(make_context(case.model, case.cluster, case.train, lay))
+    assert t.ep_comm_s < 0.2 * t.compute_s
+    assert t.step_s / case.measured_s - 1 < 0.45
+
+
+def test_the_cli_option_prices_the_overlap():
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    args = ["estimate", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "2", "--layout",
+            "ep=8,zero=1,recompute=selective", "--global-batch", "256", "--json"]
+    plain, hidden = (json.loads(CliRunner().invoke(app, a).stdout)["time"]["ep_comm_s"]
+                     for a in (args, args + ["--overlap-moe-expert-parallel-comm"]))
+    assert 0 < hidden < plain
