@@ -120,7 +120,16 @@ def test_deepseek_v3_dualpipe_row_is_read_with_the_overlap():
     lay = resolve_layout(case.model, case.cluster, case.train, case.layout)
     t = step_time(make_context(case.model, case.cluster, case.train, lay))
     assert t.ep_comm_s < 0.2 * t.compute_s
-    assert t.step_s / case.measured_s - 1 < 0.45
+    assert abs(t.step_s / case.measured_s - 1) < 0.15  # +6.7% with blockwise FP8 at the tensorwise rate
+
+
+@pytest.mark.parametrize("stack", ["megatron-core", "nemo", "torchtitan", "deepspeed"])
+def test_blockwise_fp8_gemms_run_at_the_tensorwise_rate(stack):
+    """DeepGEMM's block-scaled FP8 dense GEMMs (README @989c9e3, H800: 1,127-1,520 TFLOP/s at 4,096 rows) are at
+    or above cuBLAS tensorwise FP8 at like shapes on our H100 (1,014-1,383): no source makes them slower. The
+    default was 0.65 with no source, which priced DeepSeek-V3's own run 24% slower in compute."""
+    fp8 = hp.load_stack(stack).fp8
+    assert fp8.of("blockwise") == fp8.of("tensorwise") == 1.0
 
 
 def test_the_cli_option_prices_the_overlap():
