@@ -36,8 +36,8 @@ FINAL_HEADER = ("# Frozen test split: the time model on rows nobody tuned on\n\n
                 "this a validation set (benchmarks/frozen_split.py).\n\n")
 EXCLUDED = {  # rows shown in every table but left out of the error bands, with the reason
     **{f"TT-04{i}": "power limit not stated (hardware unknown)" for i in range(4, 9)},
-    "DSV3-001": "whole pre-training average (batch ramp) on HAI-LLM with DualPipe and MLA: not a step time "
-                "of an expressible run",
+    "DSV3-001": "whole pre-training average (batch ramp 3,072 -> 15,360, downtime unstated) on HAI-LLM: not one "
+                "run's step time (its DualPipe all-to-all overlap is priced, TrainSpec.ep_comm_overlap)",
 }
 
 
