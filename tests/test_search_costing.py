@@ -1,0 +1,82 @@
+"""Shortcuts inside the search's costing (planner.search.costing.Coster) that must not change a number:
+
+- Coster._context builds costmodels.timing.make_context's devices, links and stack once per problem and sets
+  only the layout and its activation shape per call: equal, field for field, to make_context;
+- the bounds of a model whose layers are all MoE (Mixtral, Qwen3) price no dense layer (bound_times): bit for
+  bit the bound of the full layer times, with no dense layer_time evaluated while bounding.
+"""
+
+from __future__ import annotations
+
+import hardware_profiles as hp
+import pytest
+
+from costmodels.model_spec import ModelSpec
+from costmodels.stage_linear import layer_times
+from costmodels.timing import Context, make_context
+from costmodels.train_spec import TrainSpec
+from planner.search import costing
+from planner.search.costing import Coster
+from planner.search.space import SpaceOptions, enumerate_layouts
+from tests.helpers import cluster, llama_like
+from tests.test_stage_linear import MOE
+
+ALL_MOE = ModelSpec.model_validate({**MOE.model_dump(), "name": "tiny-all-moe", "first_k_dense_layers": 0})
+SPACE = SpaceOptions(max_mbs=2, max_vpp=2, max_cp=2, cp_comm=("p2p", "a2a", "allgather"))
+
+
+def _problem(model: ModelSpec, stack: str = "megatron-core"):
+    clus = cluster(16, gpu=hp.load_gpu("h100-sxm"))
+    train = hp.resolve_train(TrainSpec(global_batch_size=16), stack)
+    return Coster(model, clus, train), list(enumerate_layouts(model, clus, train, SPACE))
+
+
+@pytest.mark.parametrize("model", [llama_like(512, 8, 4, 8, 1024, vocab=4096, seq=1024), MOE, ALL_MOE],
+                         ids=["dense", "moe", "all-moe"])
+def test_context_equals_make_context(model):
+    coster, cands = _problem(model)
+    for kind in (Context, costing._SearchContext, costing._FloorContext):
+        for cand in cands:
+            got, want = coster._context(cand, kind), make_context(coster.model, coster.cluster, coster.train, cand)
+            assert type(got) is kind and got.__dict__ == want.__dict__, cand
+
+
+def test_make_context_runs_once_per_problem(monkeypatch):
+    calls = []
+    real = costing.make_context
+    monkeypatch.setattr(costing, "make_context", lambda *a: calls.append(a) or real(*a))
+    coster, cands = _problem(MOE, "fsdp")  # ZeRO-3 per micro-batch too: both time memos
+    for cand in cands:
+        coster.memory_and_budget(cand)
+        coster.layers_bound_s(cand, floor=True)
+        coster.layers_bound_s(cand)
+        coster.fixed_s(cand)
+    assert coster.floor_times.calls > 10 and coster.zero3_times.calls > 10
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("stack", ["megatron-core", "fsdp"])
+def test_all_moe_bounds_equal_the_full_layer_times_and_price_no_dense_layer(monkeypatch, stack):
+    dense_calls = []
+    real = costing.layer_time
+    monkeypatch.setattr(costing, "layer_time", lambda c, moe: dense_calls.append(c) if not moe else real(c, moe))
+    coster, cands = _problem(ALL_MOE, stack)
+    L = ALL_MOE.num_layers
+    assert ALL_MOE.num_moe_layers == L
+    for cand in cands:
+        for floor in (True, False):
+            kind = costing._FloorContext if floor else costing._SearchContext  # _SearchContext: ZeRO-3's term
+            (dense_s, moe_s), head_s = layer_times(coster._context(cand, kind))  # where the candidate runs it
+            assert dense_s > 0  # the full layer times price a dense layer the model does not have
+            total = (L - L) * dense_s + L * moe_s + head_s  # Coster.layers_bound_s on the full times
+            want = (cand.num_microbatches - 1 / cand.vpp) * total / cand.pp + total / cand.vpp
+            assert coster.layers_bound_s(cand, floor=floor) == want, (cand, floor)
+    assert not dense_calls
+    assert coster.floor_times.calls == 0  # the tables' full times: never asked while bounding
+
+
+def test_a_model_with_dense_layers_bounds_on_the_full_times():
+    coster, cands = _problem(MOE)
+    assert coster.bound_floor is coster.floor_times and coster.bound_zero3 is coster.zero3_times
+    for cand in cands[:50]:
+        assert coster.bound_times(cand) == coster.times(cand)
