@@ -80,3 +80,40 @@ def test_a_model_with_dense_layers_bounds_on_the_full_times():
     assert coster.bound_floor is coster.floor_times and coster.bound_zero3 is coster.zero3_times
     for cand in cands[:50]:
         assert coster.bound_times(cand) == coster.times(cand)
+
+
+def _memory_on_full_states(coster: Coster, lay) -> float:
+    """Coster.memory_and_budget's bound with both layer kinds' states priced by state_bytes and persistent_bytes
+    (what it read before the shortcut)."""
+    from costmodels import activations as act
+    from costmodels.memory import expert_dp
+    from costmodels.params import local_layer_params
+    from costmodels.stage_linear import persistent_bytes, state_bytes
+
+    m, edp = coster.model, expert_dp(coster.cluster, lay)
+    params = [local_layer_params(m, moe, lay.tp, lay.ep, lay.etp) for moe in (False, True)]
+    states = [state_bytes(p, lay, edp, coster.train) for p in params]
+    kept = [persistent_bytes(p, lay, edp, coster.train) for p in params]
+    act_bytes, _, _, _, working = coster.acts(lay)
+    dev = coster.device(lay)
+    inflight = act.inflight_microbatches(lay.schedule, lay.pp - 1, lay.pp, lay.vpp, lay.num_microbatches)
+    dense = dev.reserved(states[0] + act_bytes[0] * inflight, kept[0])
+    moe = dev.reserved(states[1] + act_bytes[1] * inflight, kept[1])
+    L, n_moe = m.num_layers, m.num_moe_layers
+    return ((L - n_moe) * dense + n_moe * moe) / lay.pp + dev.device(working)
+
+
+@pytest.mark.parametrize("model", [llama_like(512, 8, 4, 8, 1024, vocab=4096, seq=1024), MOE, ALL_MOE],
+                         ids=["dense", "moe", "all-moe"])
+@pytest.mark.parametrize("stack", ["megatron-core", "fsdp"])
+def test_memory_bound_equals_full_states_with_one_evaluation_per_layer_kind(monkeypatch, model, stack):
+    """The states memo evaluates (weights, gradients, optimizer) once per layer kind the model has (state_bytes
+    and persistent_bytes each evaluated them for both kinds: four times), and the bound is bit for bit the same."""
+    calls = []
+    real = costing.state_parts
+    monkeypatch.setattr(costing, "state_parts", lambda *a: calls.append(a) or real(*a))
+    coster, cands = _problem(model, stack)
+    for cand in cands:
+        assert coster.memory_and_budget(cand)[0] == _memory_on_full_states(coster, cand), cand
+    kinds = (model.num_layers > model.num_moe_layers) + (model.num_moe_layers > 0)
+    assert len(calls) == kinds * coster.states.calls

@@ -26,8 +26,8 @@ from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
-                                     persistent_bytes, state_bytes)
-from costmodels.memory import act_shape
+                                     _states as state_parts)
+from costmodels.memory import act_shape, persistent_state_bytes
 from costmodels.step import pp_comm_s
 from costmodels.timing import Context, head_time, layer_time, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
@@ -58,6 +58,7 @@ class Coster:
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
         self._n_moe = m.num_moe_layers  # a property that counts: read once
+        self._kinds = (m.num_layers > self._n_moe, self._n_moe > 0)  # the model has (dense, MoE) layers
         # layer times without the per-micro-batch ZeRO-3 term: exact where it does not run, a floor where it
         # does (the bound's key then leaves out pp, dp and the shard group that only that term reads)
         self.floor_times = FieldMemo(lambda lay: layer_times(self._context(lay, _FloorContext)))
@@ -118,10 +119,14 @@ class Coster:
         return combine_layer_costs(self.times(lay), self.acts(lay))
 
     def _states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part."""
+        """Model-state bytes of one (dense, MoE) layer on one GPU (costmodels.stage_linear.state_bytes), and their
+        persistent part (persistent_bytes): both from one evaluation of the (weights, gradients, optimizer) they
+        sum, and 0.0 for a layer kind the model lacks (its count in memory_and_budget is 0)."""
         edp = expert_dp(self.cluster, lay)
-        return tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
-                     for f in (state_bytes, persistent_bytes))
+        parts = [state_parts(p, lay, edp, self.train) if used else None
+                 for p, used in zip(self.params(lay), self._kinds)]
+        return (tuple(0.0 if w is None else sum(w) for w in parts),
+                tuple(0.0 if w is None else persistent_state_bytes(*w, lay) for w in parts))
 
     def fixed_s(self, lay: Candidate) -> float:
         """Split-independent seconds of every step: pipeline sends and the stack's step overhead."""
