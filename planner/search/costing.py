@@ -21,7 +21,7 @@ from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
+from planner.search.space import Candidate, Refused, Refuses, SpaceOptions, enumerate_counted
 from costmodels.memory import expert_dp
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
@@ -90,18 +90,18 @@ class Coster:
         out.__dict__.update(lay=lay, x=act_shape(self.model, self.train, lay))
         return out
 
-    def layouts(self, opts: SpaceOptions) -> Iterator[Candidate]:
-        """enumerate_layouts of this problem, kept once a pass has run to the end (a re-search of the same
-        space, e.g. the validated alternative, then skips the enumeration)."""
-        done = self._layouts.get(opts)
+    def layouts(self, opts: SpaceOptions, refuses: Optional[Refuses] = None) -> Iterator[Candidate | Refused]:
+        """enumerate_counted of this problem (enumerate_layouts where `refuses` is None), kept once a pass has run
+        to the end (a re-search of the same space, e.g. the validated alternative, then skips the enumeration)."""
+        done = self._layouts.get((opts, refuses))
         if done is not None:
             yield from done
             return
         out = []
-        for lay in enumerate_layouts(self.model, self.cluster, self.train, opts):
+        for lay in enumerate_counted(self.model, self.cluster, self.train, opts, refuses):
             out.append(lay)
             yield lay
-        self._layouts[opts] = out
+        self._layouts[(opts, refuses)] = out
 
     def times(self, lay: Candidate) -> tuple[tuple[float, float], float]:
         """costmodels.stage_linear.layer_times of the candidate (cached)."""

@@ -34,7 +34,7 @@ from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
 from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
-from planner.search.memo import FieldMemo
+from planner.search.memo import FieldMemo, mark_refusals, refusals_of
 from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
 
@@ -92,7 +92,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
     memo = keep if keep is None or opts.stage_splits is None or split_free(keep) else FieldMemo(keep)
-    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
+    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo, refusals_of(keep))):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
@@ -304,6 +304,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if split_free(keep):
         mark_split_free(both)
+    mark_refusals(both, refusals_of(keep))  # what keep refuses, both refuse
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None
