@@ -117,3 +117,30 @@ def test_memory_bound_equals_full_states_with_one_evaluation_per_layer_kind(monk
         assert coster.memory_and_budget(cand)[0] == _memory_on_full_states(coster, cand), cand
     kinds = (model.num_layers > model.num_moe_layers) + (model.num_moe_layers > 0)
     assert len(calls) == kinds * coster.states.calls
+
+
+def test_the_search_runs_without_the_cycle_collector_and_restores_it():
+    """engine.without_cycle_collector: off while candidates are costed (a keep predicate sees it off), back on
+    after, and left off where the caller had it off."""
+    import gc
+
+    from planner.search import search
+
+    model = llama_like(256, 4, 2, 4, 512, vocab=4096, seq=512)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
+    train = TrainSpec(global_batch_size=16)
+    seen = set()
+
+    def keep(cand) -> bool:
+        seen.add(gc.isenabled())
+        return True
+
+    assert gc.isenabled()
+    assert search(model, clus, train, time_limit_s=60, keep=keep).plans
+    assert seen == {False} and gc.isenabled()
+    gc.disable()
+    try:
+        search(model, clus, train, time_limit_s=60, keep=keep)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -20,9 +20,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
@@ -185,6 +187,27 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     when its model, cluster and train equal these). `among`: that search's SearchResult.kept, when every
     candidate `keep` accepts is one its keep accepted (a stricter keep, same space): only those are
     filtered, not the whole space enumerated and bounded again."""
+    with without_cycle_collector():
+        return _search(model, cluster, train, top, time_limit_s, opts, progress, keep, deadline, coster, among)
+
+
+@contextlib.contextmanager
+def without_cycle_collector() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block, and resumed after (where it was on): the search
+    allocates millions of short-lived acyclic objects (candidates, keys, tuples), which reference counting
+    frees at once, while each collection the allocations trigger walks the young objects, and the rarer full
+    ones every object (a sixth of qwen3's 4,096-node Megatron search). What few cycles the search
+    leaves (a Coster and its memos' closures) are collected once it is back on."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _search(model, cluster, train, top, time_limit_s, opts, progress, keep, deadline, coster, among) -> SearchResult:
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
