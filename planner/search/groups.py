@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from planner.search.costing import Coster
-from planner.search.memo import FieldMemo, mark_split_free, refusals_of, split_free  # noqa: F401 (re-exported)
+from planner.search.memo import FieldMemo, mark_split_free, split_free  # noqa: F401 (re-exported)
 from planner.search.space import Candidate, Refused, Refuses, SpaceOptions, fixed_splits
 
 Keep = Callable[[Candidate], bool]
@@ -42,9 +42,9 @@ assert dataclasses.fields(Candidate)[-1].name == "fixed_stages"
 def split_groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep], refuses: Optional[Refuses] = None):
     """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
     With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
-    for the base holds for every split (planner.search.memo). What `keep` refuses by its declared rule
-    `refuses` (the rule keep declares: planner.search.memo.refusals_of) comes as one Refused
-    (planner.search.space.enumerate_counted), all of its splits rejected."""
+    for the base holds for every split (planner.search.memo). What `refuses`, the rule keep declares
+    (planner.search.memo.refusals_of), turns down comes as Refused counts (planner.search.space.enumerate_counted),
+    every split of them rejected."""
     free = dataclasses.replace(opts, stage_splits=None)
     L = coster.model.num_layers
     by_degree: dict[tuple[int, int], tuple] = {}  # (pp, vpp) -> fixed_splits: thousands of splits at pp=16
