@@ -14,6 +14,7 @@ bounds that never exceed the true optimum (used to prune without losing it):
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -56,26 +57,29 @@ class Coster:
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
+        # the memos reach this Coster through a weak proxy: no reference cycle, so that its caches (hundreds of
+        # thousands of objects) are freed by reference counting once the search drops it, not by a collection
+        me = weakref.proxy(self)
         self._n_moe = m.num_moe_layers  # a property that counts: read once
         self._kinds = (m.num_layers > self._n_moe, self._n_moe > 0)  # the model has (dense, MoE) layers
         # layer times without the per-micro-batch ZeRO-3 term: exact where it does not run, a floor where it
         # does (the bound's key then leaves out pp, dp and the shard group that only that term reads)
-        self.floor_times = FieldMemo(lambda lay: layer_times(self._context(lay, _FloorContext)))
-        self.zero3_times = FieldMemo(lambda lay: layer_times(self._context(lay, _SearchContext)))
+        self.floor_times = FieldMemo(lambda lay: layer_times(me._context(lay, _FloorContext)))
+        self.zero3_times = FieldMemo(lambda lay: layer_times(me._context(lay, _SearchContext)))
         # what the bounds read (layers_bound_s): the same, less the layer kind the model lacks (bound_times)
         self.bound_floor, self.bound_zero3 = self.floor_times, self.zero3_times
         if m.is_moe and self._n_moe == m.num_layers:
-            self.bound_floor = FieldMemo(lambda lay: moe_only_times(self._context(lay, _FloorContext)))
-            self.bound_zero3 = FieldMemo(lambda lay: moe_only_times(self._context(lay, _SearchContext)))
-        self.acts = FieldMemo(lambda lay: layer_acts(self._context(lay)))
+            self.bound_floor = FieldMemo(lambda lay: moe_only_times(me._context(lay, _FloorContext)))
+            self.bound_zero3 = FieldMemo(lambda lay: moe_only_times(me._context(lay, _SearchContext)))
+        self.acts = FieldMemo(lambda lay: layer_acts(me._context(lay)))
         self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
                                                   for moe in (False, True)))
-        self.states = FieldMemo(self._states)
+        self.states = FieldMemo(lambda lay: me._states(lay))
         self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
-        self.sends_s = FieldMemo(lambda lay: pp_comm_s(self._context(lay)))
-        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(self._context(lay)))
-        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo,
-                                                                      self.sends_s(lay)))
+        self.sends_s = FieldMemo(lambda lay: pp_comm_s(me._context(lay)))
+        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(me._context(lay)))
+        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, me.layer(lay), me._memo,
+                                                                      me.sends_s(lay)))
 
     def _context(self, lay: Candidate, kind: type = Context) -> Context:
         """costmodels.timing.make_context of the candidate, as a `kind` (Context, _SearchContext or
