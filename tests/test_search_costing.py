@@ -144,3 +144,31 @@ def test_the_search_runs_without_the_cycle_collector_and_restores_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_no_collection_walks_what_the_search_kept_when_it_ends():
+    """engine._age_young_objects: the collector resumes with what the search allocated moved to its oldest
+    generation (the young count at 0), so no collection starts as the search returns, which would walk every
+    cached object the result holds."""
+    import gc
+
+    from planner.search import search
+
+    model = llama_like(256, 4, 2, 4, 512, vocab=4096, seq=512)
+    clus = cluster(8, gpu=hp.load_gpu("h100-sxm"))
+    train = TrainSpec(global_batch_size=16)
+    started = []
+
+    def note(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.callbacks.append(note)
+    try:
+        result = search(model, clus, train, time_limit_s=60)
+    finally:
+        gc.callbacks.remove(note)
+    assert result.plans and result.coster.floor_times.calls > 0
+    assert started == []
+    assert gc.get_count()[0] < 700 and gc.get_freeze_count() == 0
