@@ -137,7 +137,9 @@ layouts instead of building them (every statistic stays that of the whole space)
 whose layers are all MoE price no dense layer (its coefficient is 0: the same bound, bit for bit); a
 candidate's Context shares the problem's devices, links and stack; the memory bound evaluates a layer's
 states once per layer kind; and Python's cyclic garbage collector is paused while a search runs (its
-collections, set off by millions of short-lived acyclic objects, took a sixth of the largest searches).
+collections, set off by millions of short-lived acyclic objects, took a sixth of the largest searches) and
+resumes with what the search kept moved to its oldest generation, unwalked; a Coster holds no reference
+cycle, so a worker frees its caches by reference counting before the collector resumes.
 
 """
 
