@@ -130,7 +130,16 @@ builds one integer table for all its splits. `plan`'s validated alternative filt
 first search kept instead of enumerating the space again. A pipeline degree whose candidates' bounds with
 memory (the least slowest-stage time given what each stage can hold) all exceed the best found needs no
 CP-SAT model; OR-Tools is imported only when a model is built, and then without pandas. `plan --framework
-any` runs its four framework searches in forked worker processes where two CPUs are free.
+any` runs its four framework searches in forked worker processes where two CPUs are free. A framework's
+`keep` declares the whole choices it refuses (planner.search.frameworks.refuses: Megatron's ZeRO-2 with
+pipelining, torchtitan's etp > 1, DeepSpeed's and FSDP's missing degrees), and the enumeration counts those
+layouts instead of building them (every statistic stays that of the whole space). The bounds of a model
+whose layers are all MoE price no dense layer (its coefficient is 0: the same bound, bit for bit); a
+candidate's Context shares the problem's devices, links and stack; the memory bound evaluates a layer's
+states once per layer kind; and Python's cyclic garbage collector is paused while a search runs (its
+collections, set off by millions of short-lived acyclic objects, took a sixth of the largest searches) and
+resumes with what the search kept moved to its oldest generation, unwalked; a Coster holds no reference
+cycle, so a worker frees its caches by reference counting before the collector resumes.
 
 """
 

@@ -33,9 +33,15 @@ def search_one(prob, tr, top: int, time_limit: float, validated_only: bool, fw, 
     what only a later search of the same problem reads (its cost caches, kept candidates, tables): what a
     worker sends back."""
     from planner.api import search_with_reasons
+    from planner.search.engine import without_cycle_collector
 
-    result, alternative, reasons = search_with_reasons(prob, tr, top, time_limit, validated_only, fw, deadline)
-    return dataclasses.replace(result, coster=None, kept=[], keep=None, tables=[]), alternative, reasons
+    with without_cycle_collector():  # for the whole task, and resumed only once the caches are gone (below)
+        result, alternative, reasons = search_with_reasons(prob, tr, top, time_limit, validated_only, fw, deadline)
+        sent = dataclasses.replace(result, coster=None, kept=[], keep=None, tables=[])
+        # the search's caches (a Coster holds no reference cycle) are freed here by reference counting: resumed
+        # after the search alone, the collector's first pass walked them all (0.1 s of qwen3's Megatron worker)
+        del result
+    return sent, alternative, reasons
 
 
 def search_frameworks(prob, pairs: Sequence[tuple[Any, Any]], top: int, time_limit: float, validated_only: bool,

@@ -39,3 +39,44 @@ def test_workers_give_the_serial_answers_in_order():
     assert _answers(pooled) == _answers(alone)
     assert any(res.plans for _, _, res, _, _ in pooled)
     assert all(res.coster is None and res.kept == [] for _, _, res, _, _ in pooled)
+
+
+def test_a_search_drops_its_caches_by_reference_counting():
+    """A Coster holds no reference cycle (its memos reach it through a weak proxy): with the cyclic collector off,
+    dropping the search result frees the caches, which a worker relies on to resume the collector cheaply."""
+    import gc
+    import weakref
+
+    from planner.api import search_with_reasons
+
+    prob, pairs = _problem()
+    fw, tr = pairs[0]
+    gc.disable()
+    try:
+        result, _, _ = search_with_reasons(prob, tr, 3, 60.0, False, fw, None)
+        assert result.plans and result.coster.floor_times.calls > 0
+        coster = weakref.ref(result.coster)
+        del result
+        assert coster() is None
+    finally:
+        gc.enable()
+
+
+def test_a_worker_task_runs_without_the_cycle_collector_and_restores_it(monkeypatch):
+    import gc
+
+    import planner.api
+
+    prob, pairs = _problem()
+    fw, tr = pairs[0]
+    seen = []
+    real = planner.api.search_with_reasons
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner.api, "search_with_reasons", spy)
+    sent, _, _ = search_one(prob, tr, 3, 60.0, False, fw, None)
+    assert seen == [False] and gc.isenabled()
+    assert sent.plans and sent.coster is None

@@ -14,21 +14,22 @@ bounds that never exceed the true optimum (used to prune without losing it):
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Optional
 
 from costmodels import activations as act
 from costmodels.device_memory import device_terms
 from costmodels.hardware_spec import ClusterSpec
 from planner.search.memo import FieldMemo
-from planner.search.space import Candidate, SpaceOptions, enumerate_layouts
-from costmodels.memory import expert_dp
+from planner.search.space import Candidate, Refused, Refuses, SpaceOptions, enumerate_counted
+from costmodels.memory import act_shape, expert_dp, persistent_state_bytes
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
-                                     persistent_bytes, state_bytes)
+                                     _states as state_parts)  # the (weights, grads, optimizer) both sum
 from costmodels.step import pp_comm_s
-from costmodels.timing import Context, make_context, step_overhead_s
+from costmodels.timing import Context, head_time, layer_time, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 from planner.search.tables import Table, make_table, stage_counts
 
@@ -52,50 +53,83 @@ class Coster:
     _memo: dict = field(default_factory=dict)
     _layouts: dict = field(default_factory=dict)
     _tables: dict = field(default_factory=dict)  # (id(coefficients), id(device terms)) -> (table, them)
+    _base: Optional[dict] = None  # the fields of make_context that no layout field changes (_context)
 
     def __post_init__(self) -> None:
         m, c, t = self.model, self.cluster, self.train
+        # the memos reach this Coster through a weak proxy: no reference cycle, so that its caches (hundreds of
+        # thousands of objects) are freed by reference counting once the search drops it, not by a collection
+        me = weakref.proxy(self)
         self._n_moe = m.num_moe_layers  # a property that counts: read once
+        self._kinds = (m.num_layers > self._n_moe, self._n_moe > 0)  # the model has (dense, MoE) layers
         # layer times without the per-micro-batch ZeRO-3 term: exact where it does not run, a floor where it
         # does (the bound's key then leaves out pp, dp and the shard group that only that term reads)
-        self.floor_times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay, _FloorContext)))
-        self.zero3_times = FieldMemo(lambda lay: layer_times(_context(m, c, t, lay)))
-        self.acts = FieldMemo(lambda lay: layer_acts(make_context(m, c, t, lay)))
+        self.floor_times = FieldMemo(lambda lay: layer_times(me._context(lay, _FloorContext)))
+        self.zero3_times = FieldMemo(lambda lay: layer_times(me._context(lay, _SearchContext)))
+        # what the bounds read (layers_bound_s): the same, less the layer kind the model lacks (bound_times)
+        self.bound_floor, self.bound_zero3 = self.floor_times, self.zero3_times
+        if m.is_moe and self._n_moe == m.num_layers:
+            self.bound_floor = FieldMemo(lambda lay: moe_only_times(me._context(lay, _FloorContext)))
+            self.bound_zero3 = FieldMemo(lambda lay: moe_only_times(me._context(lay, _SearchContext)))
+        self.acts = FieldMemo(lambda lay: layer_acts(me._context(lay)))
         self.params = FieldMemo(lambda lay: tuple(local_layer_params(m, moe, lay.tp, lay.ep, lay.etp)
                                                   for moe in (False, True)))
-        self.states = FieldMemo(self._states)
+        self.states = FieldMemo(lambda lay: me._states(lay))
         self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
-        self.sends_s = FieldMemo(lambda lay: pp_comm_s(make_context(m, c, t, lay)))
-        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(make_context(m, c, t, lay)))
-        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, self.layer(lay), self._memo,
-                                                                      self.sends_s(lay)))
+        self.sends_s = FieldMemo(lambda lay: pp_comm_s(me._context(lay)))
+        self.overhead_s = FieldMemo(lambda lay: step_overhead_s(me._context(lay)))
+        self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, me.layer(lay), me._memo,
+                                                                      me.sends_s(lay)))
 
-    def layouts(self, opts: SpaceOptions) -> Iterator[Candidate]:
-        """enumerate_layouts of this problem, kept once a pass has run to the end (a re-search of the same
-        space, e.g. the validated alternative, then skips the enumeration)."""
-        done = self._layouts.get(opts)
+    def _context(self, lay: Candidate, kind: type = Context) -> Context:
+        """costmodels.timing.make_context of the candidate, as a `kind` (Context, _SearchContext or
+        _FloorContext). Its devices, links and stack depend on the problem alone: built once (the first call,
+        a whole make_context), then only the layout and its activation shape are set (a third of make_context's
+        time; tests/test_search_costing.py holds the two equal)."""
+        if self._base is None:
+            self._base = make_context(self.model, self.cluster, self.train, lay).__dict__
+        out = object.__new__(kind)  # the same fields, no re-validation (Context is a frozen dataclass)
+        out.__dict__.update(self._base)
+        out.__dict__.update(lay=lay, x=act_shape(self.model, self.train, lay))
+        return out
+
+    def layouts(self, opts: SpaceOptions, refuses: Optional[Refuses] = None) -> Iterator[Candidate | Refused]:
+        """enumerate_counted of this problem (enumerate_layouts where `refuses` is None), kept once a pass has run
+        to the end (a re-search of the same space, e.g. the validated alternative, then skips the enumeration)."""
+        done = self._layouts.get((opts, refuses))
         if done is not None:
             yield from done
             return
         out = []
-        for lay in enumerate_layouts(self.model, self.cluster, self.train, opts):
+        for lay in enumerate_counted(self.model, self.cluster, self.train, opts, refuses):
             out.append(lay)
             yield lay
-        self._layouts[opts] = out
+        self._layouts[(opts, refuses)] = out
 
     def times(self, lay: Candidate) -> tuple[tuple[float, float], float]:
         """costmodels.stage_linear.layer_times of the candidate (cached)."""
         return self.zero3_times(lay) if lay.zero3_per_microbatch else self.floor_times(lay)
+
+    def bound_times(self, lay: Candidate) -> tuple[tuple[float, float], float]:
+        """times(lay) as the bounds read them: with the time of a layer kind the model lacks at 0.0 (its
+        coefficient, L - n_moe or n_moe, is 0: the bound is bit for bit the same), so that a model whose layers
+        are all MoE (Mixtral, Qwen3) prices no dense layer for each of the thousands of layer shapes it bounds.
+        The tables read times(): the dense time there enters Table.chunk_layer."""
+        return self.bound_zero3(lay) if lay.zero3_per_microbatch else self.bound_floor(lay)
 
     def layer(self, lay: Candidate) -> LayerCosts:
         """Per-layer costs for the layout's activation shape (cached)."""
         return combine_layer_costs(self.times(lay), self.acts(lay))
 
     def _states(self, lay: Candidate) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Model-state bytes of one (dense, MoE) layer on one GPU, and their persistent part."""
+        """Model-state bytes of one (dense, MoE) layer on one GPU (costmodels.stage_linear.state_bytes), and their
+        persistent part (persistent_bytes): both from one evaluation of the (weights, gradients, optimizer) they
+        sum, and 0.0 for a layer kind the model lacks (its count in memory_and_budget is 0)."""
         edp = expert_dp(self.cluster, lay)
-        return tuple(tuple(f(p, lay, edp, self.train) for p in self.params(lay))
-                     for f in (state_bytes, persistent_bytes))
+        parts = [state_parts(p, lay, edp, self.train) if used else None
+                 for p, used in zip(self.params(lay), self._kinds)]
+        return (tuple(0.0 if w is None else sum(w) for w in parts),
+                tuple(0.0 if w is None else persistent_state_bytes(*w, lay) for w in parts))
 
     def fixed_s(self, lay: Candidate) -> float:
         """Split-independent seconds of every step: pipeline sends and the stack's step overhead."""
@@ -126,7 +160,7 @@ class Coster:
         ZeRO-3 collective priced: a layer's time is max(host overhead, the sum of its non-negative parts)
         (costmodels.timing.layer_time), so leaving out a part never raises it."""
         L, n_moe = self.model.num_layers, self._n_moe
-        time_s, head_s = self.floor_times(lay) if floor else self.times(lay)
+        time_s, head_s = self.bound_floor(lay) if floor else self.bound_times(lay)
         total = (L - n_moe) * time_s[0] + n_moe * time_s[1] + head_s
         return (lay.num_microbatches - 1 / lay.vpp) * total / lay.pp + total / lay.vpp
 
@@ -176,13 +210,10 @@ class _FloorContext(Context):
         return False
 
 
-def _context(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Candidate,
-             kind: type = _SearchContext) -> Context:
-    """make_context's Context for a candidate, as a `kind` (_SearchContext or _FloorContext)."""
-    c = make_context(model, cluster, train, lay)
-    out = object.__new__(kind)  # the same fields, no re-validation (Context is a frozen dataclass)
-    out.__dict__.update(c.__dict__)
-    return out
+def moe_only_times(c: Context) -> tuple[tuple[float, float], float]:
+    """costmodels.stage_linear.layer_times for a model whose layers are all MoE, the dense layer's time left at
+    0.0 (no stage holds a dense layer): ((0.0, MoE layer seconds), output layer seconds)."""
+    return (0.0, layer_time(c, True).total_s), head_time(c).total_s
 
 
 def split_unit(num_layers: int, vpp: int) -> int:

@@ -20,9 +20,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from costmodels.estimate import Estimate, estimate
 from costmodels.hardware_spec import ClusterSpec
@@ -34,7 +36,7 @@ from costmodels.uncertainty import sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
 from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
-from planner.search.memo import FieldMemo
+from planner.search.memo import FieldMemo, mark_refusals, refusals_of
 from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
 
@@ -92,7 +94,7 @@ def _candidates(coster: Coster, model, cluster, train, opts, stats: SearchStats,
     kept = []
     # a plain keep where no split is fixed (one candidate per base), else one that records what it reads
     memo = keep if keep is None or opts.stage_splits is None or split_free(keep) else FieldMemo(keep)
-    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo)):
+    for n, (lay, splits, rejected) in enumerate(split_groups(coster, opts, memo, refusals_of(keep))):
         if n % 256 == 0 and time.perf_counter() > deadline:
             stats.truncated = True
             stats.cut_short("enumeration")
@@ -185,6 +187,39 @@ def search(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, top: int = 
     when its model, cluster and train equal these). `among`: that search's SearchResult.kept, when every
     candidate `keep` accepts is one its keep accepted (a stricter keep, same space): only those are
     filtered, not the whole space enumerated and bounded again."""
+    with without_cycle_collector():
+        return _search(model, cluster, train, top, time_limit_s, opts, progress, keep, deadline, coster, among)
+
+
+@contextlib.contextmanager
+def without_cycle_collector() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block, and resumed after (where it was on): the search
+    allocates millions of short-lived acyclic objects (candidates, keys, tuples), which reference counting
+    frees at once, while each collection the allocations trigger walks the young objects, and the rarer full
+    ones every object (a sixth of qwen3's 4,096-node Megatron search). What few cycles the search
+    leaves (a Coster and its memos' closures) are collected once it is back on."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            _age_young_objects()
+            gc.enable()
+
+
+def _age_young_objects() -> None:
+    """Move every object the collector tracks into its oldest generation, without walking them (gc.freeze splices
+    the generations' lists into the permanent one and zeroes the young count; gc.unfreeze splices that into the
+    oldest): else the first collection after a search walks all it allocated and kept (the caches a result
+    holds: 0.1 s for qwen3's Megatron search). They are collected with the oldest generation, as anything long
+    kept. Skipped where the process froze objects itself (unfreeze would undo that)."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+
+
+def _search(model, cluster, train, top, time_limit_s, opts, progress, keep, deadline, coster, among) -> SearchResult:
     start = time.perf_counter()
     deadline = _end(start, time_limit_s, deadline)
     stats = SearchStats()
@@ -304,6 +339,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if split_free(keep):
         mark_split_free(both)
+    mark_refusals(both, refusals_of(keep))  # what keep refuses, both refuse
     if deadline is not None and deadline - time.perf_counter() < 2 * RESERVE_S:
         result.stats.cut_short("validated alternative")
         return None

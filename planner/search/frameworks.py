@@ -28,7 +28,7 @@ from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files.ds_partition import PARTITIONS, ds_split
 from planner.files.read_configs import stage_options
-from planner.search.memo import mark_split_free, split_free
+from planner.search.memo import mark_refusals, mark_split_free, split_free
 from planner.search.space import SpaceOptions
 
 ANY = "any"
@@ -111,7 +111,23 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
 
     if then is None or split_free(then):  # refusals reads no stage split (a partitioner's splits are
         mark_split_free(accept)  # framework_refusals' split_runs, not the table's)
-    return accept
+    return mark_refusals(accept, refuses(fw))  # what runs refuses, accept refuses
+
+
+def refuses(fw: FrameworkCaps) -> Callable[[int, int, str, int, int, int, int], bool]:
+    """(tp, cp, cp_comm, pp, ep, etp, zero) -> True where `fw` refuses every layout with these choices, whatever
+    its others: costmodels.framework.runs' degree and ZeRO rules (its recompute, hybrid-shard, precision and
+    optimizer rules are left to the search's keep). The search counts such layouts without building them
+    (planner.search.space.enumerate_counted: Megatron's ZeRO-2 with pipelining, torchtitan's etp > 1).
+    tests/test_search_refusals.py holds it to runs: it never refuses a layout runs accepts."""
+    zeros, zeros_with_pp = frozenset(fw.zero), frozenset(fw.zero_with_pp)
+
+    def refused(tp: int, cp: int, cp_comm: str, pp: int, ep: int, etp: int, zero: int) -> bool:
+        return ((tp > 1 and not fw.tp) or (ep > 1 and not fw.ep) or (etp > 1 and not fw.etp)
+                or (cp > 1 and (cp_comm not in fw.cp_comm or (pp > 1 and not fw.pp_with_cp)))
+                or (pp > 1 and not fw.pp) or zero not in (zeros_with_pp if pp > 1 else zeros))
+
+    return refused
 
 
 def stack_name(fw: FrameworkCaps, given: Optional[str], given_framework: Optional[str]) -> str:

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from planner.search.costing import Coster
 from planner.search.memo import FieldMemo, mark_split_free, split_free  # noqa: F401 (re-exported)
-from planner.search.space import Candidate, SpaceOptions, fixed_splits
+from planner.search.space import Candidate, Refused, Refuses, SpaceOptions, fixed_splits
 
 Keep = Callable[[Candidate], bool]
 
@@ -39,18 +39,23 @@ _ALL_BUT_SPLIT = attrgetter(*[f.name for f in dataclasses.fields(Candidate)][:-1
 assert dataclasses.fields(Candidate)[-1].name == "fixed_stages"
 
 
-def split_groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep]):
+def split_groups(coster: Coster, opts: SpaceOptions, keep: Optional[Keep], refuses: Optional[Refuses] = None):
     """(split-free candidate, splits whose candidates `keep` accepts, how many it rejected) over the space.
     With a framework's fixed splits `keep` is a FieldMemo: while no call has read fixed_stages, its answer
-    for the base holds for every split (planner.search.memo)."""
+    for the base holds for every split (planner.search.memo). What `refuses`, the rule keep declares
+    (planner.search.memo.refusals_of), turns down comes as Refused counts (planner.search.space.enumerate_counted),
+    every split of them rejected."""
     free = dataclasses.replace(opts, stage_splits=None)
     L = coster.model.num_layers
     by_degree: dict[tuple[int, int], tuple] = {}  # (pp, vpp) -> fixed_splits: thousands of splits at pp=16
-    for base in coster.layouts(free):
+    for base in coster.layouts(free, refuses):
         splits = by_degree.get((base.pp, base.vpp))
         if splits is None:
             splits = by_degree[(base.pp, base.vpp)] = fixed_splits(L, base.pp, base.vpp, opts)
         if not splits:
+            continue
+        if type(base) is Refused:
+            yield base, (), base.count * len(splits)
             continue
         if keep is None:
             yield base, splits, 0

@@ -207,3 +207,18 @@ def mark_split_free(keep: Callable[[Any], bool]) -> Callable[[Any], bool]:
     """Declare that `keep` reads no fixed_stages (tests/test_search_memo.py checks each predicate marked so)."""
     keep.split_free = True  # type: ignore[attr-defined]
     return keep
+
+
+def refusals_of(keep: Optional[Callable[[Any], bool]]) -> Optional[Callable[..., bool]]:
+    """The rule `keep` declares (mark_refusals) it refuses whole choices by: (tp, cp, cp_comm, pp, ep, etp, zero)
+    -> True where it rejects every candidate with them (planner.search.space.enumerate_counted then counts those
+    instead of building them); None when it declares none."""
+    return getattr(keep, "refuses", None) if keep is not None else None
+
+
+def mark_refusals(keep: Callable[[Any], bool], refuses: Optional[Callable[..., bool]]) -> Callable[[Any], bool]:
+    """Declare that `keep` rejects every candidate `refuses` turns down (planner.search.frameworks.refuses;
+    tests/test_search_refusals.py checks each predicate marked so); None declares nothing."""
+    if refuses is not None:
+        keep.refuses = refuses  # type: ignore[attr-defined]
+    return keep

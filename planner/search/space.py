@@ -99,6 +99,21 @@ class Candidate:
         return Layout(**fields, stage_layers=list(stage_layers))
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """`count` candidates with this pp, vpp and dp that a framework refuses whatever their other choices,
+    counted instead of built (enumerate_counted)."""
+
+    count: int
+    pp: int
+    vpp: int
+    dp: int
+
+
+# (tp, cp, cp_comm, pp, ep, etp, zero) -> True where every candidate with these choices is refused
+Refuses = Callable[[int, int, str, int, int, int, int], bool]
+
+
 @dataclass(frozen=True)
 class SpaceOptions:
     """Limits of the search space (defaults cover what practitioners run)."""
@@ -154,6 +169,19 @@ def vpp_choices(num_layers: int, pp: int, opts: SpaceOptions) -> list[int]:
 def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                       opts: SpaceOptions = SpaceOptions()) -> Iterator[Candidate]:
     """Every candidate layout (without stage_layers; dp, schedule and num_microbatches filled)."""
+    return _enumerate(model, cluster, train, opts, None)  # no refuses: Candidates only
+
+
+def enumerate_counted(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, opts: SpaceOptions,
+                      refuses: Optional[Refuses]) -> Iterator["Candidate | Refused"]:
+    """enumerate_layouts, in the same order, less the candidates `refuses` (a framework's degree and ZeRO rules:
+    planner.search.frameworks.refuses) turns down whatever their other choices: those are counted, not built,
+    one Refused per pipeline degree and vpp of an (ep, etp, ...) choice, so that the search's statistics stay
+    those of the whole space (a third of Megatron's candidates and half of torchtitan's MoE ones)."""
+    return _enumerate(model, cluster, train, opts, refuses)
+
+
+def _enumerate(model, cluster, train, opts, refuses) -> Iterator:
     world, seq, gbs = cluster.num_gpus, train.seq_len(model), train.global_batch_size
     for tp in tp_choices(model, cluster, opts):
         for cp in divisors(world // tp):
@@ -166,7 +194,7 @@ def enumerate_layouts(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
                 for cp_comm in cp_comm_choices(model, tp, cp, opts):
                     for ep, etp in expert_choices(model, world, tp, pp):
                         yield from _inner(model, world, gbs, opts, (tp, cp, cp_comm, pp, dp, ep, etp),
-                                          cluster.gpus_per_node)
+                                          cluster.gpus_per_node, refuses)
 
 
 def cp_comm_choices(model: ModelSpec, tp: int, cp: int, opts: SpaceOptions) -> list[str]:
@@ -188,22 +216,31 @@ def shard_groups(zero: int, tp: int, cp: int, dp: int, gpus_per_node: int) -> tu
     return (None, inside) if 1 < inside < ranks else (None,)
 
 
-def _inner(model, world, gbs, opts, degrees, gpus_per_node) -> Iterator[Candidate]:
+def _inner(model, world, gbs, opts, degrees, gpus_per_node, refuses=None) -> Iterator:
     tp, cp, cp_comm, pp, dp, ep, etp = degrees
     edp = world // (etp * ep * pp)
     zeros = [z for z in opts.zero_stages if (z == 0 or dp * cp > 1 or edp > 1) and not (z == 3 and pp > 1)]
     groups = {z: shard_groups(z, tp, cp, dp, gpus_per_node) if opts.hsdp else (None,) for z in zeros}
+    out = {z: refuses is not None and refuses(tp, cp, cp_comm, pp, ep, etp, z) for z in zeros}
+    mbs_choices = [d for d in divisors(gbs // dp) if d <= opts.max_mbs]
     for vpp in vpp_choices(model.num_layers, pp, opts):
-        for mbs in (d for d in divisors(gbs // dp) if d <= opts.max_mbs and (vpp == 1 or gbs // (d * dp) % pp == 0)):
+        fixed_choices = fixed_splits(model.num_layers, pp, vpp, opts)
+        refused = 0
+        for mbs in (d for d in mbs_choices if vpp == 1 or gbs // (d * dp) % pp == 0):
             for zero in zeros:
                 for group in groups[zero]:
                     for recompute in opts.recompute:
                         if cp > 1 and opts.cp_choice and opts.cp_choice(tp, cp, mbs, recompute) != cp_comm:
                             continue  # a faster cp algorithm exists for this layout (DOMINATED)
-                        for fixed in fixed_splits(model.num_layers, pp, vpp, opts):
+                        if out[zero]:
+                            refused += len(fixed_choices)
+                            continue
+                        for fixed in fixed_choices:
                             yield Candidate(tp, tp > 1, cp, cp_comm, ep, etp, pp, vpp, dp, zero, mbs, recompute,
                                             "interleaved" if vpp > 1 else "1f1b", gbs // (mbs * dp), None, group,
                                             fixed)
+        if refused:
+            yield Refused(refused, pp, vpp, dp)
 
 
 def fixed_splits(num_layers: int, pp: int, vpp: int, opts: SpaceOptions) -> tuple:
