@@ -118,15 +118,15 @@ def combine_layer_costs(times: tuple, acts: tuple) -> LayerCosts:
 
 def state_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """Weights + gradients + optimizer bytes of `params` on one GPU under the layout's ZeRO stage."""
-    return sum(_states(params, lay, edp, train))
+    return sum(state_parts(params, lay, edp, train))
 
 
 def persistent_bytes(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> float:
     """The part of state_bytes allocated once and kept (memory.persistent_state_bytes)."""
-    return persistent_state_bytes(*_states(params, lay, edp, train), lay)
+    return persistent_state_bytes(*state_parts(params, lay, edp, train), lay)
 
 
-def _states(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> tuple[float, float, float]:
+def state_parts(params: ParamCount, lay: Layout, edp: int, train: TrainSpec) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes of `params`, dense and expert parts added."""
     zero, mtrain = memory_zero(lay), memory_train(train, lay)
     dense = zero_state_bytes(params.dense, lay.dense_shards, zero, mtrain)

@@ -27,7 +27,7 @@ from costmodels.memory import act_shape, expert_dp, persistent_state_bytes
 from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
-                                     _states as state_parts)  # the (weights, grads, optimizer) both sum
+                                     state_parts)  # the (weights, grads, optimizer) both sum
 from costmodels.step import pp_comm_s
 from costmodels.timing import Context, head_time, layer_time, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
