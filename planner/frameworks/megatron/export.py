@@ -62,8 +62,9 @@ def _refuse_ep_overlap(plan: ExportPlan) -> None:
     lay = plan.layout
     if not ep_overlap_applies(plan.train, lay):
         return
-    why = ("recompute=full" if lay.recompute == "full" else f"pp={lay.pp} without vpp" if lay.pp > 1 and lay.vpp == 1
-           else f"mtp_num_layers={plan.model.mtp_num_layers}" if (plan.model.mtp_num_layers or 0) > 1 else "")
+    rules = [(lay.recompute == "full", "recompute=full"), (lay.pp > 1 and lay.vpp == 1, f"pp={lay.pp} without vpp"),
+             ((plan.model.mtp_num_layers or 0) > 1, f"mtp_num_layers={plan.model.mtp_num_layers}")]
+    why = next((phrase for broken, phrase in rules if broken), None)
     if why:
         raise ExportRefused(f"megatron: ep_comm_overlap with {why}: megatron-core asserts against "
                             "--overlap-moe-expert-parallel-comm there")
