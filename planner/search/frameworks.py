@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from types import SimpleNamespace
 from typing import Any, Callable, Optional, get_args
 
 import hardware_profiles as hp
@@ -116,16 +117,18 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
 
 def refuses(fw: FrameworkCaps) -> Callable[[int, int, str, int, int, int, int], bool]:
     """(tp, cp, cp_comm, pp, ep, etp, zero) -> True where `fw` refuses every layout with these choices, whatever
-    its others: costmodels.framework.runs' degree and ZeRO rules (its recompute, hybrid-shard, precision and
-    optimizer rules are left to the search's keep). The search counts such layouts without building them
+    its others: costmodels.framework.runs itself, asked with those choices and every other one set to a value the
+    framework accepts (its recompute, hybrid-shard, precision and optimizer rules are left to the search's keep). The search counts such layouts without building them
     (planner.search.space.enumerate_counted: Megatron's ZeRO-2 with pipelining, torchtitan's etp > 1).
     tests/test_search_refusals.py holds it to runs: it never refuses a layout runs accepts."""
-    zeros, zeros_with_pp = frozenset(fw.zero), frozenset(fw.zero_with_pp)
+    # the choices refuses is not given, set to ones runs accepts, so that only the given ones can refuse
+    neutral = {"vpp": 1, "recompute": fw.recompute[0], "replicas": 1}
+    precision, optimizer = fw.precisions[0], fw.optimizers[0]
 
+    @functools.lru_cache(maxsize=None)
     def refused(tp: int, cp: int, cp_comm: str, pp: int, ep: int, etp: int, zero: int) -> bool:
-        return ((tp > 1 and not fw.tp) or (ep > 1 and not fw.ep) or (etp > 1 and not fw.etp)
-                or (cp > 1 and (cp_comm not in fw.cp_comm or (pp > 1 and not fw.pp_with_cp)))
-                or (pp > 1 and not fw.pp) or zero not in (zeros_with_pp if pp > 1 else zeros))
+        choices = SimpleNamespace(tp=tp, cp=cp, cp_comm=cp_comm, pp=pp, ep=ep, etp=etp, zero=zero, **neutral)
+        return not runs(fw, choices, precision, optimizer)
 
     return refused
 
