@@ -46,7 +46,7 @@ class Fp8Efficiency(BaseModel):
         description="128x128 / 1x128 block scales (DeepSeek-V3 style): the tensorwise rate (1.0). DeepGEMM's "
         "block-scaled FP8 dense GEMMs reach 1,127-1,520 TFLOP/s at 4,096 rows on H800 (README @989c9e3, H100 die), "
         "at or above cuBLAS tensorwise FP8 at like shapes on our H100 (1,014-1,383, gpu_kernels_h100.csv); "
-        "not fitted (no fitting row). Was 0.65, a default with no source.")
+        "not fitted (no fitting row).")
     half_dim_scale: float = Field(
         1.0, ge=MIN_SCALE, le=20,
         description="FP8 GEMMs reach half their efficiency at this "

@@ -83,13 +83,15 @@ def test_megatron_flag_is_read_and_priced():
     ("--overlap-moe-expert-parallel-comm --moe-shared-expert-overlap", "--moe-shared-expert-overlap"),
 ])
 def test_megatron_rules_of_the_overlap(extra, problem):
-    text = SCRIPT.format(extra=extra)
-    args = text.split("pretrain_gpt.py", 1)[1].replace("\\\n", " ").split()
-    a = mf.MegatronArgs(parse_flags(args, mf.SWITCHES), [], {})
-    assert any(problem in p for p in megatron_rule_problems(a, 16))
-    a_ok = mf.MegatronArgs(parse_flags(SCRIPT.format(extra="--overlap-moe-expert-parallel-comm").split(
-        "pretrain_gpt.py", 1)[1].replace("\\\n", " ").split(), mf.SWITCHES), [], {})
-    assert not [p for p in megatron_rule_problems(a_ok, 16) if "overlap-moe" in p]
+    assert any(problem in p for p in megatron_rule_problems(_args(extra), 16))
+    ok = megatron_rule_problems(_args("--overlap-moe-expert-parallel-comm"), 16)
+    assert not [p for p in ok if "overlap-moe" in p]
+
+
+def _args(extra: str) -> mf.MegatronArgs:
+    """SCRIPT's pretrain_gpt.py flags with `extra`, parsed as the check of written scripts parses them."""
+    words = SCRIPT.format(extra=extra).split("pretrain_gpt.py", 1)[1].replace("\\\n", " ").split()
+    return mf.MegatronArgs(parse_flags(words, mf.SWITCHES), [], {})
 
 
 def _plan(overlap: bool, recompute: str = "selective", pp: int = 1, vpp: int = 1) -> ExportPlan:
