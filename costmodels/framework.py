@@ -49,22 +49,43 @@ class FrameworkCaps(BaseModel):
     zero_with_pp: list[int] = Field(..., description="ZeRO stages it runs with pp > 1.")
     hsdp: bool = Field(..., description="Hybrid sharding (shard_group smaller than dp*cp).")
     recompute: list[Recompute] = Field(..., description="Activation recompute modes.")
+    ep_comm_overlap: bool = Field(False, description="MoE all-to-all beside another micro-batch's compute "
+                                  "(TrainSpec.ep_comm_overlap; Megatron-Core --overlap-moe-expert-parallel-comm, "
+                                  "which asserts no full recompute and, with pp > 1, interleaved stages).")
     precisions: list[str] = Field(..., description="Training precisions (bf16, fp16, fp8).")
     optimizers: list[str] = Field(..., description="Optimizers its launch files can name.")
     sources: list[str] = Field(..., min_length=1, description="Where each rule was read (file: function/field).")
 
 
-def refusals(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam") -> list[str]:
+def refusals(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam",
+             ep_overlap: bool = False) -> list[str]:
     """Every rule of `fw` that `lay` (a Layout or a search Candidate) breaks, one phrase each; empty
-    when the framework runs it. Rules every framework shares (divisibility, a2a heads) are
-    costmodels.layout's."""
-    return [why for why in _degree_rules(fw, lay) + _choice_rules(fw, lay, precision, optimizer) if why]
+    when the framework runs it. `ep_overlap`: the run asks for TrainSpec.ep_comm_overlap. Rules every
+    framework shares (divisibility, a2a heads) are costmodels.layout's."""
+    rules = _degree_rules(fw, lay) + _choice_rules(fw, lay, precision, optimizer) + _ep_overlap_rules(fw, lay, ep_overlap)
+    return [why for why in rules if why]
 
 
-def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam") -> bool:
-    """`not refusals(fw, lay, precision, optimizer)`, without building the phrases: the search asks it of
-    every candidate (hundreds of thousands per plan). The same rules in the same order as _degree_rules and
-    _choice_rules; tests/test_frameworks.py holds the two equal over random layouts."""
+def _ep_overlap_rules(fw: FrameworkCaps, lay: Any, ep_overlap: bool) -> list[str]:
+    if not ep_overlap or lay.ep <= 1:
+        return []
+    if not fw.ep_comm_overlap:
+        return [f"ep_comm_overlap: {fw.name} has no all-to-all overlap"]
+    return [f"ep_comm_overlap with recompute=full: {fw.name} refuses it" if lay.recompute == "full" else "",
+            f"ep_comm_overlap with pp={lay.pp} without vpp: {fw.name} refuses it" if lay.pp > 1 and lay.vpp == 1 else ""]
+
+
+def _ep_overlap_runs(fw: FrameworkCaps, lay: Any) -> bool:
+    return fw.ep_comm_overlap and lay.recompute != "full" and (lay.pp == 1 or lay.vpp > 1)
+
+
+def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam",
+         ep_overlap: bool = False) -> bool:
+    """`not refusals(fw, lay, precision, optimizer, ep_overlap)`, without building the phrases: the search asks it
+    of every candidate (hundreds of thousands per plan). The same rules in the same order as _degree_rules,
+    _choice_rules and _ep_overlap_rules; tests/test_frameworks.py holds the two equal over random layouts."""
+    if ep_overlap and lay.ep > 1 and not _ep_overlap_runs(fw, lay):
+        return False
     if (lay.tp > 1 and not fw.tp) or (lay.ep > 1 and not fw.ep) or (lay.etp > 1 and not fw.etp):
         return False
     if lay.cp > 1 and (not fw.cp_comm or lay.cp_comm not in fw.cp_comm or (lay.pp > 1 and not fw.pp_with_cp)):

@@ -16,7 +16,7 @@ from costmodels.overlap import exposed_s
 from costmodels.step import step_time
 from costmodels.timing import layer_time, make_context
 from costmodels.train_spec import TrainSpec
-from planner.exporters import ExportRefused
+from planner.exporters import ExportRefused, refuse_unrunnable
 from planner.exporters.common import ExportPlan
 from planner.exporters.launch_rules import megatron_rule_problems
 from planner.files.native import load_native_text
@@ -106,10 +106,13 @@ def test_exporter_writes_the_flag_only_when_priced():
 
 def test_exporter_refuses_what_megatron_core_asserts_against():
     with pytest.raises(ExportRefused, match="recompute=full"):
-        megatron_export.refusal(_plan(True, recompute="full"))
+        refuse_unrunnable("megatron", _plan(True, recompute="full"))
     with pytest.raises(ExportRefused, match="without vpp"):
-        megatron_export.refusal(_plan(True, pp=2))
-    megatron_export.refusal(_plan(True, pp=2, vpp=2))  # interleaved: runs
+        refuse_unrunnable("megatron", _plan(True, pp=2))
+    refuse_unrunnable("megatron", _plan(True, pp=2, vpp=2))  # interleaved: runs
+    megatron_export.refusal(_plan(True, pp=2, vpp=2))
+    with pytest.raises(ExportRefused, match="has no all-to-all overlap"):
+        refuse_unrunnable("torchtitan", _plan(True))  # only Megatron-Core runs it
 
 
 def test_deepseek_v3_dualpipe_row_is_read_with_the_overlap():

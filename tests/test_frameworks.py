@@ -398,9 +398,10 @@ def test_hardware_lists_the_frameworks():
        cp_comm=st.sampled_from(["p2p", "a2a", "allgather"]), ep=st.sampled_from([1, 2]), etp=st.sampled_from([1, 2]),
        pp=st.sampled_from([1, 2]), vpp=st.sampled_from([1, 2]), zero=st.integers(0, 3),
        shard=st.sampled_from([None, 2, 8]), recompute=st.sampled_from(["none", "selective", "full"]),
-       precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32"]), optimizer=st.sampled_from(["adam", "sgd"]))
+       precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32"]), optimizer=st.sampled_from(["adam", "sgd"]),
+       ep_overlap=st.booleans())
 def test_the_searchs_quick_verdict_is_the_refusals(fw, tp, cp, cp_comm, ep, etp, pp, vpp, zero, shard, recompute,
-                                                  precision, optimizer):
+                                                  precision, optimizer, ep_overlap):
     """costmodels.framework.runs (what the search asks of every candidate) says yes exactly where refusals
     (what the messages name) is empty."""
     from costmodels.framework import runs  # noqa: PLC0415
@@ -409,4 +410,5 @@ def test_the_searchs_quick_verdict_is_the_refusals(fw, tp, cp, cp_comm, ep, etp,
     caps = hp.load_framework(fw)
     lay = Candidate(tp=tp, sp=False, cp=cp, cp_comm=cp_comm, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=8, zero=zero, mbs=1,
                     recompute=recompute, schedule="1f1b", num_microbatches=4, shard_group=shard)
-    assert runs(caps, lay, precision, optimizer) == (not refusals(caps, lay, precision, optimizer))
+    assert runs(caps, lay, precision, optimizer, ep_overlap) == (not refusals(caps, lay, precision, optimizer,
+                                                                           ep_overlap))

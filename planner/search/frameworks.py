@@ -108,7 +108,7 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
         return then
 
     def accept(cand) -> bool:
-        return runs(fw, cand, train.precision, train.optimizer) and (then is None or then(cand))
+        return runs(fw, cand, train.precision, train.optimizer, train.ep_comm_overlap) and (then is None or then(cand))
 
     if then is None or split_free(then):  # refusals reads no stage split (a partitioner's splits are
         mark_split_free(accept)  # framework_refusals' split_runs, not the table's)
@@ -147,7 +147,7 @@ def require(fw: Optional[FrameworkCaps], lay: Layout, train: TrainSpec) -> None:
     """UserError naming every rule of `fw` that `lay` breaks."""
     if fw is None:
         return
-    why = refusals(fw, lay, train.precision, train.optimizer)
+    why = refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap)
     if why:
         raise UserError(f"--framework {fw.name} cannot run this layout: " + "; ".join(why))
 
@@ -157,7 +157,7 @@ def runners(lay: Any, train: TrainSpec) -> list[str]:
     out = []
     for name in FRAMEWORKS:
         fw = hp.load_framework(name)
-        if runs(fw, lay, train.precision, train.optimizer) and split_runs(fw, lay):
+        if runs(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap) and split_runs(fw, lay):
             out.append(name)
     return out
 
@@ -183,7 +183,7 @@ def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[
     if name is None or name not in FRAMEWORKS:
         return []
     fw = hp.load_framework(name)
-    why = refusals(fw, lay, train.precision, train.optimizer)
+    why = refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap)
     if not split_runs(fw, lay):
         why.append(f"stage_layers={','.join(map(str, lay.stage_layers))}: {name}'s partitioner "
                    f"({fw.stage_split}) does not build this split")

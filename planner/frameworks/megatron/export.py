@@ -57,16 +57,12 @@ def refusal(plan: ExportPlan) -> None:
 
 
 def _refuse_ep_overlap(plan: ExportPlan) -> None:
-    """EP all-to-all overlap in layouts megatron-core 0.19.2 refuses it for (TransformerConfig.__post_init__):
-    full recompute, or pipelining without virtual stages, or MTP deeper than one layer."""
-    lay = plan.layout
-    if not ep_overlap_applies(plan.train, lay):
-        return
-    rules = [(lay.recompute == "full", "recompute=full"), (lay.pp > 1 and lay.vpp == 1, f"pp={lay.pp} without vpp"),
-             ((plan.model.mtp_num_layers or 0) > 1, f"mtp_num_layers={plan.model.mtp_num_layers}")]
-    why = next((phrase for broken, phrase in rules if broken), None)
-    if why:
-        raise ExportRefused(f"megatron: ep_comm_overlap with {why}: megatron-core asserts against "
+    """EP all-to-all overlap with MTP deeper than one layer, which megatron-core 0.19.2 asserts against
+    (TransformerConfig.__post_init__); its layout rules (full recompute, pp without vpp) are the capability
+    table's (costmodels.framework, hardware_profiles/frameworks/megatron.yaml: planner.exporters.refuse_unrunnable)."""
+    mtp = plan.model.mtp_num_layers or 0
+    if ep_overlap_applies(plan.train, plan.layout) and mtp > 1:
+        raise ExportRefused(f"megatron: ep_comm_overlap with mtp_num_layers={mtp}: megatron-core asserts against "
                             "--overlap-moe-expert-parallel-comm there")
 
 
