@@ -13,8 +13,8 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 - flash attention or selective recompute: no s x s term (the softmax statistics, 4 bytes per head
   and token, are left out: under 0.1% of a layer);
 - context parallelism: the sequence on one GPU is s/c (attention scores: s/c queries x s keys);
-- MoE: each token's hidden state and expert activations are stored top_k times, routing is assumed
-  balanced (real imbalance raises the peak), a capacity factor pads the expert batch;
+- MoE: each token's hidden state and expert activations are stored top_k times, times the busiest EP rank's
+  load factor (costmodels.moe_balance; 1 for balanced routing), or padded to a capacity factor;
 - full recompute: only each layer's input (2sbh, /t with SP) is kept;
 - pre-norms: Megatron/TE norms keep their 16-bit input (2 bytes per element); Hugging Face's
   LlamaRMSNorm in eager PyTorch (transformers 4.34 models/llama/modeling_llama.py, LlamaRMSNorm.forward:
@@ -74,6 +74,7 @@ class ActShape:
     moe_allgather: bool = False  # Megatron-Core 0.6 MoEAllGatherTokenDispatcher
     gemm_in_bytes: float = 2.0  # bytes per element of a tensor kept only as a GEMM's input (TE FP8: 1)
     modules: tuple[str, ...] = ("core_attn",)  # recompute=selective, attention-core stacks: what is recomputed
+    moe_load: float = 1.0  # routed rows of the busiest EP rank over the mean (costmodels.moe_balance)
 
     @property
     def tokens(self) -> float:
@@ -160,9 +161,10 @@ def moe_mlp_bytes(m: ModelSpec, x: ActShape) -> float:
 
 
 def routed_tokens(m: ModelSpec, x: ActShape) -> float:
-    """Token copies the routed experts of one GPU process: T*k (balanced routing), split over etp only
-    where the tokens are (sequence parallel), padded by a capacity factor."""
-    return x.tokens * m.top_k * min(x.u * x.etp, 1.0) * (m.capacity_factor or 1.0)
+    """Token copies the routed experts of one GPU process: T*k, split over etp only where the tokens are (sequence
+    parallel), padded to a capacity factor, else times the busiest EP rank's load factor (x.moe_load,
+    costmodels.moe_balance: 1 for a balanced router)."""
+    return x.tokens * m.top_k * min(x.u * x.etp, 1.0) * (m.capacity_factor or x.moe_load)
 
 
 def shared_expert_bytes(m: ModelSpec, x: ActShape) -> float:

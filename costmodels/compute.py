@@ -163,7 +163,8 @@ def fp8_cast_elements(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = 
 
 
 def _moe_gemms(model: ModelSpec, x: ActShape, grouped: bool) -> list[Gemm]:
-    """Router, routed experts (balanced: M*u*k*etp*ep/E tokens per local expert) and shared experts.
+    """Router, routed experts (M*u*k*etp*ep/E tokens per local expert, times the busiest EP rank's load factor
+    x.moe_load: costmodels.moe_compute.tokens_per_expert) and shared experts.
 
     Each GPU dispatches its sequence-parallel shard, M*u tokens (u = 1/tp with SP): Megatron-Core's
     MoE layer takes the [s/tp, b, h] hidden states and its expert groups (ETP x EP x EDP) are carved

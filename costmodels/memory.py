@@ -124,7 +124,7 @@ def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
         norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths, expert_plain_widths=sem.expert_plain_widths,
         moe_allgather=train.moe_dispatcher == "allgather",
         gemm_in_bytes=sem.fp8_gemm_input_bytes if train.precision == "fp8" else act.ACT_BYTES,
-        modules=recompute_modules(lay),
+        modules=recompute_modules(lay), moe_load=train.moe_load_factor(model, lay.ep),
     )
 
 

@@ -3,7 +3,9 @@ the routed experts' element-wise bytes, and the token permute / unpermute around
 
 Notation (SI units): M tokens of the micro-batch on one GPU, u = 1/tp under sequence parallelism (else 1), h hidden,
 k top_k, E experts, n = ep ranks, f_e expert FFN width, etp expert tensor parallelism, 2 bytes per bf16 element.
-P = M u k etp: (token, expert) rows through this GPU's experts (balanced router), T = M u: tokens it dispatches.
+P = M u k etp L: (token, expert) rows through this GPU's experts, T = M u: tokens it dispatches; L = x.moe_load, the
+busiest EP rank's rows over the mean (costmodels.moe_balance: 1 for a balanced router), so every function here prices
+the rank the others wait for.
 
 Sources: Megatron-Core 0.16.1 megatron/core/transformer/moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher:
 permute before the all-to-all, sort_chunks_by_idxs after it when a rank holds several experts, the mirror image
@@ -15,8 +17,8 @@ activation runs over all routed rows).
 Measured (benchmarks/data/measured/gpu_moe_h100.csv, one H100, torch 2.11): grouped GEMMs (torch._grouped_mm, the
 CUTLASS SM90 grouped kernel) against one GEMM of all groups' rows; an index_select permute at 2.8-4.0 TB/s counted
 read + write, i.e. at the HBM rate parplan prices memory-bound work with.
-Known deviations: the router is balanced (every rank receives the mean P; a hot expert's rank waits longer, which
-aux-loss balancing bounds and no term here models); routing probabilities (4 bytes per row) are left out of the
+Known deviations: the busiest rank's excess rows are spread evenly over its local experts (a grouped GEMM with one
+hot group runs at the factor of the mean group); routing probabilities (4 bytes per row) are left out of the
 permute bytes; the permute backward moves the forward's bytes once (it is the mirrored gather), not twice as the
 other element-wise kernels do.
 """
@@ -40,8 +42,9 @@ GROUP_OVERHEAD_TOKENS = 105.0
 
 
 def routed_rows(model: ModelSpec, x: ActShape) -> float:
-    """P = M u k etp: (token, expert) rows through this GPU's experts per micro-batch, balanced router."""
-    return x.tokens * x.u * model.top_k * x.etp
+    """P = M u k etp L: (token, expert) rows through the busiest EP rank's experts per micro-batch (L = x.moe_load,
+    1 for a balanced router)."""
+    return x.tokens * x.u * model.top_k * x.etp * x.moe_load
 
 
 def tokens_per_expert(model: ModelSpec, x: ActShape) -> float:
@@ -67,11 +70,11 @@ def routed_activation_bytes(model: ModelSpec, x: ActShape) -> float:
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
     """Rows a rank's dispatch delivers before the permute into expert order: DeepEP one per (token, rank),
-    n T (1 - q(E / n)) with q the hypergeometric miss probability (costmodels.moe_dispatch); all-to-all one per
-    (token, expert): P."""
+    n T (1 - q(E / n)) L with q the hypergeometric miss probability (costmodels.moe_dispatch); all-to-all one per
+    (token, expert): P. L = x.moe_load: the busiest rank receives L times the mean."""
     if dispatcher == "deepep" and x.ep > 1 and model.num_experts >= model.top_k:
         hit = 1.0 - miss_probability(model.num_experts, model.num_experts / x.ep, model.top_k)
-        return x.ep * x.tokens * x.u * x.etp * hit
+        return x.ep * x.tokens * x.u * x.etp * hit * x.moe_load
     return routed_rows(model, x)
 
 

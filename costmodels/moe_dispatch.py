@@ -26,8 +26,8 @@ Three dispatchers:
   of the r - 1 other ranks of the sending node, and inside each receiving node from the GPU the
   network delivered to (the sender's same-index GPU) to the other r - 1: N (r - 1) (1 - q(E / n)).
 The combine sends the same copies back (DeepEP reduces inside a node before the network).
-Known deviations: a real router is not balanced (hot experts raise the slowest rank's share);
-DeepSeek-style node-limited routing (at most M nodes per token) lowers the network copies further and
+Known deviations: the copy counts are a balanced router's; a real router's busiest rank receives more, which
+costmodels.timing._dispatch_s prices by scaling the bytes by its load factor (costmodels.moe_balance); DeepSeek-style node-limited routing (at most M nodes per token) lowers the network copies further and
 is not modelled; DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
 """
 

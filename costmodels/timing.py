@@ -15,7 +15,8 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
   PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
   one copy per destination rank / node, or the tp x ep group's all-gather (costmodels.moe_dispatch, the run's
-  dispatcher, else the stack's ep_dispatcher), and the permutes around it (costmodels.moe_compute); exposed,
+  dispatcher, else the stack's ep_dispatcher), and the permutes around it (costmodels.moe_compute); the busiest
+  EP rank's expert work and received bytes (TrainSpec.moe_load_balancing, costmodels.moe_balance); exposed,
   unless TrainSpec.ep_comm_overlap, which runs them beside another micro-batch's computation of the same layer
   (ep_overlap_applies; costmodels.overlap);
 - cp (Layout.cp_comm; Megatron-Core TransformerConfig.cp_comm_type): p2p = ring exchange of the
@@ -268,10 +269,13 @@ def dispatcher(c: Context) -> str:
 
 
 def _dispatch_s(c: Context) -> float:
-    """One dispatch (or combine) of a micro-batch's tokens, seconds (costmodels.moe_dispatch)."""
+    """One dispatch (or combine) of a micro-batch's tokens, seconds (costmodels.moe_dispatch). All-to-all and DeepEP:
+    the busiest EP rank receives x.moe_load times the mean bytes (costmodels.moe_balance) and the exchange ends when
+    it has, so the bytes are priced at that rank's; the all-gather moves every token whatever the routing."""
     copy_bytes = dispatch_tokens(c) * c.model.hidden_size * cmp.ACT_BYTES
     if dispatcher(c) == "allgather":
         return moe_dispatch.allgather_dispatch_s(c.links, c.lay.tp * c.lay.ep, copy_bytes)
+    copy_bytes *= c.x.moe_load
     return moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, copy_bytes, dispatcher(c),
                                    c.model.num_experts, c.model.top_k)
 

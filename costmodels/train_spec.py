@@ -6,9 +6,11 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from costmodels import moe_balance
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import FULL_PRECISIONS, Precision
 from costmodels.model_spec import MAX_SEQ, ModelSpec
+from costmodels.moe_balance import BalanceKind
 from costmodels.stack import DEFAULT_STACK, Fp8Recipe, Stack
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -66,6 +68,18 @@ class TrainSpec(BaseModel):
         "ep_overlap_applies). Known deviation: the extra micro-batch Megatron-Core keeps in flight is not counted in "
         "memory (the Megatron reader warns)."
     )
+    moe_load_balancing: BalanceKind = Field(
+        "aux_loss", description="MoE router load balancing, which sets how many more routed rows the busiest "
+        "expert-parallel rank receives than the mean (costmodels.moe_balance): aux_loss (Megatron's default, "
+        "--moe-router-load-balancing-type), seq_aux_loss, global_aux_loss, sinkhorn, none (no balancing: the busiest "
+        "rank's expert work and received all-to-all bytes grow), forced (--moe-router-force-load-balancing: uniform "
+        "random routing, benchmarking only)."
+    )
+    moe_expert_bias: bool = Field(
+        False, description="Aux-loss-free load balancing by a per-expert routing bias (Megatron "
+        "--moe-router-enable-expert-bias, DeepSeek-V3; Wang et al. 2024, arXiv 2408.15664): balanced whatever "
+        "moe_load_balancing says."
+    )
     stack: Optional[Union[str, Stack]] = Field(
         None, description=f"Software stack whose mechanisms and efficiencies the time model uses (a profile name "
         f"under hardware_profiles/stacks or an inline stack); null = {DEFAULT_STACK}."
@@ -117,6 +131,14 @@ class TrainSpec(BaseModel):
         if self.stack is None:
             return Stack(name=DEFAULT_STACK, framework="megatron", fitted_on="built-in defaults, not fitted")
         raise SpecError(f"train.stack {self.stack!r} was not resolved to a stack profile")
+
+    def moe_load_factor(self, model: ModelSpec, ep: int) -> float:
+        """Routed rows of the busiest of `ep` expert-parallel ranks over the mean (costmodels.moe_balance); 1 for
+        a dense model."""
+        if not model.num_experts:
+            return 1.0
+        per_expert = moe_balance.expert_excess(self.moe_load_balancing, self.moe_expert_bias)
+        return moe_balance.load_factor(per_expert, model.num_experts, ep, model.capacity_factor)
 
     @property
     def tp_overlap(self) -> bool:

@@ -1,6 +1,7 @@
 """Training-run options of plan, estimate, check and export (report: the stack only): the software
 stack (`--stack NAME` or `--stack-file PROFILE.yaml`) and the TrainSpec switches (`--[no-]tp-comm-overlap`,
-`--[no-]overlap-grad-reduce`, `--[no-]flash-attention`, `--optimizer`, `--grad-dtype`, `--fp8-recipe`).
+`--[no-]overlap-grad-reduce`, `--[no-]flash-attention`, `--optimizer`, `--grad-dtype`, `--fp8-recipe`,
+`--moe-router-load-balancing-type`, `--[no-]moe-router-enable-expert-bias`).
 
 An option not given keeps the base's value (the plan file's, the native config's, or TrainSpec's
 default). Every TrainSpec that leaves `apply` is resolved (hardware_profiles.resolve_train): its
@@ -41,6 +42,13 @@ GRAD_OVERLAP_OPT = typer.Option(None, "--overlap-grad-reduce/--no-overlap-grad-r
 EP_OVERLAP_OPT = typer.Option(None, "--overlap-moe-expert-parallel-comm/--no-overlap-moe-expert-parallel-comm",
                               help="MoE all-to-all hidden behind another micro-batch's compute (Megatron-Core's flag "
                               "of that name, DualPipe); default off.", show_default=False)
+BALANCE_OPT = typer.Option(None, "--moe-router-load-balancing-type",
+                           help="MoE router balancing, which sets the busiest expert-parallel rank's load: aux_loss, "
+                           "seq_aux_loss, global_aux_loss, sinkhorn, none or forced (Megatron's flag; forced = "
+                           "--moe-router-force-load-balancing); default aux_loss.")
+EXPERT_BIAS_OPT = typer.Option(None, "--moe-router-enable-expert-bias/--no-moe-router-enable-expert-bias",
+                               help="Aux-loss-free balancing by a per-expert routing bias (DeepSeek-V3); default off.",
+                               show_default=False)
 FLASH_OPT = typer.Option(None, "--flash-attention/--no-flash-attention",
                          help="Fused attention (no s x s scores kept); default on.", show_default=False)
 OPTIMIZER_OPT = typer.Option(None, "--optimizer", help="adam or sgd (default adam).")
@@ -61,6 +69,8 @@ class TrainOptions:
     tp_comm_overlap: Optional[bool] = None
     overlap_grad_reduce: Optional[bool] = None
     ep_comm_overlap: Optional[bool] = None
+    moe_load_balancing: Optional[str] = None
+    moe_expert_bias: Optional[bool] = None
     flash_attention: Optional[bool] = None
     optimizer: Optional[str] = None
     grad_dtype: Optional[str] = None
@@ -78,6 +88,8 @@ TRAIN_PARAMS = [("stack", STACK_OPT, Optional[str]), ("stack_file", STACK_FILE_O
                 ("tp_comm_overlap", TP_OVERLAP_OPT, Optional[bool]),
                 ("overlap_grad_reduce", GRAD_OVERLAP_OPT, Optional[bool]),
                 ("ep_comm_overlap", EP_OVERLAP_OPT, Optional[bool]),
+                ("moe_load_balancing", BALANCE_OPT, Optional[str]),
+                ("moe_expert_bias", EXPERT_BIAS_OPT, Optional[bool]),
                 ("flash_attention", FLASH_OPT, Optional[bool]), ("optimizer", OPTIMIZER_OPT, Optional[str]),
                 ("grad_dtype", GRAD_DTYPE_OPT, Optional[str]), ("fp8_recipe", FP8_RECIPE_OPT, Optional[str]),
                 ("framework", FRAMEWORK_OPT, str)]
@@ -131,7 +143,7 @@ def chosen_stack(opts: TrainOptions) -> Optional[Stack]:
 
 
 OPTION_OF = {"optimizer": "--optimizer", "grad_dtype": "--grad-dtype", "fp8_recipe": "--fp8-recipe",
-             "precision": "--precision"}
+             "precision": "--precision", "moe_load_balancing": "--moe-router-load-balancing-type"}
 
 
 def choices(field: str) -> tuple[str, ...]:

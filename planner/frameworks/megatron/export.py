@@ -115,6 +115,20 @@ def moe_args(plan: ExportPlan) -> list:
         args.append(("--moe-expert-capacity-factor", repr(float(m.capacity_factor))))
     if ep_overlap_applies(plan.train, plan.layout):
         args.append(("--overlap-moe-expert-parallel-comm", None))
+    return args + balance_args(plan.train)
+
+
+def balance_args(train) -> list:
+    """The router's balancing where it differs from Megatron's default (megatron-core 0.16.1 TransformerConfig:
+    moe_router_load_balancing_type aux_loss, moe_router_force_load_balancing and moe_router_enable_expert_bias
+    False). The expert bias needs --moe-router-score-function sigmoid (TransformerConfig.__post_init__ raises
+    otherwise), written with it."""
+    kind = train.moe_load_balancing
+    args = [("--moe-router-force-load-balancing", None)] if kind == "forced" else []
+    if kind not in ("forced", "aux_loss"):
+        args.append(("--moe-router-load-balancing-type", kind))
+    if train.moe_expert_bias:
+        args += [("--moe-router-enable-expert-bias", None), ("--moe-router-score-function", "sigmoid")]
     return args
 
 

@@ -58,6 +58,9 @@ PRICED: dict[str, str] = {
     "--moe-expert-capacity-factor": "model.capacity_factor",
     "--moe-pad-expert-input-to-capacity": "model.capacity_factor (the padded expert batch is what is priced)", "--mtp-num-layers": "model.mtp_num_layers",
     "--cp-comm-type": "layout.cp_comm",
+    "--moe-router-load-balancing-type": "train.moe_load_balancing (the busiest EP rank's load: costmodels.moe_balance)",
+    "--moe-router-force-load-balancing": "train.moe_load_balancing=forced",
+    "--moe-router-enable-expert-bias": "train.moe_expert_bias (aux-loss-free balancing)",
     "--deepspeed": "layout.zero (Megatron-DeepSpeed; with --bf16 and stage 0 the BF16 optimizer's ZeRO-1)",
     "--zero-stage": "layout.zero (Megatron-DeepSpeed)",
 }
@@ -76,14 +79,13 @@ HARMLESS: dict[str, str] = {
     "--fp8-margin": "scaling detail", "--fp8-interval": "scaling detail", "--fp8-amax-history-len": "a few floats per tensor",
     "--fp8-amax-compute-algo": "scaling detail", "--fp8-wgrad": "GEMM precision of wgrad (time model: fp8 GEMMs)",
     "--moe-aux-loss-coeff": "loss term", "--moe-z-loss-coeff": "loss term", "--moe-input-jitter-eps": "noise on inputs",
-    "--moe-router-load-balancing-type": "loss term, routing assumed balanced",
     "--moe-router-score-function": "softmax or sigmoid over the same logits", "--moe-router-pre-softmax": "order of ops",
-    "--moe-router-topk-scaling-factor": "scalar", "--moe-router-enable-expert-bias": "one bias per expert",
+    "--moe-router-topk-scaling-factor": "scalar",
     "--moe-router-bias-update-rate": "scalar", "--moe-router-num-groups": "routing restriction",
     "--moe-router-group-topk": "routing restriction", "--moe-router-topk-limited-devices": "routing restriction",
     "--moe-router-dtype": "router logits already priced in fp32", "--moe-router-fusion": "fused kernel",
     "--moe-per-layer-logging": "logging", "--moe-deepep-num-sms": "SM split", "--moe-hybridep-num-sms": "SM split",
-    "--moe-permute-fusion": "fused permutation, same buffers", "--moe-router-force-load-balancing": "benchmark routing",
+    "--moe-permute-fusion": "fused permutation, same buffers",
     "--moe-enable-routing-replay": "replays routing decisions", "--moe-apply-probs-on-input": "where probs multiply",
     "--moe-use-legacy-grouped-gemm": "kernel choice", "--moe-router-padding-for-quantization": "pads to 16/32 tokens",
     "--moe-router-padding-for-fp8": "pads to 16 tokens", "--moe-token-drop-policy": "which tokens drop",
@@ -153,6 +155,7 @@ SWITCHES = {
     "--defer-embedding-wgrad-compute", "--use-cpu-initialization", "--gradient-accumulation-fusion",
     "--fsdp-double-buffer", "--first-last-layers-bf16", "--moe-use-legacy-grouped-gemm", "--moe-extended-tp",
     "--overlap-param-gather-with-optimizer-step", "--align-param-gather", "--moe-router-force-load-balancing",
+    "--moe-router-enable-expert-bias",
 }
 
 

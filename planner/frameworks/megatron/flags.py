@@ -28,7 +28,8 @@ NORM_BACK = {v: k for k, v in NORM.items()}
 POSITION_BACK = {v: k for k, v in POSITION.items()}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
-LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope"}  # argparse nargs="+" (megatron/training/arguments.py)
+# argparse nargs="+" (megatron/training/arguments.py; the load-balancing type is a list in TransformerConfig)
+LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type"}
 
 
 @dataclass

@@ -28,7 +28,7 @@ def train_data(a: MegatronArgs) -> dict:
             "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
             "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
             "ep_comm_overlap": a.has("--overlap-moe-expert-parallel-comm"),
-            **optimizer_dtypes(a), **offload_data(a)}
+            **optimizer_dtypes(a), **offload_data(a), **balance_data(a)}
     if a.has("--fp8-recipe"):
         data["fp8_recipe"] = choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")
     if precision == "fp8" and a.has("--fp8-param-gather"):
@@ -60,6 +60,28 @@ DISPATCHERS = {"allgather": "alltoall", "alltoall": "alltoall", "alltoall_seq": 
 # per destination rank and node (megatron-core 0.16 fused_a2a.py, HybridEP's README), priced alike.
 EP_DISPATCHERS = {"allgather": "allgather", "alltoall": "alltoall", "alltoall_seq": "alltoall", "flex": "deepep"}
 DTYPES = ("fp32", "fp16", "bf16", "fp8")
+
+
+# Megatron --moe-router-load-balancing-type values (megatron-core 0.16.1 TransformerConfig
+# moe_router_load_balancing_type: aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, none; default aux_loss).
+BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
+
+
+def balance_data(a: MegatronArgs) -> dict:
+    """TrainSpec.moe_load_balancing and moe_expert_bias: forced with --moe-router-force-load-balancing (random
+    logits win over any loss), else --moe-router-load-balancing-type (a list combines aux-loss kinds: the first
+    that is not none; none only when every entry is), default aux_loss; --moe-router-enable-expert-bias."""
+    out: dict = {"moe_expert_bias": True} if a.has("--moe-router-enable-expert-bias") else {}
+    if a.has("--moe-router-force-load-balancing"):
+        return {**out, "moe_load_balancing": "forced"}
+    if not a.has("--moe-router-load-balancing-type"):
+        return out
+    text = a.str("--moe-router-load-balancing-type") or ""
+    kinds = [k for k in text.replace(",", " ").split() if k]
+    bad = [k for k in kinds if k not in BALANCING]
+    if bad or not kinds:
+        raise UserError(f"--moe-router-load-balancing-type {text[:60]!r}: expected some of {', '.join(BALANCING)}")
+    return {**out, "moe_load_balancing": next((k for k in kinds if k != "none"), "none")}
 
 
 def grad_dtype(a: MegatronArgs) -> Optional[str]:
