@@ -96,6 +96,24 @@ def _recipe_model(name: str) -> ModelSpec:
     return hp.load_model(key)
 
 
+# Router balancing and token dispatcher of each MoE recipe, as megatron-bridge 0.3.1 (PyPI wheel, read 2026-11-26)
+# builds them; recipes absent here run the defaults (aux_loss, the stack's dispatcher: nemo's DeepEP).
+# - gpt-oss-120b: models/gpt_oss/gpt_oss_bridge.py provider_bridge (moe_router_load_balancing_type = "none",
+#   moe_token_dispatcher_type = "alltoall"; GPTOSSProvider, gpt_oss_provider.py line 75, the same), and
+#   recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config line 184 (moe_token_dispatcher_type = "alltoall"; it
+#   sets moe_flex_dispatcher_backend "deepep" but, unlike the Qwen3 and DeepSeek-V3 recipes, never calls
+#   apply_flex_dispatcher_backend, so the flex dispatcher is not switched on) and line 248
+#   (moe_router_force_load_balancing = False).
+# - deepseek-v3: models/deepseek/deepseek_v3_bridge.py (moe_router_load_balancing_type "seq_aux_loss",
+#   moe_router_enable_expert_bias True); recipes/deepseek/deepseek_v3.py line 196 apply_flex_dispatcher_backend
+#   (hybridep, priced as DeepEP).
+# - qwen3-30b-a3b: models/qwen/qwen3_moe_bridge.py (aux_loss); recipes/qwen/qwen3_moe.py line 128 (flex, DeepEP).
+RECIPE_ROUTING = {
+    "gpt-oss-120b": dict(moe_load_balancing="none", ep_dispatcher="alltoall"),
+    "deepseek-v3": dict(moe_load_balancing="seq_aux_loss", moe_expert_bias=True),
+}
+
+
 def production_cases() -> list[tuple]:
     """(id, model, cluster, train, layout, note) per production recipe. Assumptions, the same for every
     recipe: Megatron-Bridge's performance scripts run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -118,7 +136,8 @@ def production_cases() -> list[tuple]:
         train = hp.resolve_train(TrainSpec(
             global_batch_size=r["gbs"], seq_length=r["seq"], precision=r["precision"],
             fp8_recipe=r.get("fp8_recipe") or "tensorwise", grad_dtype="fp32", fused_loss=True,
-            expandable_segments=True, fp8_param_gather=r["precision"] == "fp8"), H100_STACK)
+            expandable_segments=True, fp8_param_gather=r["precision"] == "fp8",
+            **RECIPE_ROUTING.get(model.name, {})), H100_STACK)
         if lay.recompute == "selective":
             lay = lay.model_copy(update={"recompute_modules": list(ALL_MODULES)})
         out.append((r["id"], model, cluster, train, lay, r.get("notes", "")))

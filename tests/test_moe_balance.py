@@ -198,3 +198,15 @@ def test_the_cli_option_prices_the_imbalance():
     assert bad.exit_code == 2 and "--moe-router-load-balancing-type 'nope'" in bad.output
     assert "Traceback" not in bad.output
 
+
+def test_the_gpt_oss_recipe_row_runs_unbalanced_on_the_all_to_all():
+    """megatron-bridge 0.3.1 gpt_oss_bridge.py / GPTOSSProvider: moe_router_load_balancing_type "none"; the 120B
+    recipe keeps moe_token_dispatcher_type "alltoall" (it never calls apply_flex_dispatcher_backend)."""
+    from fit_verdicts import production_cases
+
+    cases = {rid: train for rid, _, _, train, _, _ in production_cases()}
+    oss = cases["mb2604-h100-gpt-oss-120b"]
+    assert oss.moe_load_balancing == "none" and oss.ep_dispatcher == "alltoall"
+    dsv3 = cases["mb2509-h100-deepseek-v3"]
+    assert dsv3.moe_expert_bias and dsv3.moe_load_balancing == "seq_aux_loss"
+    assert cases["mb2604-h100-qwen3-30b-ep16"].moe_load_balancing == "aux_loss"
