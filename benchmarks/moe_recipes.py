@@ -43,11 +43,12 @@ def contexts() -> dict[str, object]:
 
 
 def breakdown(c) -> str:
-    """One MoE layer's forward on one GPU, one micro-batch, in ms: its GEMMs (the experts' at the grouped factor),
+    """One MoE layer's forward on the busiest EP rank (costmodels.moe_balance), one micro-batch, in ms: its GEMMs (the experts' at the grouped factor),
     attention core, element-wise, FP8 casts, permutes, and one dispatch (the combine costs the same)."""
     lin, core, elem, (cast, _) = _passes(c, True)
     tpe = moe_compute.tokens_per_expert(c.model, c.x)
-    return (f"GEMMs {lin * 1e3:.2f} (tokens/expert {tpe:.0f}, grouped factor "
+    return (f"busiest rank's load x{c.x.moe_load:.3f} ({c.train.moe_load_balancing}) | GEMMs {lin * 1e3:.2f} "
+            f"(tokens/expert {tpe:.0f}, grouped factor "
             f"{moe_compute.grouped_gemm_factor(tpe):.3f}) | attention {core * 1e3:.2f} | element-wise "
             f"{elem * 1e3:.2f} | FP8 casts {cast * 1e3:.2f} | permutes {_permute_s(c) * 1e3:.2f} | dispatch "
             f"({dispatcher(c)}) {_dispatch_s(c) * 1e3:.2f} | HBM {cmp.memory_s(c.dev16, 1e9) * 1e3:.2f} ms/GB")
