@@ -163,6 +163,13 @@ def test_a_list_of_kinds_is_read_as_its_balancing_one(words, kind):
     assert balance_data(a)["moe_load_balancing"] == kind
 
 
+def test_a_zero_aux_loss_coefficient_is_warned():
+    """Megatron's --moe-aux-loss-coeff defaults to 0.0: an aux_loss router without it trains unbalanced."""
+    assert any("--moe-aux-loss-coeff 0" in w for w in _read("").warnings)
+    assert not any("aux-loss-coeff" in w for w in _read("--moe-aux-loss-coeff 1e-2").warnings)
+    assert not any("aux-loss-coeff" in w for w in _read("--moe-router-load-balancing-type none").warnings)
+
+
 def test_a_bad_kind_names_the_flag():
     a = mf.MegatronArgs(parse_flags(["--moe-router-load-balancing-type", "balanced"], mf.SWITCHES, mf.LIST_FLAGS))
     with pytest.raises(UserError, match="--moe-router-load-balancing-type 'balanced'"):
@@ -175,7 +182,7 @@ def test_the_exporter_writes_what_differs_from_megatron_and_reads_back(kind, bia
     c = _context(kind, bias=bias)
     args = megatron_export.balance_args(c.train)
     if kind == "aux_loss" and not bias:
-        assert args == []
+        assert args == [("--moe-aux-loss-coeff", "1e-2")]  # Megatron's default coefficient, 0.0, balances nothing
     words = [str(w) for pair in args for w in pair if w is not None]
     back = balance_data(mf.MegatronArgs(parse_flags(words, mf.SWITCHES, mf.LIST_FLAGS)))
     assert back.get("moe_load_balancing", "aux_loss") == kind and back.get("moe_expert_bias", False) == bias

@@ -118,15 +118,21 @@ def moe_args(plan: ExportPlan) -> list:
     return args + balance_args(plan.train)
 
 
+AUX_LOSS_KINDS = ("aux_loss", "seq_aux_loss", "global_aux_loss")
+
+
 def balance_args(train) -> list:
     """The router's balancing where it differs from Megatron's default (megatron-core 0.16.1 TransformerConfig:
     moe_router_load_balancing_type aux_loss, moe_router_force_load_balancing and moe_router_enable_expert_bias
     False). The expert bias needs --moe-router-score-function sigmoid (TransformerConfig.__post_init__ raises
-    otherwise), written with it."""
+    otherwise), written with it. An aux-loss kind gets the coefficient TransformerConfig.moe_aux_loss_coeff's
+    docstring recommends, 1e-2: Megatron's default, 0.0, would train the router unbalanced."""
     kind = train.moe_load_balancing
     args = [("--moe-router-force-load-balancing", None)] if kind == "forced" else []
     if kind not in ("forced", "aux_loss"):
         args.append(("--moe-router-load-balancing-type", kind))
+    if kind in AUX_LOSS_KINDS:
+        args.append(("--moe-aux-loss-coeff", "1e-2"))
     if train.moe_expert_bias:
         args += [("--moe-router-enable-expert-bias", None), ("--moe-router-score-function", "sigmoid")]
     return args

@@ -297,8 +297,11 @@ def recompute_modules(text: str) -> list[str]:
 
 
 def unpriced_warnings(a: MegatronArgs) -> list[str]:
-    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED)."""
-    return flag_table.unpriced(a.flags)
+    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED), and one when the
+    router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings)."""
+    from planner.frameworks.megatron.train import balance_warnings  # train imports this module
+
+    return flag_table.unpriced(a.flags) + balance_warnings(a)
 
 
 def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[int]]:

@@ -84,6 +84,25 @@ def balance_data(a: MegatronArgs) -> dict:
     return {**out, "moe_load_balancing": next((k for k in kinds if k != "none"), "none")}
 
 
+def balance_warnings(a: MegatronArgs) -> list[str]:
+    """One line when an MoE script's router balances by a loss whose coefficient is 0: --moe-aux-loss-coeff absent
+    (Megatron's default 0.0, megatron-core 0.16.1 TransformerConfig.moe_aux_loss_coeff) or every value 0. Such a
+    router trains unbalanced, yet the load-balancing type says aux_loss, which is what is priced."""
+    if not a.int("--num-experts", 0, minimum=0) or a.has("--moe-router-enable-expert-bias"):
+        return []
+    kind = balance_data(a).get("moe_load_balancing", "aux_loss")
+    if kind in ("none", "forced", "sinkhorn"):
+        return []
+    text = a.str("--moe-aux-loss-coeff", "0") or "0"
+    try:
+        if any(float(v) != 0.0 for v in text.replace(",", " ").split()):
+            return []
+    except ValueError:
+        return []  # not a number: Megatron refuses it; nothing to say about balance
+    return [f"--moe-aux-loss-coeff {text}: with --moe-router-load-balancing-type {kind} the router is not balanced, "
+            f"but parplan prices it as {kind} (give --moe-router-load-balancing-type none to price the imbalance)"]
+
+
 def grad_dtype(a: MegatronArgs) -> Optional[str]:
     """The gradient buffer's dtype: fp32 with --accumulate-allreduce-grads-in-fp32 or by default with
     --bf16 (Megatron's main grads), bf16 with --grad-reduce-in-bf16, or --main-grads-dtype under the
