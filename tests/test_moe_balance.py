@@ -121,6 +121,8 @@ def test_step_time_never_falls_as_the_imbalance_grows(a, b, dispatcher, recomput
     t_low = step_time(replace(c, x=replace(c.x, moe_load=low))).step_s
     t_high = step_time(replace(c, x=replace(c.x, moe_load=high))).step_s
     assert t_high >= t_low - 1e-12
+    if high > low + 1e-3:  # the busiest rank's grouped GEMMs grow with it whatever the dispatcher
+        assert t_high > t_low
 
 
 # ---- read and written -----------------------------------------------------------------------------------------
