@@ -211,6 +211,7 @@ def plan(model: ModelArg, cluster: Optional[ClusterArg] = None, *, nodes: Option
     """
     from costmodels.train_spec import TrainSpec
     from planner.files import loading
+    from planner.plan_any import any_mode, search_any
     from planner.search import frameworks as fws
 
     if not (isinstance(top, int) and 1 <= top <= 50):
@@ -222,8 +223,12 @@ def plan(model: ModelArg, cluster: Optional[ClusterArg] = None, *, nodes: Option
     base = base or TrainSpec(global_batch_size=global_batch or DEFAULT_GLOBAL_BATCH)
     train = _train(base, global_batch, seq_len, precision, None, clus.num_gpus, opts)
     deadline = time.perf_counter() + time_limit_s
-    result, alternative, reasons = search_with_reasons(loading.Problem(spec, clus, train), train, top, time_limit_s,
-                                                       validated_only, fws.load(opts.framework), deadline)
+    prob, fw = loading.Problem(spec, clus, train), fws.load(opts.framework)
+    if any_mode(fw, opts, base):  # as `parplan plan`: each framework's layouts priced with its own stack
+        result, alternative, reasons, train, _ = search_any(prob, train, top, time_limit_s, validated_only, deadline)
+    else:
+        result, alternative, reasons = search_with_reasons(prob, train, top, time_limit_s, validated_only, fw,
+                                                           deadline)
     return PlanResult(result.status, list(result.plans), reasons, alternative, result, spec, clus, train)
 
 

@@ -16,6 +16,7 @@ from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_
                                 PREC_OPT, SEQ_OPT, TOKENS_OPT, err, load_problem, make_train, out, print_json,
                                 report_export, user_errors)
 from planner.files.planfile import plan_document
+from planner.plan_any import any_mode as plan_any_mode
 from planner.plan_outputs import PlanOutputs
 from planner.report.render import print_plan
 from planner.report.runblock import print_whole_run
@@ -66,8 +67,7 @@ def plan_cmd(
     outputs.precheck()  # before the search: a refused path costs nothing
     fw = fws.load(opts.framework)
     fmt = fws.export_format(fw, fmt, "all")
-    given = opts.stack is not None or opts.stack_file is not None or bool(prob.train and prob.train.stack)
-    any_mode = fw is None and not given
+    any_mode = plan_any_mode(fw, opts, prob.train)
     if any_mode:  # --framework any: each framework's layouts, priced with its own stack
         result, alternative, reasons, train, runs_on = plan_any(prob, train, top, time_limit, validated_only, deadline)
     else:
@@ -104,32 +104,12 @@ def plan_search(prob: loading.Problem, train: TrainSpec, top: int, time_limit: f
 
 def plan_any(prob: loading.Problem, train: TrainSpec, top: int, time_limit: float, validated_only: bool,
              deadline: Optional[float]):
-    """`--framework any`: every framework searched in turn over only the layouts it runs, priced with its own
-    stack (planner.search.frameworks.priced_frameworks), each with an equal share of the time limit (in
-    worker processes where CPUs allow: planner.plan_pool); the plans merged fastest first. Returns (result,
-    alternative, reasons, the winner's train, runs_on: per plan the framework that priced it first, then the
-    others that run it)."""
-    import dataclasses
+    """`--framework any` (planner.plan_any.search_any) with the CLI's spinners."""
+    from planner.plan_any import search_any
 
-    from planner.plan_pool import search_frameworks
-
-    pairs = fws.priced_frameworks(train, False)
-    found = search_frameworks(prob, pairs, top, time_limit, validated_only, deadline,
-                              serial=lambda fw, tr, share: plan_search(prob, tr, top, share, validated_only, fw,
-                                                                       deadline),
-                              waiting=lambda: err.status(f"searching the layouts of {len(pairs)} frameworks...",
-                                                         spinner="dots"))
-    ranked = fws.merge_ranked([(fw, tr, res) for fw, tr, res, _, _ in found], top)
-    if not ranked:  # nothing fits anywhere: the reasons of the default framework's search
-        fw, tr, res, alt, why = next((f for f in found if f[1].stack_spec.name == train.stack_spec.name), found[0])
-        return res, alt, why, tr, []
-    winner_fw = ranked[0][1]
-    fw, tr, res, alt, why = next(f for f in found if f[0] is winner_fw)
-    merged = dataclasses.replace(res, plans=[p for p, _, _ in ranked],
-                                 objectives_s=[p.time.step_s for p, _, _ in ranked])
-    merged.stats.layouts_considered = sum(f[2].stats.layouts_considered for f in found)
-    runs_on = [[f.name] + [n for n in fws.runners(p.layout, t) if n != f.name] for p, f, t in ranked]
-    return merged, alt, why, tr, runs_on
+    return search_any(prob, train, top, time_limit, validated_only, deadline,
+                      serial=lambda fw, tr, share: plan_search(prob, tr, top, share, validated_only, fw, deadline),
+                      waiting=lambda: err.status("searching the layouts of each framework...", spinner="dots"))
 
 
 def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None) -> dict:
