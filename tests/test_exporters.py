@@ -18,6 +18,7 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 import hardware_profiles as hp
 from costmodels.estimate import estimate
 from costmodels.hardware_spec import GIB
+from costmodels.memory import memory_train
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -122,7 +123,10 @@ def expected_estimate(doc: dict, fmt: str):
     lay = prob.layout
     if fmt == "torchtitan":
         lay = lay.model_copy(update={"sp": lay.tp > 1, "zero": 2 if lay.zero == 1 else lay.zero})
-    return estimate(prob.model, prob.cluster, prob.train.model_copy(update={"stack": stack}), lay)
+    train = prob.train.model_copy(update={"stack": stack})
+    if fmt in ("megatron", "slurm"):  # the script states the gradient dtype of the stack's buffer
+        train = memory_train(train, lay)
+    return estimate(prob.model, prob.cluster, train, lay)
 
 
 def header_spec(text: str) -> dict:

@@ -24,6 +24,7 @@ from typing import Optional
 import hardware_profiles as hp
 from costmodels.estimate import estimate
 from costmodels.hardware_spec import GIB
+from costmodels.memory import memory_train
 from costmodels.timing import tp_overlap_applies
 from planner.files import loading
 from planner.files.planfile import VERSION, train_document
@@ -57,9 +58,15 @@ def runs_layout(fmt: str, plan):
 
 
 def priced_for(fmt: str, plan):
-    """The ExportPlan `plan` as the file of `fmt` runs it: its stack and layout, estimated again."""
+    """The ExportPlan `plan` as the file of `fmt` runs it: its stack and layout, estimated again. A Megatron
+    script states its gradient dtype (the exporter writes --accumulate-allreduce-grads-in-fp32 or
+    --grad-reduce-in-bf16 from the stack's gradient buffer, costmodels.memory.memory_train), so its data-parallel
+    reductions are priced in that dtype too, as `check` of the script prices them."""
     train = plan.train.model_copy(update={"stack": runs_stack(fmt, plan)})
-    result = estimate(plan.model, plan.cluster, train, runs_layout(fmt, plan))
+    lay = runs_layout(fmt, plan)
+    if RUNS[fmt][0] == "megatron":
+        train = memory_train(train, lay)
+    result = estimate(plan.model, plan.cluster, train, lay)
     return dataclasses.replace(plan, train=train, layout=result.layout, peak_bytes=result.memory.peak_bytes,
                                step_s=result.time.step_s, estimate=result, fmt=fmt)
 
