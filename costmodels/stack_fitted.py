@@ -34,8 +34,8 @@ class Fp8Efficiency(BaseModel):
     mxfp8: float = Field(
         1.0, ge=MIN_SCALE, le=1.5,
         description="MX block scales (one E8M0 scale per 32 elements), Blackwell only: the tensor cores apply the "
-        "scales inside the MMA (PTX tcgen05.mma block_scale), so the GEMM runs at the FP8 rate like tensorwise "
-        "(1.0, as the stacks' tensorwise); its extra cost is in the casts (fp8_cast_bytes_per_element), not here.")
+        "scales inside the MMA (PTX tcgen05.mma block_scale), so the GEMM runs at the FP8 rate: the stacks' "
+        "tensorwise fraction (benchmarks/calibrate.py sets them equal); its extra cost is in the casts (fp8_cast_bytes_per_element), not here.")
     nvfp4: float = Field(
         1.0, ge=MIN_SCALE, le=1.5,
         description="NVFP4 (E2M1 values, one E4M3 scale per 16 elements and a per-tensor FP32 scale), Blackwell "
@@ -43,7 +43,8 @@ class Fp8Efficiency(BaseModel):
         "inside the MMA like MXFP8's (1.0: no source for a slower rate).")
     blockwise: float = Field(
         1.0, ge=MIN_SCALE, le=1.5,
-        description="128x128 / 1x128 block scales (DeepSeek-V3 style): the tensorwise rate (1.0). DeepGEMM's "
+        description="128x128 / 1x128 block scales (DeepSeek-V3 style): the tensorwise fraction (benchmarks/"
+        "calibrate.py sets them equal). DeepGEMM's "
         "block-scaled FP8 dense GEMMs reach 1,127-1,520 TFLOP/s at 4,096 rows on H800 (README @989c9e3, H100 die), "
         "at or above cuBLAS tensorwise FP8 at like shapes on our H100 (1,014-1,383, gpu_kernels_h100.csv); "
         "not fitted (no fitting row).")

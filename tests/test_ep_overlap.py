@@ -132,9 +132,10 @@ def test_deepseek_v3_dualpipe_row_is_read_with_the_overlap():
 def test_blockwise_fp8_gemms_run_at_the_tensorwise_rate(stack):
     """DeepGEMM's block-scaled FP8 dense GEMMs (README @989c9e3, H800: 1,127-1,520 TFLOP/s at 4,096 rows) are at
     or above cuBLAS tensorwise FP8 at like shapes on our H100 (1,014-1,383): no source makes them slower. The
-    default was 0.65 with no source, which priced DeepSeek-V3's own run 24% slower in compute."""
+    default was 0.65 with no source, which priced DeepSeek-V3's own run 24% slower in compute. Both run at the
+    per-tensor fraction, H100's FP8 over bf16 matmul ceiling (MAMF 0.709 / 0.803, benchmarks/calibrate.py)."""
     fp8 = hp.load_stack(stack).fp8
-    assert fp8.of("blockwise") == fp8.of("tensorwise") == 1.0
+    assert fp8.of("blockwise") == fp8.of("tensorwise") == pytest.approx(0.709 / 0.803, abs=1e-3)
 
 
 def test_the_cli_option_prices_the_overlap():

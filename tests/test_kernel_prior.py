@@ -1,0 +1,49 @@
+"""The H100 compute curve's prior is what H100's kernels imply (benchmarks/kernel_prior.py), and the parts of it
+no step-time fit may move stay there: attention at the prior, torchtitan's SDPA attention at FlashAttention-2's
+rate over cuDNN's, FP8 GEMMs at H100's MAMF ratio (issue 35: constants from sources, not fits)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import calibrate  # noqa: E402
+from kernel_prior import _bf16_spec, kernel_prior  # noqa: E402
+
+import hardware_profiles as hp  # noqa: E402
+from costmodels import kernels  # noqa: E402
+from costmodels.compute import flash_efficiency, gemm_efficiency  # noqa: E402
+
+
+def test_the_prior_reproduces_the_kernels_typical_rates():
+    """At the shapes of a 70B layer (16k tokens, widths 8,192 and 28,672) the prior curve is within 10% of the
+    kernel model's typical GEMM rate, and at 8k keys within 20% of its attention rate."""
+    gpu = hp.load_gpu("h100-sxm")
+    prior, spec = kernel_prior("h100-sxm"), _bf16_spec(gpu)
+    eff = gpu.efficiency.model_copy(update=prior)
+    for m, k, n in ((16384, 8192, 8192), (16384, 8192, 28672), (16384, 28672, 8192)):
+        assert gemm_efficiency(eff, m, k, n) == pytest.approx(kernels.gemm_kernel_efficiency(spec, m, k, n), rel=0.10)
+    attn = kernels.attention_kernel_efficiency(spec, 64, 8192, 8192, 128)
+    assert flash_efficiency(eff.model_copy(update={"attn_half_seq": 512.0}), 8192) == pytest.approx(attn, rel=0.20)
+
+
+def test_the_h100_stage_starts_at_the_prior_and_leaves_attention_to_it():
+    prior = kernel_prior("h100-sxm")
+    (_, params, _), = [s for s in calibrate.STAGES if s[0] == "H100 + megatron-core"]
+    assert {p.field: p.start for p in params} == {"gemm_max": prior["gemm_max"],
+                                                  "gemm_half_dim": prior["gemm_half_dim"]}
+    assert hp.load_gpu("h100-sxm").efficiency.attn_max == pytest.approx(prior["attn_max"], rel=1e-4)
+
+
+def test_torchtitan_attention_and_fp8_rates_are_the_published_ones():
+    """SDPA's FA2 over TE's cuDNN on H100: 0.60-0.63 in the FA3 paper's forward table; FP8 per-tensor GEMMs at
+    MAMF's fp8 / bf16 ceilings (0.709 / 0.803). The shipped stacks carry them, whatever the rows wanted."""
+    eager = hp.load_stack("torchtitan-eager")
+    assert 0.60 <= eager.attn_scale <= 0.63 and calibrate.TORCHTITAN_SDPA_ATTN_SCALE == eager.attn_scale
+    for name in ("torchtitan-eager", "torchtitan", "megatron-core", "nemo", "deepspeed"):
+        assert hp.load_stack(name).fp8.tensorwise == pytest.approx(0.709 / 0.803, abs=1e-3), name
+    assert not any(p.field in ("attn_scale", "fp8.tensorwise") for _, ps, _ in calibrate.STAGES for p in ps)
