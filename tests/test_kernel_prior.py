@@ -48,3 +48,21 @@ def test_torchtitan_attention_and_fp8_rates_are_the_published_ones():
     for name in ("torchtitan-eager", "torchtitan", "megatron-core", "nemo", "deepspeed"):
         assert hp.load_stack(name).fp8.tensorwise == pytest.approx(0.709 / 0.803, abs=1e-3), name
     assert not any(p.field in ("attn_scale", "fp8.tensorwise") for _, ps, _ in calibrate.STAGES for p in ps)
+
+
+def test_the_500_w_part_runs_at_the_least_slowdown_its_cap_can_cost():
+    """h100-sxm-500w's peak is the SXM's 989 x ((500 - idle) / (700 - idle))^(1/3): our H100 is power-bound at
+    700 W (1,320-1,380 MHz of 1,980 under GEMMs) and idles at 79 W (gpu_sustained_h100.json), and a clock that
+    follows the power left above idle with a cube law (voltage falling with the clock) is the least slowdown any
+    DVFS law gives; HBM2e at six stacks of 400 GB/s."""
+    import json
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/data/measured/gpu_sustained_h100.json")
+                      .read_text())
+    idle_w = min(float(s.split(",")[1]) for _, s in data["smi_mm"])
+    assert 75 <= idle_w <= 85
+    clocks = sorted(float(s.split(",")[0]) for _, s in data["smi_mm"] if float(s.split(",")[1]) > 650)
+    assert clocks[len(clocks) // 2] < 0.75 * 1980  # power-bound at 700 W: far below the top clock
+    part, sxm = hp.load_gpu("h100-sxm-500w"), hp.load_gpu("h100-sxm")
+    assert part.bf16_tflops == pytest.approx(sxm.bf16_tflops * ((500 - idle_w) / (700 - idle_w)) ** (1 / 3), abs=1.0)
+    assert part.fp8_tflops == pytest.approx(2 * part.bf16_tflops, abs=1.0) and part.hbm_gb_per_s == 2400
