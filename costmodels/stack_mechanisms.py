@@ -30,6 +30,12 @@ class Mechanisms(BaseModel):
         "a matmul that consumes or produces it directly, so some stay exposed (costmodels.timing._tp_unfused_s).")
     overlap_grad_reduce: bool = Field(True, description="Default for TrainSpec.overlap_grad_reduce: bucketed "
                                       "gradient reduction runs during the last micro-batch's backward.")
+    grad_reduce_bytes: Optional[int] = Field(
+        None, ge=2, le=4, description="Bytes per gradient element the data-parallel reduction moves in bf16 and "
+        "fp8 training when TrainSpec.grad_dtype is not given: 4 where the framework reduces in fp32 by default "
+        "(Megatron: --bf16 turns on accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16; torchtitan: "
+        "FSDP2 MixedPrecisionPolicy reduce_dtype float32); null = the weights' dtype. fp16 training reduces in "
+        "fp16 either way (Megatron keeps the fp16 buffer without the flag).")
     overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "
                                        "during the next forward (Megatron --overlap-param-gather); else exposed.")
     overlap_p2p: bool = Field(False, description="Interleaved pipelines: stage-to-stage sends run beside the "

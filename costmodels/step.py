@@ -85,7 +85,7 @@ def dp_comm_s(c: Context, params: ParamCount) -> tuple[float, float]:
     if c.zero3_per_microbatch:
         return _zero3_edges_s(c, params), 0.0
     bucket = _grad_bucket_mparams(c)
-    reduce = reductions(c) * sharding.reduce_s(c.links, lay, params, edp, train.grad_bytes_per_param, bucket,
+    reduce = reductions(c) * sharding.reduce_s(c.links, lay, params, edp, train.grad_reduce_bytes_per_param, bucket,
                                                lay.zero >= 1)
     if lay.zero == 0:
         return reduce, 0.0
@@ -100,7 +100,7 @@ def _zero3_edges_s(c: Context, params: ParamCount) -> float:
     layer = local_layer_params(c.model, False, lay.tp, lay.ep, lay.etp)
     edge = ParamCount(dense=_extras(c) + layer.dense)
     gather = sharding.gather_s(c.links, lay, edge, edp, train.weight_bytes_per_param, st.zero3_bucket_mparams)
-    reduce = sharding.reduce_s(c.links, lay, edge, edp, train.grad_bytes_per_param, st.zero3_bucket_mparams, True)
+    reduce = sharding.reduce_s(c.links, lay, edge, edp, train.grad_reduce_bytes_per_param, st.zero3_bucket_mparams, True)
     return lay.num_microbatches * gather + reduce
 
 

@@ -345,7 +345,7 @@ def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
     edp = expert_dp(c.cluster, lay)
     fetches, reductions = _zero3_calls(c, moe)
     ag = sharding.gather_s(c.links, lay, p, edp, train.weight_bytes_per_param, st.zero3_bucket_mparams, fetches)
-    rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_bytes_per_param, _zero3_reduce_bucket(st), True)
+    rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_reduce_bytes_per_param, _zero3_reduce_bucket(st), True)
     back = (ag if st.reshard_after_forward else 0.0) + rs
     host = (fetches * (2 if st.reshard_after_forward else 1) + reductions) * st.zero3_call_overhead_s
     if not sharding.prefetch_runs(st.zero3_prefetch, p.total, st.zero3_max_live_mparams):

@@ -165,6 +165,18 @@ class TrainSpec(BaseModel):
         return self.precision in FULL_PRECISIONS
 
     @property
+    def grad_reduce_bytes_per_param(self) -> int:
+        """Bytes per gradient element on the wire of the data-parallel reduction (reduce-scatter or all-reduce):
+        grad_dtype when given; else the stack's reduction dtype in bf16/fp8 training (Mechanisms.grad_reduce_bytes:
+        fp32 for Megatron and torchtitan); else 16-bit (4 in fp32/tf32 training)."""
+        if self.grad_dtype is not None:
+            return DTYPE_BYTES[self.grad_dtype]
+        if self.full_precision:
+            return 4
+        stack = self.stack_spec.grad_reduce_bytes
+        return stack if stack is not None and self.precision in ("bf16", "fp8") else 2
+
+    @property
     def weight_bytes_per_param(self) -> int:
         """Bytes of one working weight: 4 in fp32/tf32 training; else 16-bit (fp8 training keeps bf16
         weights) unless fp8_param_gather (Megatron --fp8-param-gather: the model's weights are FP8
