@@ -6,12 +6,13 @@ The split is declared by source (benchmarks/splits.py; the held-out rows are rep
 benchmarks/accuracy.py and never enter an objective). Three stages, each on its own rows:
 1. a100-80gb GEMM curve and HBM fraction + stack megatron-2021 host/step overheads: vTrain
    blocks h1024x12, h2048x16 (single node) and h3072x30, h8192x48 (multi-node), every other row of each, and Korthikanti Table 4 (per layer).
-2. h100-sxm GEMM curve and attention efficiency: Megatron-Core H100 weak-scaling rows MG-001, 003,
-   005, 007, 009 (host overheads and element-wise fusion carried from stage 1: the same Megatron
-   code; overlap slowdown set, MEGATRON_CORE_OVERLAP_SLOWDOWN).
-3. stacks torchtitan(-eager): host overhead, overlap slowdown, element-wise fusion of
-   torch.compile, FP8 tensorwise GEMM fraction: the torchtitan rows of the Dec 2024 H100 benchmark
-   and of docs/performance.md (A100, 405B), as measured/README.md suggests.
+2. h100-sxm GEMM curve, from the kernel prior (benchmarks/kernel_prior.py): Megatron-Core H100 weak-scaling
+   rows MG-001, 003, 005, 007, 009 (host overheads and element-wise fusion carried from stage 1: the same
+   Megatron code; overlap slowdown set, MEGATRON_CORE_OVERLAP_SLOWDOWN; attention the prior's, not fitted).
+3. stacks torchtitan(-eager), from measured starting values: GEMM scale, overlap slowdown, element-wise
+   fusion (eager and torch.compile), FP8 half size: the torchtitan rows of the Dec 2024 H100 benchmark
+   and of docs/performance.md (A100, 405B), as measured/README.md suggests. SDPA attention
+   (TORCHTITAN_SDPA_ATTN_SCALE) and the FP8 GEMM fraction (FP8_TENSORWISE) are measured, not fitted.
 Collective parameters (scale_up, scale_out, launch, half sizes, NVLS) come from
 benchmarks/calibrate_nccl.py on nccl-tests data and are not refitted here. Profiles without data
 copy a sibling's numbers and say so (COPIES). Objective: mean |relative error| of step time, each
@@ -322,7 +323,8 @@ def write_all(prof: Profiles, results: dict) -> None:
                  f"{h100_obj:.3f}" + notes_for("h100-sxm", results))
     write_gpu("a100-80gb", prof, a100_note)
     write_gpu("a100-40gb", prof, "copied from a100-80gb (same die): " + a100_note)
-    write_gpu("h100-sxm", prof, "gemm_max, gemm_half_dim, attn_max " + h100_note + "; hbm carried from a100-80gb")
+    write_gpu("h100-sxm", prof, "gemm_max, gemm_half_dim " + h100_note + f"; attn_max {H100_PRIOR['attn_max']:.4g} "
+              "the kernel prior (benchmarks/kernel_prior.py), not fitted; hbm carried from a100-80gb")
     for name in TIED_GPUS["h100-sxm"]:
         write_gpu(name, prof, "copied from h100-sxm (same compute die): " + h100_note)
     for (kind, name), (_, note) in COPIES.items():
@@ -338,7 +340,9 @@ def write_all(prof: Profiles, results: dict) -> None:
                           splits.row_ids("megatron-core"), h100_obj),
         "torchtitan-eager": (f"fitted by benchmarks/calibrate.py stage 3 on {splits.describe('torchtitan')}; "
                              f"fp8.rowwise (stage 4) on {splits.describe('fp8-rowwise')} (objective "
-                             f"{rowwise_obj:.3f}); fp8 mxfp8 and blockwise NOT FITTED (defaults: no fitting row)"
+                             f"{rowwise_obj:.3f}); fp8 tensorwise, mxfp8 and blockwise NOT FITTED: the MAMF "
+                             f"fp8/bf16 ratio {FP8_TENSORWISE:.3f}; attn_scale NOT FITTED: SDPA's FA2 over cuDNN "
+                             f"measured on H100, {TORCHTITAN_SDPA_ATTN_SCALE}"
                              + notes_for("torchtitan-eager", results),
                              splits.row_ids("torchtitan") + splits.row_ids("fp8-rowwise"), tt_obj),
     }
