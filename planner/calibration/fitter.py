@@ -5,8 +5,8 @@ seeded normal of sigma 0.3 in log space), the best result kept.
 `nelder_mead` is the textbook simplex method (Nelder & Mead 1965, with the reflection, expansion,
 contraction and shrink coefficients 1, 2, 1/2, 1/2 and the stopping rules of scipy.optimize's
 Nelder-Mead; its first simplex steps at least 5% of each parameter), in numpy so that the product
-needs no scipy; benchmarks/calibrate.py
-passes scipy's implementation to `multi_start` instead and keeps its published numbers.
+needs no scipy; benchmarks/calibrate.py passes scipy's implementation to `multi_start` instead and
+keeps its published numbers.
 """
 
 from __future__ import annotations
