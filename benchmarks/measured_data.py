@@ -8,8 +8,9 @@ offload, rows without a step time. Assumptions where a source is silent, row by 
   selects stack torchtitan, else torchtitan-eager; "async TP" -> tp_comm_overlap; the FP8 recipe
   from the notes (tensorwise unless rowwise / mxfp8 named); "selective" = per-op SAC (the stack's
   meaning); unknown recompute = torchtitan's llama3 default (selective, per-op); pipeline
-  micro-batch 1 (torchtitan's default pipeline_parallel_microbatch_size), interleaved = 2 virtual
-  stages when the row says only "> 1"; uneven layer counts split with the extra layers first.
+  micro-batches: the release's default (torchtitan_pipeline_mbs: as many as the schedule's stages before
+  2025, micro-batch 1 since), interleaved = 2 virtual stages when the row says only "> 1"; uneven layer
+  counts split with the extra layers first.
 - Megatron-Core H100 table: stack megatron-core with TP communication overlap and overlapped DP
   (the table's notes), distributed optimizer, fp32 gradient reduction (Megatron's bf16 default),
   no recompute; the two strong-scaling rows take the weak-scaling layout of their model (tp8 pp6).
@@ -200,8 +201,22 @@ def _layout(row: dict, model: ModelSpec, gpus: int) -> Layout:
         mbs = 1
     if row["source"] == "megatron-readme":
         mbs, vpp, stages = megatron_readme_schedule(model, pp, gbs // dp, mbs, vpp, stages)
+    if row["framework"] == "torchtitan" and pp > 1 and not row["micro_batch"].strip():
+        mbs = torchtitan_pipeline_mbs(int(row["year"]), gbs // dp, pp * vpp)
     return Layout(tp=tp, sp=tp > 1, cp=cp, ep=ep, pp=pp, vpp=vpp, zero=ZERO.get(row["sharding"], 1), mbs=mbs,
                   recompute=_recompute(row), stage_layers=stages)
+
+
+def torchtitan_pipeline_mbs(year: int, local_batch: int, total_stages: int) -> int:
+    """The pipeline micro-batch of a torchtitan row that does not state it: its release's default. Before 2025
+    torchtitan split the local batch into as many micro-batches as the schedule has stages in total
+    (experimental.pipeline_parallel_microbatches unset -> n_microbatches = num_total_stages in
+    build_pipeline_schedule), so the Dec 2024 405B rows (local batch 32, 8 ranks) ran micro-batches of 4 (1F1B)
+    and 2 (interleaved, 16 stages). Since 2025 the default is parallelism.pipeline_parallel_microbatch_size = 1
+    (torchtitan 0.1.0 config_manager.py)."""
+    if year >= 2025 or local_batch % total_stages:
+        return 1
+    return max(local_batch // total_stages, 1)
 
 
 def _train(row: dict, stack: str) -> TrainSpec:

@@ -55,3 +55,13 @@ def test_the_hopper_megatron_data_sets_agree_under_kernel_physics():
     for dataset in ("megatron-readme", "production-recipes"):
         physics = [p for d, *_, p in rows if d == dataset]
         assert len(physics) >= 5 and abs(float(np.median(physics))) <= 0.10, (dataset, np.median(physics))
+
+
+def test_torchtitan_2024_pipelines_split_the_local_batch_into_as_many_micro_batches_as_stages():
+    """torchtitan before 2025 ran as many pipeline micro-batches as its schedule had stages (the Dec 2024 405B
+    rows: local batch 32 on 8 ranks, micro-batches of 4 with 1F1B and of 2 interleaved); since 2025 the
+    micro-batch is 1 (torchtitan 0.1.0 parallelism.pipeline_parallel_microbatch_size)."""
+    from measured_data import torchtitan_pipeline_mbs
+
+    assert torchtitan_pipeline_mbs(2024, 32, 8) == 4 and torchtitan_pipeline_mbs(2024, 32, 16) == 2
+    assert torchtitan_pipeline_mbs(2025, 32, 8) == 1 and torchtitan_pipeline_mbs(2024, 6, 8) == 1
