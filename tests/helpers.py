@@ -54,3 +54,15 @@ def png_distinct_rows(png: bytes) -> int:
     raw = zlib.decompress(b"".join(chunks))
     stride = 1 + width * channels
     return len({raw[i + 1:i + stride] for i in range(0, len(raw), stride)})
+
+
+# A Megatron launch of an 8-expert MoE over 16 H100 (EP 8, all-to-all dispatcher); `{extra}` takes the flags a
+# test adds (tests/test_ep_overlap.py, tests/test_moe_balance.py).
+MOE_MEGATRON_SCRIPT = """torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
+  --num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention \\
+  --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000 --swiglu \\
+  --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\
+  --disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336 \\
+  --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall --use-distributed-optimizer \\
+  --micro-batch-size 1 --global-batch-size 64 --bf16 {extra}
+"""

@@ -23,6 +23,7 @@ from planner.files.native import load_native_text
 from planner.frameworks.megatron import export as megatron_export
 from planner.frameworks.megatron import flags as mf
 from planner.files.shellread import parse_flags
+from helpers import MOE_MEGATRON_SCRIPT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -56,19 +57,9 @@ def test_overlap_never_makes_a_step_slower(ep, recompute, nodes):
         step_time(_context(False, ep, recompute, nodes=nodes)).step_s + 1e-12
 
 
-SCRIPT = """torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
-  --num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention \\
-  --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000 --swiglu \\
-  --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\
-  --disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336 \\
-  --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall --use-distributed-optimizer \\
-  --micro-batch-size 1 --global-batch-size 64 --bf16 {extra}
-"""
-
-
 def test_megatron_flag_is_read_and_priced():
-    plain = load_native_text(SCRIPT.format(extra=""), "megatron", None, "dgx-h100", None)
-    hidden = load_native_text(SCRIPT.format(extra="--overlap-moe-expert-parallel-comm"), "megatron", None,
+    plain = load_native_text(MOE_MEGATRON_SCRIPT.format(extra=""), "megatron", None, "dgx-h100", None)
+    hidden = load_native_text(MOE_MEGATRON_SCRIPT.format(extra="--overlap-moe-expert-parallel-comm"), "megatron", None,
                               "dgx-h100", None)
     assert hidden.train.ep_comm_overlap and not plain.train.ep_comm_overlap
     t_plain, t_hidden = (step_time(make_context(p.model, p.cluster, p.train, resolve_layout(
@@ -89,8 +80,8 @@ def test_megatron_rules_of_the_overlap(extra, problem):
 
 
 def _args(extra: str) -> mf.MegatronArgs:
-    """SCRIPT's pretrain_gpt.py flags with `extra`, parsed as the check of written scripts parses them."""
-    words = SCRIPT.format(extra=extra).split("pretrain_gpt.py", 1)[1].replace("\\\n", " ").split()
+    """MOE_MEGATRON_SCRIPT's pretrain_gpt.py flags with `extra`, parsed as the check of written scripts parses them."""
+    words = MOE_MEGATRON_SCRIPT.format(extra=extra).split("pretrain_gpt.py", 1)[1].replace("\\\n", " ").split()
     return mf.MegatronArgs(parse_flags(words, mf.SWITCHES), [], {})
 
 

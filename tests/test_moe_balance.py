@@ -27,6 +27,7 @@ from planner.files.shellread import parse_flags
 from planner.frameworks.megatron import export as megatron_export
 from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron.train import balance_data
+from helpers import MOE_MEGATRON_SCRIPT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -127,18 +128,8 @@ def test_step_time_never_falls_as_the_imbalance_grows(a, b, dispatcher, recomput
 
 # ---- read and written -----------------------------------------------------------------------------------------
 
-SCRIPT = """torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
-  --num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention \\
-  --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 32000 --swiglu \\
-  --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights \\
-  --disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336 \\
-  --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall --use-distributed-optimizer \\
-  --micro-batch-size 1 --global-batch-size 64 --bf16 {extra}
-"""
-
-
 def _read(extra: str):
-    return load_native_text(SCRIPT.format(extra=extra), "megatron", None, "dgx-h100", None)
+    return load_native_text(MOE_MEGATRON_SCRIPT.format(extra=extra), "megatron", None, "dgx-h100", None)
 
 
 def _step(p) -> float:
