@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import hardware_profiles as hp  # noqa: E402
 from costmodels import kernels  # noqa: E402
+from costmodels.timing import kernel_spec  # noqa: E402
 
 TOKENS = (4096, 8192, 16384)
 WIDTHS = (1024, 2048, 4096, 8192, 16384, 28672)
@@ -43,20 +44,14 @@ def _attention_points(spec) -> np.ndarray:
     return np.array([(s, kernels.attention_kernel_efficiency(spec, 64, s, s, 128, typical=True)) for s in KEYS])
 
 
-def _bf16_spec(gpu) -> kernels.KernelSpec:
-    """The GPU's 16-bit kernel model, as costmodels.timing builds it for a step."""
-    if gpu.sm_count is None or gpu.tensor_core_gen not in kernels.GENERATIONS:
-        raise ValueError(f"{gpu.name}: no kernel model (its profile lacks sm_count or tensor_core_gen)")
-    ridge = gpu.bf16_tflops * 1e12 / (gpu.hbm_bytes_per_s * gpu.efficiency.hbm)
-    return kernels.KernelSpec(kernels.GENERATIONS[gpu.tensor_core_gen], gpu.sm_count, flops_per_byte=ridge)
-
-
 @lru_cache(maxsize=None)
 def kernel_prior(gpu: str) -> dict[str, float]:
     """{gemm_max, gemm_half_dim, attn_max} fitted to the kernel model of `gpu` (a profile name)."""
     from scipy.optimize import least_squares
 
-    spec = _bf16_spec(hp.load_gpu(gpu))
+    spec = kernel_spec(hp.load_gpu(gpu), False)
+    if spec is None:
+        raise ValueError(f"{gpu}: no kernel model (its profile lacks sm_count or tensor_core_gen)")
     g = _gemm_points(spec)
     gemm = least_squares(lambda p: p[0] * g[:, 0] / (g[:, 0] + p[1]) / g[:, 1] - 1, [0.8, 1300.0],
                          bounds=([0.3, 1.0], [1.0, 1e5])).x

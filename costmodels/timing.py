@@ -105,7 +105,7 @@ class Context:
         return self.lay.zero >= 3 and self.lay.pp == 1
 
 
-def _kernel(gpu, fp8: bool) -> KernelSpec | None:
+def kernel_spec(gpu, fp8: bool) -> KernelSpec | None:
     """The GPU's spec-sheet kernel physics (costmodels.kernels), None when its profile lacks the SM
     count or the tensor-core generation."""
     if gpu.sm_count is None or gpu.tensor_core_gen is None:
@@ -128,12 +128,13 @@ def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Devic
                                     "attn_max": min(1.0, eff.attn_max * attn_scale(gpu, stack))})
     half = "bf16" if train.precision == "fp8" else train.precision
     dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled,
-                       _kernel(gpu, False) if half in ("bf16", "fp16") else None)
+                       kernel_spec(gpu, False) if half in ("bf16", "fp16") else None)
     if train.precision != "fp8":
         return dev16, dev16
     fp8 = scaled.model_copy(update={"gemm_max": scaled.gemm_max * stack.fp8.of(train.fp8_recipe),
                                     "gemm_half_dim": scaled.gemm_half_dim * stack.fp8.half_dim_of(train.fp8_recipe)})
-    return cmp.Device(_low_precision_peak(gpu, train.fp8_recipe), gpu.hbm_bytes_per_s, fp8, _kernel(gpu, True)), dev16
+    low = cmp.Device(_low_precision_peak(gpu, train.fp8_recipe), gpu.hbm_bytes_per_s, fp8, kernel_spec(gpu, True))
+    return low, dev16
 
 
 # Tensor-core generations whose MMA applies MX block scales (PTX tcgen05.mma block_scale on SM100; CDNA 4's

@@ -12,18 +12,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import calibrate  # noqa: E402
-from kernel_prior import _bf16_spec, kernel_prior  # noqa: E402
+from kernel_prior import kernel_prior  # noqa: E402
 
 import hardware_profiles as hp  # noqa: E402
 from costmodels import kernels  # noqa: E402
 from costmodels.compute import flash_efficiency, gemm_efficiency  # noqa: E402
+from costmodels.timing import kernel_spec  # noqa: E402
 
 
 def test_the_prior_reproduces_the_kernels_typical_rates():
     """At the shapes of a 70B layer (16k tokens, widths 8,192 and 28,672) the prior curve is within 10% of the
     kernel model's typical GEMM rate, and at 8k keys within 20% of its attention rate."""
     gpu = hp.load_gpu("h100-sxm")
-    prior, spec = kernel_prior("h100-sxm"), _bf16_spec(gpu)
+    prior, spec = kernel_prior("h100-sxm"), kernel_spec(gpu, False)
     eff = gpu.efficiency.model_copy(update=prior)
     for m, k, n in ((16384, 8192, 8192), (16384, 8192, 28672), (16384, 28672, 8192)):
         assert gemm_efficiency(eff, m, k, n) == pytest.approx(kernels.gemm_kernel_efficiency(spec, m, k, n), rel=0.10)
@@ -62,8 +63,7 @@ def test_fp8_gemms_ramp_like_bf16_ones_in_the_kernel_model():
     from kernel_prior import TOKENS, WIDTHS
 
     gpu, prior = hp.load_gpu("h100-sxm"), kernel_prior("h100-sxm")
-    ridge = gpu.fp8_tflops * 1e12 / (gpu.hbm_bytes_per_s * gpu.efficiency.hbm)
-    spec = kernels.KernelSpec(kernels.GENERATIONS["hopper"], gpu.sm_count, fp8=True, flops_per_byte=ridge)
+    spec = kernel_spec(gpu, True)
     fp8 = gpu.efficiency.model_copy(update={"gemm_max": prior["gemm_max"] * calibrate.FP8_TENSORWISE,
                                             "gemm_half_dim": prior["gemm_half_dim"] * calibrate.FP8_HALF_DIM_SCALE})
     ratios = [gemm_efficiency(fp8, m, k, n) / kernels.gemm_kernel_efficiency(spec, m, k, n)
