@@ -6,9 +6,10 @@ A fitted GPU curve (gemm_max, gemm_half_dim, attn_max: costmodels.compute.gemm_e
 flash_efficiency) starts from this prior, and a leave-one-regime-out fold that removes every row of its
 GPU keeps it (benchmarks/loro.py: "a stage left with no rows keeps the prior"). So a GPU generation
 held out is priced by its spec sheet and the kernel model (costmodels.kernels: the generation's measured
-ceiling, tile and wave quantization, the K and sequence ramps at their typical rates), never by a start
-value picked by hand. The curve is a least-squares fit, in relative error, of the kernel model's typical
-efficiencies over the shapes a transformer layer runs:
+ceiling, tile and wave quantization, the K and sequence ramps at their typical rates, at the clock a run holds
+at its power limit: Generation.sustained), never by a start value picked by hand. The curve is a
+least-squares fit, in relative error, of those sustained typical efficiencies over the shapes a transformer
+layer runs:
 - GEMMs: m = 4,096-16,384 tokens, k and n from 1,024 to 28,672 (hidden and FFN widths after TP);
 - attention: causal, head dim 128, 64 heads, 2,048-32,768 keys, with attn_half_seq held at 512.
 """
@@ -36,12 +37,14 @@ ATTN_HALF_SEQ = 512.0
 
 def _gemm_points(spec) -> np.ndarray:
     """(harmonic size d, typical kernel efficiency) per GEMM shape."""
-    return np.array([(3.0 / (1 / m + 1 / k + 1 / n), kernels.gemm_kernel_efficiency(spec, m, k, n, typical=True))
+    return np.array([(3.0 / (1 / m + 1 / k + 1 / n),
+                      spec.gen.sustained * kernels.gemm_kernel_efficiency(spec, m, k, n, typical=True))
                      for m, k, n in itertools.product(TOKENS, WIDTHS, WIDTHS)])
 
 
 def _attention_points(spec) -> np.ndarray:
-    return np.array([(s, kernels.attention_kernel_efficiency(spec, 64, s, s, 128, typical=True)) for s in KEYS])
+    return np.array([(s, spec.gen.sustained * kernels.attention_kernel_efficiency(spec, 64, s, s, 128, typical=True))
+                     for s in KEYS])
 
 
 @lru_cache(maxsize=None)

@@ -60,8 +60,8 @@ def digest() -> str:
     """What a fold's result depends on: profiles, cost models, splits, data, this script."""
     h = hashlib.sha256()
     paths = [*sorted((ROOT / "hardware_profiles").rglob("*.yaml")), *sorted((ROOT / "costmodels").rglob("*.py")),
-             *(ROOT / "benchmarks" / n for n in ("splits.py", "calibrate.py", "predict.py", "measured_data.py",
-                                                 "reference_data.py", "loro.py")),
+             *(ROOT / "benchmarks" / n for n in ("splits.py", "calibrate.py", "kernel_prior.py", "predict.py",
+                                                 "measured_data.py", "reference_data.py", "loro.py")),
              *sorted((ROOT / "benchmarks" / "data" / "measured").glob("*.csv")),
              ROOT / "benchmarks" / "data" / "measured" / "production_recipes_h100.json"]
     for p in paths:

@@ -1,6 +1,7 @@
 """What the time model predicts with no fitted compute curve: GEMMs and attention at the kernel model's
-typical rates (costmodels.kernels: the spec sheet, the generation's measured ceiling, tile and wave
-quantization, the K and sequence ramps), beside the shipped (fitted) model, per data set.
+typical rates at the sustained clock (costmodels.kernels: the spec sheet, the generation's measured ceiling,
+tile and wave quantization, the K and sequence ramps, Generation.sustained), beside the shipped (fitted)
+model, per data set.
 
     python benchmarks/physics_only.py          # table over fitting + validation rows
     python benchmarks/physics_only.py --rows   # and every row
@@ -39,14 +40,15 @@ from costmodels import kernels  # noqa: E402
 def _kernel_gemm(dev, m: float, k: float, n: float) -> float:
     if dev.kernel is None:
         return cmp.gemm_efficiency(dev.eff, m, k, n)
-    return kernels.gemm_kernel_efficiency(dev.kernel, m, k, n, typical=True)
+    return dev.kernel.gen.sustained * kernels.gemm_kernel_efficiency(dev.kernel, m, k, n, typical=True)
 
 
 def _kernel_attention(model, x, dev) -> float:
     if dev.kernel is None:
         return cmp.flash_efficiency(dev.eff, x.seq)
     heads = max(model.num_attention_heads / x.tp, 1.0)
-    return kernels.attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp, x.seq, model.head_dim)
+    return dev.kernel.gen.sustained * kernels.attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp,
+                                                                          x.seq, model.head_dim)
 
 
 @contextlib.contextmanager
