@@ -110,3 +110,17 @@ def test_hugging_face_window_pattern_it_cannot_say_is_refused():
                 max_window_layers=2)  # layers 0-1 full, 2-3 windowed: not an interval
     with pytest.raises(ValueError, match="layer_types"):
         model_from_hf_config(base)
+
+
+@pytest.mark.parametrize("fmt", ["torchrun", "torchtitan", "deepspeed"])
+def test_formats_that_cannot_state_the_window_say_so_in_their_header(tmp_path, fmt):
+    m = moe_model(name="oss-like", first_k_dense_layers=0, num_shared_experts=0, sliding_window=128,
+                  full_attention_interval=2, attention_sinks=True, glu_clamp=7.0)
+    doc = make_doc(model=m, zero=3, mbs=1, gbs=64, train={"seq_length": 4096})
+    texts = [p.read_text() for p in export(doc, fmt, tmp_path / "out", True) if p.suffix in (".sh", ".toml")]
+    line = ("Priced with sliding-window attention of 128 tokens (every 2nd layer full), learnable attention "
+            "sinks, a SwiGLU clamped at 7: this format cannot state them")
+    assert texts and all(line in " ".join(t.replace("# ", "").split()) for t in texts)
+    plain = make_doc(model=moe_model(name="plain"), zero=3, mbs=1, gbs=64, train={"seq_length": 4096})
+    assert not any("cannot state them" in p.read_text() for p in export(plain, fmt, tmp_path / "plain", True)
+                   if p.suffix in (".sh", ".toml"))
