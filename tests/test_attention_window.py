@@ -182,3 +182,9 @@ def test_defaults_leave_every_preset_unchanged():
 def test_windowed_layer_count_matches_the_per_layer_rule(layers, interval):
     m = _windowed(llama_like(256, 4, 4, layers, 1024), 64, interval)
     assert m.windowed_layers == sum(m.is_windowed_layer(i) for i in range(layers))
+
+
+def test_context_parallel_ranks_share_the_windowed_attention_evenly():
+    # each rank's queries shrink the windowed layers' work by the same tile ratio (attention_window docstring)
+    one, two = (cmp.attention_core_s(OSS, ActShape(seq=4096, mbs=1, cp=cp), DEV, causal_skip=True) for cp in (1, 2))
+    assert math.isclose(two, one / 2)
