@@ -43,12 +43,13 @@ def _kernel_gemm(dev, m: float, k: float, n: float) -> float:
     return dev.kernel.gen.sustained * kernels.gemm_kernel_efficiency(dev.kernel, m, k, n, typical=True)
 
 
-def _kernel_attention(model, x, dev) -> float:
+def _kernel_attention(model, x, dev, keys=None) -> float:
+    keys = x.seq if keys is None else keys  # a sliding-window layer's keys (costmodels.attention_window)
     if dev.kernel is None:
-        return cmp.flash_efficiency(dev.eff, x.seq)
+        return cmp.flash_efficiency(dev.eff, keys)
     heads = max(model.num_attention_heads / x.tp, 1.0)
     return dev.kernel.gen.sustained * kernels.attention_kernel_efficiency(dev.kernel, x.mbs * heads, x.seq / x.cp,
-                                                                          x.seq, model.head_dim)
+                                                                          keys, model.head_dim)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,10 @@ attention 11sbh + 5as^2b, MLP 19sbh, LayerNorms 4sbh. Generalised here, term by 
 - SwiGLU kept as 3 f-wide tensors where the activation is fused (Megatron bias_swiglu, torch.compile):
   the 2f-wide gate|up and the f-wide product; eager `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
   (transformers LlamaMLP.forward) keeps gate, silu(gate), up and the product: 4 (`glu_widths`);
+- a clamped SwiGLU (GPT-OSS, ModelSpec.glu_clamp): the eager clamps keep fc1's 2f-wide output beside the
+  clamped copy the fused activation keeps: 2 f-wide tensors more (costmodels.glu_clamp);
+- sliding-window attention changes nothing here: flash attention keeps Q, K, V, the context and per-row softmax
+  statistics whatever the window, and unfused attention keeps every masked score;
 - Megatron-Core 0.6's all-gather token dispatcher (`moe_allgather`): see allgather_dispatch_bytes;
 - torchtitan's per-op selective policy (torchtitan/models/llama3/infra/parallelize.py, `_save_list`
   and its matmul counter per block): the block input and the outputs of matmuls 1, 3, 5, 7 (wq, wv,
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from costmodels.glu_clamp import clamp_saved_widths
 from costmodels.model_spec import ModelSpec
 from costmodels.params import attention_matrices, kv_local_width
 
@@ -130,7 +135,7 @@ def _act_widths(m: ModelSpec, width: float, x: ActShape, routed: bool = False) -
     """Stored elements per token inside an MLP of inner width `width`: activation input + output
     (SwiGLU: the stack's `glu_widths`; a non-gated routed expert: `expert_plain_widths`)."""
     if m.activation == "swiglu":
-        return x.glu_widths * width
+        return (x.glu_widths + clamp_saved_widths(m)) * width
     return (x.expert_plain_widths if routed else 2) * width
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from costmodels import moe_compute
 from costmodels.activations import ActShape
+from costmodels.attention_window import window_flops_ratio, window_time_ratio, windowed_share
+from costmodels.glu_clamp import clamp_bytes_per_row
 from costmodels.hardware_spec import Efficiency
 from costmodels.kernels import KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency
 from costmodels.model_spec import ModelSpec
@@ -96,8 +98,12 @@ def attention_linear_flops(model: ModelSpec, x: ActShape) -> float:
 
 def attention_core_flops(model: ModelSpec, x: ActShape) -> float:
     """Scores QK^T and context PV, counted in full: 2*M*s*(q + ctx)/t = 4*M*s*q/t (model-FLOP
-    convention); MLA's query/key heads (d_nope + d_rope) are wider than its value heads (d_v)."""
-    return 2 * x.tokens * x.seq * (model.q_width + model.ctx_width) / x.tp
+    convention); MLA's query/key heads (d_nope + d_rope) are wider than its value heads (d_v). Sliding
+    window: the model's layer-mix average, a windowed layer counting min(w, s) keys per query instead of s
+    (costmodels.attention_window). Attention sinks add one logit per head and row: not counted (< 1/d)."""
+    share = windowed_share(model)
+    keys = 1.0 - share + share * window_flops_ratio(x.seq, model.sliding_window)
+    return 2 * x.tokens * x.seq * keys * (model.q_width + model.ctx_width) / x.tp
 
 
 def mlp_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
@@ -197,17 +203,25 @@ def flash_efficiency(eff: Efficiency, seq: float) -> float:
 
 def attention_core_s(model: ModelSpec, x: ActShape, dev: Device, causal_skip: bool) -> float:
     """Forward seconds of QK^T and PV per GPU. Fused (flash) attention: causal skips half the scores and
-    runs at `flash_efficiency`; classic attention: two batched (s x d x s) GEMMs on the GEMM curve."""
-    flops = attention_core_flops(model, x) * (0.5 if causal_skip else 1.0)
-    if causal_skip:
-        return flops / (dev.peak_flops * attention_efficiency(model, x, dev))
-    return flops / (dev.peak_flops * device_gemm_efficiency(dev, x.seq, model.head_dim, x.seq))
+    runs at `flash_efficiency`; a sliding-window layer visits fewer tiles (costmodels.attention_window), and
+    the layers are averaged by the model's mix of windowed and full layers. Classic attention: two batched
+    (s x d x s) GEMMs on the GEMM curve over every score, window or not (it masks after computing)."""
+    full = 2 * x.tokens * x.seq * (model.q_width + model.ctx_width) / x.tp
+    if not causal_skip:
+        return full / (dev.peak_flops * device_gemm_efficiency(dev, x.seq, model.head_dim, x.seq))
+    causal_s = full * 0.5 / (dev.peak_flops * attention_efficiency(model, x, dev))
+    share = windowed_share(model)
+    if not share:
+        return causal_s
+    ratio = window_time_ratio(x.seq, model.sliding_window)
+    windowed_s = full * 0.5 * ratio / (dev.peak_flops * attention_efficiency(model, x, dev, x.seq * ratio))
+    return (1.0 - share) * causal_s + share * windowed_s
 
 
-def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device) -> float:
-    """Fused attention's efficiency: the fitted curve, capped by the GPU's attention kernel
-    (costmodels.kernels: the generation's ceiling at the model's head dim, the exps' share)."""
-    fitted = flash_efficiency(dev.eff, x.seq)
+def attention_efficiency(model: ModelSpec, x: ActShape, dev: Device, keys: float | None = None) -> float:
+    """Fused attention's efficiency: the fitted curve at `keys` (default the sequence), capped by the GPU's
+    attention kernel (costmodels.kernels: the generation's ceiling at the model's head dim, the exps' share)."""
+    fitted = flash_efficiency(dev.eff, x.seq if keys is None else keys)
     if dev.kernel is None:
         return fitted
     heads = max(model.num_attention_heads / x.tp, 1.0)
@@ -220,7 +234,8 @@ def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool, moe: bool = Fa
 
     Two norms (read + write 2h each), two residual adds with dropout (read x and residual, write,
     1-byte mask: 7h; 6h without dropout), the fused bias-activation (read f_in, write f; in an MoE
-    layer over the routed rows and shared experts: costmodels.moe_compute.routed_activation_bytes), RoPE on
+    layer over the routed rows and shared experts: costmodels.moe_compute.routed_activation_bytes; a clamped
+    SwiGLU's eager clamps: costmodels.glu_clamp), RoPE on
     q and k (read + write), and without flash attention the softmax/dropout over a*s scores per
     token (read 2, write 2, mask 1, dropout output 2 bytes).
     """
@@ -228,7 +243,8 @@ def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool, moe: bool = Fa
     residual = 7 if model.dropout else 6
     per_token = (8 + 2 * residual) * h * u
     if not moe:
-        per_token += ACT_BYTES * (_mlp_in(model, model.ffn_hidden_size) + model.ffn_hidden_size) / t
+        f = model.ffn_hidden_size / t
+        per_token += ACT_BYTES * (_mlp_in(model, f) + f) + clamp_bytes_per_row(model, f)
     if model.position_embedding == "rope":
         per_token += 2 * ACT_BYTES * (model.q_width / t + kv_local_width(model, t))
     if not flash:

@@ -112,6 +112,25 @@ class ModelSpec(BaseModel):
         "the next token's embedding through two norms and a 2h -> h projection, with its own loss over the "
         "shared output layer. Built on the last pipeline stage (Megatron-Core --mtp-num-layers)."
     )
+    sliding_window: int = Field(
+        0, ge=0, le=MAX_SEQ, description="Sliding-window attention: keys a windowed layer's query sees, itself "
+        "and the w - 1 before it (Hugging Face sliding_window; Megatron --window-size w,0); 0 = no window, every "
+        "layer attends causally to the whole sequence. GPT-OSS: 128 (costmodels.attention_window)."
+    )
+    full_attention_interval: int = Field(
+        0, ge=0, le=MAX_LAYERS, description="With sliding_window: every n-th layer (layers n, 2n, ..., counted "
+        "from 1, as Megatron's --window-attn-skip-freq n) attends to the whole sequence and the others use the "
+        "window; 0 = every layer windowed (Mistral-7B-v0.1), 1 = none; GPT-OSS: 2 (alternating)."
+    )
+    attention_sinks: bool = Field(
+        False, description="A learnable sink logit per head in each softmax's denominator (GPT-OSS; Megatron "
+        "--softmax-type learnable): num_attention_heads parameters per layer; no GEMM FLOPs, no activations."
+    )
+    glu_clamp: Optional[float] = Field(
+        None, gt=0, le=1e6, description="SwiGLU clamp limit: fc1's gate half clamped above at +limit, its linear "
+        "half to [-limit, limit] (GPT-OSS swiglu_limit 7.0; Megatron --activation-func-clamp-value); null = no "
+        "clamp. Priced as the extra element-wise passes Megatron-Core runs outside its fused activation kernel."
+    )
     mla: Optional[MLASpec] = Field(
         None, description="Multi-head latent attention shapes (DeepSeek-V2/V3); null = multi-head or "
         "grouped-query attention. With it, num_kv_heads = num_attention_heads and head_dim = "
@@ -144,6 +163,7 @@ class ModelSpec(BaseModel):
     def _check_consistency(self) -> "ModelSpec":
         if self.mla is not None:
             _check_mla(self)
+        _check_window(self)
         if self.num_attention_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} is not divisible by num_kv_heads={self.num_kv_heads}"
@@ -196,6 +216,21 @@ class ModelSpec(BaseModel):
         """Width of the attention output (the output projection's input): heads * value head width."""
         return self.num_attention_heads * self.mla.v_head_dim if self.mla is not None else self.q_width
 
+    def is_windowed_layer(self, index: int) -> bool:
+        """Whether layer `index` (0-based) uses the sliding window: Megatron-Core's is_layer_window_attention
+        (megatron/core/transformer/utils.py, 1-based layer_number % window_attn_skip_freq != 0)."""
+        if not self.sliding_window:
+            return False
+        return not self.full_attention_interval or (index + 1) % self.full_attention_interval != 0
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers that attend through the sliding window (0 without one): all but layers n, 2n, ... (1-based)."""
+        if not self.sliding_window:
+            return 0
+        n = self.full_attention_interval
+        return self.num_layers - (self.num_layers // n if n else 0)
+
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer `index` (0-based, whole model) has an MoE MLP."""
         return self.is_moe and index >= self.first_k_dense_layers
@@ -224,6 +259,15 @@ def _check_mla(m: "ModelSpec") -> None:
     if m.head_dim != m.mla.qk_head_dim:
         raise ValueError(f"head_dim={m.head_dim} must equal mla qk_nope_head_dim + qk_rope_head_dim = "
                          f"{m.mla.qk_head_dim}")
+
+
+def _check_window(m: "ModelSpec") -> None:
+    if m.full_attention_interval and not m.sliding_window:
+        raise ValueError(f"full_attention_interval={m.full_attention_interval} needs sliding_window > 0 "
+                         "(it says which layers skip the window)")
+    if m.glu_clamp is not None and m.activation != "swiglu":
+        raise ValueError(f"glu_clamp={m.glu_clamp} needs activation swiglu (it clamps a gated MLP's fc1 output; "
+                         f"activation={m.activation})")
 
 
 def _ints(*values) -> bool:

@@ -26,6 +26,7 @@ other element-wise kernels do.
 from __future__ import annotations
 
 from costmodels.activations import ActShape
+from costmodels.glu_clamp import clamp_bytes_per_row
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_dispatch import miss_probability
 
@@ -60,12 +61,13 @@ def grouped_gemm_factor(tpe: float) -> float:
 
 def routed_activation_bytes(model: ModelSpec, x: ActShape) -> float:
     """Forward bytes of the experts' fused bias-activation: read f_in, write f per routed row (f_in = 2 f_e / etp
-    for SwiGLU), plus the shared experts' over the M tokens at width n_s f_e / tp."""
+    for SwiGLU), plus the shared experts' over the M tokens at width n_s f_e / tp; with a clamped SwiGLU the eager
+    clamps' bytes on both (costmodels.glu_clamp)."""
     glu = 2 if model.activation == "swiglu" else 1
     fe = model.moe_ffn_hidden_size / x.etp
-    routed = routed_rows(model, x) * (glu + 1) * fe
+    routed = routed_rows(model, x) * (ACT_BYTES * (glu + 1) * fe + clamp_bytes_per_row(model, fe))
     fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
-    return ACT_BYTES * (routed + x.tokens * (glu + 1) * fs)
+    return routed + x.tokens * (ACT_BYTES * (glu + 1) * fs + clamp_bytes_per_row(model, fs))
 
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:

@@ -54,7 +54,8 @@ def estimate_cmd(
     """Predict per-GPU memory per pipeline stage (and step time with its held-out error band) of one layout.
 
     MFU and model TFLOP/s count model FLOPs only (PaLM/Korthikanti convention: no recompute,
-    attention scores counted in full without causal halving)."""
+    attention scores counted in full without causal halving; a sliding-window layer's query counts the
+    window's keys)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     prob = load_problem(model, cluster, nodes, gpus)
     lay = layout_option(layout, prob.layout or Layout())

@@ -1,6 +1,6 @@
 """Hugging Face `config.json` -> ModelSpec, for Llama-family decoder-only models.
 
-Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3. Mapping:
+Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss. Mapping:
 
 | config.json | ModelSpec |
 |---|---|
@@ -16,6 +16,8 @@ Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepse
 | deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
+| gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size, attention_bias, swiglu_limit (absent: 7.0) | num_experts, top_k, moe_ffn_hidden_size, linear_bias, glu_clamp; attention_sinks true (its `sinks`) |
+| sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers) | sliding_window, full_attention_interval (planner.files.hf_window) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
 
 Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
@@ -30,8 +32,9 @@ Known deviations (parameter counts are otherwise exact):
   overcounting the missing biases by a similarly negligible amount.
 - qwen3_moe layouts that ModelSpec cannot express are refused with a ValueError:
   decoder_sparse_step != 1, or mlp_only_layers that are not a leading block of layers.
-- Sliding-window attention, RoPE scaling and router details (norm_topk_prob, aux-loss
-  coefficients) do not change parameter counts or the cost model and are ignored.
+- RoPE scaling (YaRN included) and router details (norm_topk_prob, aux-loss coefficients) do not change
+  parameter counts or the cost model and are ignored. gpt_oss's quick-GELU gate (swiglu_alpha) and +1 on
+  the linear half are priced as SwiGLU (same matrices, same element-wise bytes).
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from costmodels.model_spec import ModelSpec
+from planner.files.hf_window import window_fields
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                         "gpt_oss")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
@@ -57,6 +62,8 @@ FIELD_KEYS = {"num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_
               "tied_embeddings": "tie_word_embeddings", "top_k": "num_experts_per_tok",
               "first_k_dense_layers": "mlp_only_layers"}
 MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
+                  "gpt_oss": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size",
+                              "glu_clamp": "swiglu_limit", "sliding_window": "sliding_window"},
                   "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"},
                   **{t: {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                          "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
@@ -204,10 +211,12 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
     if model_type in DEEPSEEK:
         spec.update(_deepseek(config), linear_bias=_bool(config, "attention_bias"))
 
-    if model_type == "mixtral":
+    if model_type == "gpt_oss":
+        spec.update(linear_bias=_bool(config, "attention_bias"), attention_sinks=True, glu_clamp=_limit(config))
+    if model_type in ("mixtral", "gpt_oss"):
         experts = _int(config, "num_local_experts")
         if experts < 1:
-            raise ValueError(f"config.json key 'num_local_experts' must be at least 1 for mixtral, got {experts}")
+            raise ValueError(f"config.json key 'num_local_experts' must be at least 1 for {model_type}, got {experts}")
         spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"), moe_ffn_hidden_size=ffn)
     elif model_type == "qwen3_moe":
         experts = _int(config, "num_experts")
@@ -215,7 +224,16 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
             spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"),
                         moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                         first_k_dense_layers=_first_dense_layers(config, num_layers))
+    spec.update(window_fields(config, model_type, num_layers))
     return _validate(spec, model_type)
+
+
+def _limit(config: dict) -> float:
+    """gpt_oss swiglu_limit (absent: GptOssConfig's 7.0), a positive number."""
+    value = config.get("swiglu_limit", 7.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"config.json key 'swiglu_limit' must be a number above 0, got {_short(value)}")
+    return float(value)
 
 
 def _validate(spec: dict, model_type: str) -> ModelSpec:

@@ -15,6 +15,7 @@ from typing import Optional
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, flag_value, header_lines, layout_string, script,
 )
+from planner.exporters.model_notes import model_code_notes
 from planner.frameworks.deepspeed.partition import PARTITIONS, ds_split
 
 TARGET = "DeepSpeed 0.19 (ds_config.json + deepspeed launcher)"
@@ -158,7 +159,7 @@ def launcher(plan: ExportPlan) -> str:
     words = ["deepspeed", "--hostfile", Raw('"$HERE/hostfile"'), "--num_nodes", plan.nodes,
              "--num_gpus", plan.gpus_per_node, "--master_addr", Raw('"${MASTER_ADDR:-node-0}"'),
              "--master_port", Raw('"${MASTER_PORT:-29500}"'), Raw('"$TRAIN_SCRIPT"')] + train_args(plan)
-    return script(plan, TARGET, body + command(words))
+    return script(plan, TARGET, body + command(words), extra_header=model_code_notes(plan.model))
 
 
 def notes(plan: ExportPlan) -> str:

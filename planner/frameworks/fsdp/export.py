@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from planner.exporters.common import ExportPlan, Raw, bash_array, command, layout_string, script, shq
+from planner.exporters.model_notes import model_code_notes
 from planner.files.planfile import train_document
 
 TARGET = "torchrun (torch 2.13 torch.distributed.run) with a placeholder train.py"
@@ -93,7 +94,7 @@ def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
                        "--master-port", Raw('"$MASTER_PORT"')] + tail
     body += ('if [ "$RDZV" = c10d ]; then\n    ' + command(c10d, indent="        ")
              + "else\n    " + command(static, indent="        ") + "fi\n")
-    return {SCRIPT: (script(plan, TARGET, body), 0o777)}
+    return {SCRIPT: (script(plan, TARGET, body, extra_header=model_code_notes(plan.model)), 0o777)}
 
 
 def pairs(words: list) -> list:

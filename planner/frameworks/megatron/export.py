@@ -21,6 +21,7 @@ from planner.exporters.common import (
 TARGET = "Megatron-LM (megatron-core 0.19, pretrain_gpt.py under torchrun)"
 SCRIPT = "launch_megatron.sh"
 
+from planner.frameworks.megatron.attention_flags import activation_flag, attention_args
 from planner.frameworks.megatron.names import NORM, PARALLEL, POSITION, PRECISION, ZERO_FSDP
 
 
@@ -78,7 +79,8 @@ def model_args(plan: ExportPlan) -> list:
         args.append(("--kv-channels", m.head_dim))
     args += [("--seq-length", plan.seq), ("--max-position-embeddings", max(plan.seq, m.seq_length)),
              ("--normalization", NORM[m.norm]), ("--position-embedding-type", POSITION[m.position_embedding])]
-    switches = [(m.activation == "swiglu", "--swiglu"), (not m.tied_embeddings, "--untie-embeddings-and-output-weights"),
+    switches = [(m.activation == "swiglu", activation_flag(m)),
+                (not m.tied_embeddings, "--untie-embeddings-and-output-weights"),
                 (not m.linear_bias, "--disable-bias-linear"), (m.qk_norm, "--qk-layernorm")]
     args += [(flag, None) for on, flag in switches if on]
     if not m.dropout:
@@ -87,7 +89,7 @@ def model_args(plan: ExportPlan) -> list:
         args.append(("--attention-backend", "unfused"))
     if m.mtp_num_layers:
         args.append(("--mtp-num-layers", m.mtp_num_layers))
-    return args
+    return args + attention_args(m)
 
 
 def mla_args(mla) -> list:

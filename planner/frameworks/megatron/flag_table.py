@@ -23,7 +23,7 @@ FIELD_FLAGS: dict[str, str | None] = {
     "fp8": "--fp8-format", "fp4": "--fp4-format", "grad_reduce_in_fp32": "--accumulate-allreduce-grads-in-fp32",
     "num_moe_experts": "--num-experts", "fp8_param": "--fp8-param-gather", "fp4_param": "--fp4-param-gather",
     "params_dtype": None, "pipeline_dtype": None, "autocast_dtype": None, "activation_func": None,
-    "activation_func_clamp_value": None, "deallocate_pipeline_outputs": None, "fp8_quantizer_factory": None,
+"deallocate_pipeline_outputs": None, "fp8_quantizer_factory": None,
     "fp4_quantizer_factory": None, "hetereogenous_dist_checkpoint": None, "cpu_offloading_activations": None,
     "cpu_offloading_weights": None, "cpu_offloading_double_buffering": None, "use_te_activation_func": None,
     "moe_layer_recompute": None, "fsdp_manual_registration": None, "external_cuda_graph": None,
@@ -69,6 +69,8 @@ MODEL = {
     "--num-experts", "--moe-ffn-hidden-size", "--moe-layer-freq", "--moe-router-topk",
     "--moe-shared-expert-intermediate-size", "--swiglu", "--multi-latent-attention", "--q-lora-rank",
     "--kv-lora-rank", "--qk-layernorm", "--attention-dropout", "--hidden-dropout",
+    # sliding window, sinks and the clamped GLU (planner.frameworks.megatron.attention_flags; megatron-core 0.19.2)
+    "--window-size", "--window-attn-skip-freq", "--softmax-type", "--activation-func-clamp-value", "--quick-geglu",
 }
 
 HARMLESS: dict[str, str] = {
@@ -102,6 +104,7 @@ HARMLESS: dict[str, str] = {
     "--moe-token-dropping": "legacy alias of the capacity factor",
     "--deepspeed-activation-checkpointing": "DeepSpeed's implementation of --checkpoint-activations (same memory)",
     "--store-param-remainders": "see --use-precision-aware-optimizer",
+    "--glu-linear-offset": "a constant added inside the fused GLU kernel",
 }
 
 WARNED: dict[str, str] = {
@@ -155,7 +158,7 @@ SWITCHES = {
     "--defer-embedding-wgrad-compute", "--use-cpu-initialization", "--gradient-accumulation-fusion",
     "--fsdp-double-buffer", "--first-last-layers-bf16", "--moe-use-legacy-grouped-gemm", "--moe-extended-tp",
     "--overlap-param-gather-with-optimizer-step", "--align-param-gather", "--moe-router-force-load-balancing",
-    "--moe-router-enable-expert-bias",
+    "--moe-router-enable-expert-bias", "--quick-geglu",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.frameworks.megatron import flag_table
+from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.frameworks.megatron.stages import stage_split
 from planner.frameworks.megatron.vocab import vocab_size
@@ -114,7 +115,7 @@ def model_data(a: MegatronArgs) -> dict:
     hidden = a.require_int("--hidden-size")
     data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
             "vocab_size": vocab_size(a), "seq_length": seq_length(a),
-            "activation": "swiglu" if a.has("--swiglu") else "gelu",
+            "activation": "swiglu" if a.has("--swiglu") or a.has("--quick-geglu") else "gelu",
             "norm": choice(a, "--normalization", NORM_BACK, "LayerNorm"),
             "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
                                           "learned_absolute"),
@@ -135,7 +136,7 @@ def model_data(a: MegatronArgs) -> dict:
         data.pop("head_dim", None)
         data.pop("num_kv_heads", None)
         data["mla"] = mla_data(a)
-    return {**data, **moe_data(a, data["num_layers"])}
+    return {**data, **moe_data(a, data["num_layers"]), **attention_model_data(a, data["num_layers"])}
 
 
 def mla_data(a: MegatronArgs) -> dict:

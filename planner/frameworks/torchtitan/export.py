@@ -26,6 +26,7 @@ from costmodels.timing import tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
+from planner.exporters.model_notes import model_code_notes
 from planner.files.planfile import VERSION
 from planner.frameworks.torchtitan.config_values import stage_options
 
@@ -232,7 +233,7 @@ def notes(plan: ExportPlan) -> list[str]:
     if lay.tp > 1 and not lay.sp:
         out.append("torchtitan always shards activations over TP (sequence parallel); the plan had sp=0, "
                    "so memory will be lower than predicted.")
-    return out
+    return out + model_code_notes(plan.model)
 
 
 def toml(plan: ExportPlan) -> str:
