@@ -21,7 +21,8 @@ def _train(stack: str, **kw) -> TrainSpec:
 @pytest.mark.parametrize("stack,precision,grad_dtype,want", [
     ("megatron-core", "bf16", None, 4), ("nemo", "fp8", None, 4), ("megatron-2021", "fp16", None, 2),
     ("megatron-core", "bf16", "bf16", 2), ("torchtitan", "bf16", None, 4), ("torchtitan-eager", "fp8", None, 4),
-    ("deepspeed", "bf16", None, 2), ("fsdp", "bf16", None, 2), ("megatron-core", "fp32", None, 4)])
+    ("deepspeed", "bf16", None, 2), ("fsdp", "bf16", None, 2), ("megatron-core", "fp32", None, 4),
+    ("automodel", "bf16", None, 4)])
 def test_reduction_dtype_per_framework(stack, precision, grad_dtype, want):
     assert _train(stack, precision=precision, grad_dtype=grad_dtype).grad_reduce_bytes_per_param == want
 
