@@ -47,6 +47,12 @@ COPIES = {  # profile without its own data -> (source profile, note)
     ("gpu", "b200"): ("h100-sxm", "NOT FITTED: no public B200 step time in the fitting split; h100-sxm's fractions"),
     ("gpu", "mi300x"): ("h100-sxm", "NOT FITTED: no public measurement; h100-sxm's fractions"),
     ("gpu", "v100-sxm3-32gb"): ("a100-80gb", "NOT FITTED: a100-80gb's fractions (V100 rows are relative only)"),
+    ("gpu", "b300"): ("b200", "NOT FITTED: no public B300 step time; b200's fractions (themselves h100-sxm's step-time "
+                      "fit); kernel caps from the blackwell-ultra generation (costmodels.kernels)"),
+    ("gpu", "gb200"): ("b200", "NOT FITTED: no public GB200 step time; b200's fractions (themselves h100-sxm's "
+                       "step-time fit); kernel caps from the blackwell generation (costmodels.kernels)"),
+    ("gpu", "mi355x"): ("mi300x", "NOT FITTED: no public MI355X step time; mi300x's fractions (themselves "
+                        "h100-sxm's); kernel caps from the cdna4 generation (costmodels.kernels)"),
     ("stack", "fsdp"): ("torchtitan-eager", "NOT FITTED: torchtitan-eager's numbers (same FSDP units, eager)"),
     ("stack", "automodel"): ("torchtitan-eager", "NOT FITTED: torchtitan-eager's numbers (FSDP2 units, no "
                              "torch.compile: nemo_automodel BackendConfig) but megatron-core's GEMM and attention "
@@ -272,7 +278,7 @@ def write_gpu(name: str, prof: Profiles, note: str) -> None:
         eff[key] = float(f"{getattr(new, key):.6g}")
     old = eff.get("fitted_on", "")
     nccl = old[old.index("NCCL collectives"):] if "NCCL collectives" in old else ""
-    eff["fitted_on"] = note + (" " + nccl if nccl else "")
+    eff["fitted_on"] = note + ("; " + nccl if nccl else "")
     path.write_text(head + "\n" + yaml.safe_dump({"efficiency": eff}, sort_keys=False, width=100))
 
 

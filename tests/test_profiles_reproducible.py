@@ -54,6 +54,25 @@ def test_no_fitted_number_sits_at_a_bound_without_a_reason():
     assert texts and not any(re.search(r"no reason recorded", t) for t in texts)
 
 
+def test_every_gpu_profile_has_a_compute_curve_the_refit_writes():
+    """Each GPU profile's compute curve is fitted (a calibrate.py stage), tied to the die it shares
+    (predict.TIED_GPUS) or copied from a named sibling (calibrate.COPIES), and equals its source: b300, gb200
+    and mi355x once kept a curve from an old h100-sxm fit that no refit rewrote (0.795 / 4,042 / 0.619)."""
+    import calibrate
+    from predict import TIED_GPUS
+
+    fitted = {p.profile for _, params, _ in calibrate.STAGES for p in params if p.kind == "gpu"}
+    source = {name: src for src, names in TIED_GPUS.items() for name in names}
+    source.update({name: src for (kind, name), (src, _) in calibrate.COPIES.items() if kind == "gpu"})
+    curve = ("gemm_max", "gemm_half_dim", "attn_max", "attn_half_seq")
+    for path in sorted((ROOT / "hardware_profiles" / "gpus").glob("*.yaml")):
+        name = path.stem
+        assert name in fitted or name in source, f"{name}: no stage fits it and no source is copied into it"
+        if name in source:
+            want = {k: _efficiency(source[name])[k] for k in curve}
+            assert {k: _efficiency(name)[k] for k in curve} == want, f"{name} differs from {source[name]}"
+
+
 def _stack(name: str) -> dict:
     return yaml.safe_load((ROOT / "hardware_profiles" / "stacks" / f"{name}.yaml").read_text())["fitted"]
 
