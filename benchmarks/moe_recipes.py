@@ -23,7 +23,8 @@ from costmodels import compute as cmp  # noqa: E402
 from costmodels import moe_compute  # noqa: E402
 from costmodels.layout import resolve_layout  # noqa: E402
 from costmodels.step import step_time  # noqa: E402
-from costmodels.timing import _dispatch_s, _passes, _permute_s, dispatcher, make_context  # noqa: E402
+from costmodels.moe_timing import dispatcher, microbatch_dispatch_s, permute_s  # noqa: E402
+from costmodels.timing import _passes, make_context  # noqa: E402
 
 
 def rows() -> list[tuple[str, bool, float, float, object]]:
@@ -50,8 +51,8 @@ def breakdown(c) -> str:
     return (f"busiest rank's load x{c.x.moe_load:.3f} ({c.train.moe_load_balancing}) | GEMMs {lin * 1e3:.2f} "
             f"(tokens/expert {tpe:.0f}, grouped factor "
             f"{moe_compute.grouped_gemm_factor(tpe):.3f}) | attention {core * 1e3:.2f} | element-wise "
-            f"{elem * 1e3:.2f} | FP8 casts {cast * 1e3:.2f} | permutes {_permute_s(c) * 1e3:.2f} | dispatch "
-            f"({dispatcher(c)}) {_dispatch_s(c) * 1e3:.2f} | HBM {cmp.memory_s(c.dev16, 1e9) * 1e3:.2f} ms/GB")
+            f"{elem * 1e3:.2f} | FP8 casts {cast * 1e3:.2f} | permutes {permute_s(c) * 1e3:.2f} | dispatch "
+            f"({dispatcher(c)}) {microbatch_dispatch_s(c) * 1e3:.2f} | HBM {cmp.memory_s(c.dev16, 1e9) * 1e3:.2f} ms/GB")
 
 
 def main() -> None:

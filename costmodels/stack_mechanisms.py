@@ -27,7 +27,7 @@ class Mechanisms(BaseModel):
     tp_overlap_impl: Literal["userbuffers", "micro-pipeline"] = Field(
         "userbuffers", description="How TP overlap runs: userbuffers = Transformer Engine (every TP collective "
         "beside a GEMM, FP8 included); micro-pipeline = PyTorch async TP, which fuses a collective only with "
-        "a matmul that consumes or produces it directly, so some stay exposed (costmodels.timing._tp_unfused_s).")
+        "a matmul that consumes or produces it directly, so some stay exposed (costmodels.layer_comm._tp_unfused_s).")
     overlap_grad_reduce: bool = Field(True, description="Default for TrainSpec.overlap_grad_reduce: bucketed "
                                       "gradient reduction runs during the last micro-batch's backward.")
     grad_reduce_bytes: Optional[int] = Field(

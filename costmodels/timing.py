@@ -11,7 +11,7 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
 - tp: 2 all-reduces of M*h*2 bytes in forward and 2 in backward (with SP an all-gather and a
   reduce-scatter each, the same bytes), exposed (Korthikanti et al. section 4.2.2) unless
   tp_comm_overlap with SP (tp_overlap_applies), which runs them beside the layer's GEMMs
-  (costmodels.overlap), except those the stack's overlap cannot fuse with a matmul (_tp_unfused_s:
+  (costmodels.overlap), except those the stack's overlap cannot fuse with a matmul (costmodels.layer_comm:
   PyTorch async TP);
 - ep: dispatch + combine per MoE layer, forward and backward: M*k*h*2 bytes all-to-all, or DeepEP's
   one copy per destination rank / node, or the tp x ep group's all-gather (costmodels.moe_dispatch, the run's
@@ -39,16 +39,16 @@ from dataclasses import dataclass, fields
 
 from costmodels import comm
 from costmodels import compute as cmp
-from costmodels import moe_compute, moe_dispatch, sharding
 from costmodels.activations import ActShape
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.kernels import GENERATIONS, KernelSpec
+from costmodels.layer_comm import cp_s, tp_s, zero3_layer_s
 from costmodels.layout import Layout
-from costmodels.memory import act_shape, expert_dp
+from costmodels.memory import act_shape
 from costmodels.model_spec import ModelSpec
-from costmodels.overlap import exposed_s
-from costmodels.params import kv_local_width, local_layer_params, stage_layer_mix
+from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_s
+from costmodels.params import stage_layer_mix
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
@@ -207,181 +207,25 @@ def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float,
     return 0.0, 0
 
 
-def _tp_gather_bytes(c: Context) -> float:
-    """Bytes per element of a sequence-parallel all-gather: 1 when it moves FP8 (Stack.fp8_tp_gather with
-    sequence parallelism), else 2; the reduce-scatters always move 2."""
-    fp8 = c.train.precision == "fp8" and c.lay.sp and c.train.fp8_recipe in c.stack.fp8_tp_gather
-    return 1.0 if fp8 else cmp.ACT_BYTES
-
-
-def _tp_bytes(c: Context) -> float:
-    """Bytes per activation element of a tensor-parallel all-reduce: the mean of its all-gather and
-    reduce-scatter halves (2, or 1.5 with FP8 gathers)."""
-    return (_tp_gather_bytes(c) + cmp.ACT_BYTES) / 2
-
-
 def layer_time(c: Context, moe: bool) -> MicroTime:
     """One layer, one micro-batch, forward + backward (+ recompute), exposed communication included."""
     flash = c.train.flash_attention
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    perm = _permute_s(c) if moe else 0.0
+    perm = permute_s(c) if moe else 0.0
     compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + 2 * perm
     recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
     recompute += perm * extra
-    tp = _tp_s(c, lin, extra)
-    ep = 2 * _dispatch_s(c)
-    cp = _cp_s(c, core, bwd_core, extra)
+    tp = tp_s(c, lin, extra)
+    ep = 2 * microbatch_dispatch_s(c)
+    cp = cp_s(c, core, bwd_core, extra)
     fwd = lin + core + elem + cast_fwd
     bwd = compute - fwd + recompute
-    dp = _zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
-    ep = _ep_exposed_s(c, ep * (2 + extra), compute + recompute) if moe else 0.0
+    dp = zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
+    ep = ep_exposed_s(c, ep * (2 + extra), compute + recompute) if moe else 0.0
     t = MicroTime(compute, recompute, tp, cp, ep, dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
-
-
-def ep_overlap_applies(train: TrainSpec, lay: Layout) -> bool:
-    """Whether the MoE all-to-all hides behind another micro-batch's computation: asked for
-    (TrainSpec.ep_comm_overlap) and experts spread over ranks (ep > 1; megatron-core 0.19
-    TransformerConfig asserts expert_model_parallel_size > 1 with overlap_moe_expert_parallel_comm)."""
-    return train.ep_comm_overlap and lay.ep > 1
-
-
-def _ep_exposed_s(c: Context, ep_s: float, window_s: float) -> float:
-    """Exposed seconds of one layer's dispatches and combines (all passes, `ep_s` in total). Under EP overlap
-    they run beside the same layer's computation of the micro-batch paired with this one (1F1B: one
-    micro-batch's forward beside the previous one's backward; Megatron-Core overlap_moe_expert_parallel_comm,
-    DeepSeek-V3 report section 3.2.1, DualPipe), `window_s` long in steady state, slowed by the stack's
-    overlap_slowdown (costmodels.overlap). Known deviation: the warm-up and cool-down micro-batches, which have
-    no partner, are priced as overlapped too (a share of about pp / m of the step)."""
-    if not ep_overlap_applies(c.train, c.lay):
-        return ep_s
-    return exposed_s(window_s, ep_s, c.kappa)
-
-
-def dispatcher(c: Context) -> str:
-    """The token dispatcher the time model prices: the run's (TrainSpec.ep_dispatcher, read from Megatron's
-    --moe-token-dispatcher-type), the all-gather one where the memory's Megatron-Core 0.6 dispatcher is named
-    (TrainSpec.moe_dispatcher allgather), else the stack's (Stack.ep_dispatcher)."""
-    if c.train.ep_dispatcher:
-        return c.train.ep_dispatcher
-    return "allgather" if c.x.moe_allgather else c.stack.ep_dispatcher
-
-
-def _dispatch_s(c: Context) -> float:
-    """One dispatch (or combine) of a micro-batch's tokens, seconds (costmodels.moe_dispatch). All-to-all and DeepEP:
-    the busiest EP rank receives x.moe_load times the mean bytes (costmodels.moe_balance) and the exchange ends when
-    it has, so the bytes are priced at that rank's; the all-gather moves every token whatever the routing."""
-    copy_bytes = dispatch_tokens(c) * c.model.hidden_size * cmp.ACT_BYTES
-    if dispatcher(c) == "allgather":
-        return moe_dispatch.allgather_dispatch_s(c.links, c.lay.tp * c.lay.ep, copy_bytes)
-    copy_bytes *= c.x.moe_load
-    return moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, copy_bytes, dispatcher(c),
-                                   c.model.num_experts, c.model.top_k)
-
-
-def _permute_s(c: Context) -> float:
-    """Forward seconds of one MoE layer's token permutes and unpermutes (costmodels.moe_compute.permute_bytes, the
-    stack's dispatcher) at the fitted HBM rate; its backward, the mirrored gathers, takes the same again. Not scaled by
-    the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel."""
-    return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
-
-
-def dispatch_tokens(c: Context) -> float:
-    """Tokens one GPU dispatches per micro-batch: its sequence-parallel shard M*u (costmodels.compute
-    _moe_gemms: Megatron-Core's MoE layer dispatches the [s/tp, b, h] states it holds under SP)."""
-    return c.x.tokens * c.x.u
-
-
-def _tp_s(c: Context, lin_s: float, extra: int) -> float:
-    """Exposed tensor-parallel seconds of one layer and micro-batch: 2 all-reduces (SP: 2 all-gathers and
-    2 reduce-scatters) in each of forward, backward and a recomputed forward. Under TP overlap the
-    collectives the stack can overlap run beside the same passes' linear GEMMs; the rest stay exposed
-    (_tp_unfused_s)."""
-    tp_pass = 2 * comm.all_reduce_s(c.links, c.lay.tp, 1, c.x.tokens * c.model.hidden_size * _tp_bytes(c))
-    total = tp_pass * (2 + extra)
-    if not tp_overlap_applies(c.train, c.lay):
-        return total
-    unfused = _tp_unfused_s(c, tp_pass, extra)
-    return exposed_s(lin_s * (3 + extra), total - unfused, c.kappa) + unfused
-
-
-def tp_overlap_applies(train: TrainSpec, lay: Layout) -> bool:
-    """Whether TP communication overlap runs: asked for (TrainSpec.tp_overlap) and sequence parallelism
-    on. Both implementations overlap only all-gathers and reduce-scatters: Megatron-LM refuses
-    --tp-comm-overlap without --sequence-parallel (megatron/training/arguments.py, "Tensor parallel
-    communication/GEMM overlap can happen only when sequence parallelism is enabled"), and PyTorch's
-    micro-pipeline pass matches only all_gather_into_tensor and reduce_scatter_tensor
-    (torch/_inductor/fx_passes/micro_pipeline_tp.py), so sp = 0's all-reduces stay exposed."""
-    return train.tp_overlap and lay.sp and lay.tp > 1
-
-
-def _tp_unfused_s(c: Context, tp_pass_s: float, extra: int) -> float:
-    """Seconds of the TP collectives that the stack's overlap leaves exposed (Stack.tp_overlap_impl).
-
-    userbuffers (Transformer Engine): none. micro-pipeline (PyTorch async TP,
-    torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses an all-gather only with the matmuls that
-    consume it and a reduce-scatter only with the one matmul that produces it, so
-    - the backward reduce-scatter of the attention input gradient stays exposed, and the MLP's under
-      SwiGLU: each gradient is a sum of several matmuls (wq, wk, wv, separate in torchtitan's models;
-      w1, w3), which _find_producer_matmul does not match (a GELU MLP's one fc1 matmul fuses);
-    - all-gathers stay exposed in every pass when an FP8 cast sits between gather and matmul, i.e. when
-      the gather moves 16-bit data (rowwise recipe; tensorwise casts before the gather: Stack.fp8_tp_gather).
-    A pass's time splits into its gather and reduce-scatter halves by their bytes (1 or 2 per element)."""
-    if c.stack.tp_overlap_impl == "userbuffers":
-        return 0.0
-    gather_bytes = _tp_gather_bytes(c)
-    gather_pass_s = tp_pass_s * gather_bytes / (gather_bytes + cmp.ACT_BYTES)
-    reduce_pass_s = tp_pass_s - gather_pass_s
-    gathers_fuse = c.train.precision != "fp8" or gather_bytes < cmp.ACT_BYTES
-    summed = (2 if c.model.activation == "swiglu" else 1) / 2  # of the pass's 2 reduce-scatters
-    return reduce_pass_s * summed + (0.0 if gathers_fuse else gather_pass_s * (2 + extra))
-
-
-def _zero3_layer_s(c: Context, moe: bool, fwd_s: float, bwd_s: float) -> float:
-    """Exposed ZeRO-3 time of one layer and micro-batch (costmodels.sharding)."""
-    lay, st, train = c.lay, c.stack, c.train
-    p = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp)
-    edp = expert_dp(c.cluster, lay)
-    fetches, reductions = _zero3_calls(c, moe)
-    ag = sharding.gather_s(c.links, lay, p, edp, train.weight_bytes_per_param, st.zero3_bucket_mparams, fetches)
-    rs = sharding.reduce_s(c.links, lay, p, edp, train.grad_reduce_bytes_per_param, _zero3_reduce_bucket(st), True)
-    back = (ag if st.reshard_after_forward else 0.0) + rs
-    host = (fetches * (2 if st.reshard_after_forward else 1) + reductions) * st.zero3_call_overhead_s
-    if not sharding.prefetch_runs(st.zero3_prefetch, p.total, st.zero3_max_live_mparams):
-        return ag + back + host
-    return exposed_s(fwd_s, ag, c.kappa) + exposed_s(bwd_s, back, c.kappa) + host
-
-
-def _zero3_reduce_bucket(st: Stack) -> float | None:
-    """Gradient buckets of ZeRO-3: the stack's reduce bucket where it buckets (DeepSpeed
-    reduce_bucket_size), else one reduction per unit (FSDP)."""
-    return st.grad_bucket_mparams if st.zero3_bucket_mparams else None
-
-
-def _zero3_calls(c: Context, moe: bool) -> tuple[int, int]:
-    """(fetches, reductions) of one layer and micro-batch: DeepSpeed's packed fetches
-    (costmodels.sharding.fetch_calls) and its reduce buckets; one of each per FSDP unit."""
-    lay, st = c.lay, c.stack
-    fetches = sharding.fetch_calls(sharding.layer_matrices(c.model, moe, lay.tp, lay.ep, lay.etp),
-                                   st.zero3_bucket_mparams, st.zero3_persistence_threshold_mparams)
-    total = local_layer_params(c.model, moe, lay.tp, lay.ep, lay.etp).total
-    return fetches, sharding.buckets(total, _zero3_reduce_bucket(st))
-
-
-def _cp_s(c: Context, core_s: float, bwd_core_s: float, extra: int) -> float:
-    """Exposed context-parallel time of one layer and micro-batch, forward + backward (+ the forward
-    again under full recompute, `extra` = 1), by algorithm (module docstring)."""
-    if c.lay.cp <= 1:
-        return 0.0
-    if c.lay.cp_comm == "p2p":
-        fwd = _cp_exchange_s(c)
-        return exposed_s(core_s, fwd, c.kappa) + exposed_s(bwd_core_s, 2 * fwd, c.kappa)
-    if c.lay.cp_comm == "a2a":
-        return (2 + extra) * _cp_all_to_all_s(c)
-    gather = comm.all_gather_s(c.links, c.lay.cp, c.lay.tp, c.lay.cp * _kv_chunk_bytes(c))
-    return (2 + extra) * gather + gather  # the reduce-scatter of dK, dV costs what the gather costs
 
 
 def cp_layer_s(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> float:
@@ -392,28 +236,7 @@ def cp_layer_s(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: La
     c = make_context(model, cluster, train, lay)
     _, core, _, _ = _passes(c, False)
     bwd_core = core * (2.5 if train.flash_attention else 2.0)
-    return _cp_s(c, core, bwd_core, 1 if lay.recompute == "full" else 0)
-
-
-def _kv_chunk_bytes(c: Context) -> float:
-    """Local K and V of one micro-batch on one rank, bytes (KV heads replicated when fewer than tp)."""
-    return c.x.tokens * 2 * kv_local_width(c.model, c.lay.tp) * cmp.ACT_BYTES
-
-
-def _cp_exchange_s(c: Context) -> float:
-    """Forward ring exchange of K and V chunks over the cp group (stride tp)."""
-    cp = c.lay.cp
-    crosses = comm.ranks_per_node(cp, c.lay.tp, c.links.gpus_per_node) < cp
-    return (cp - 1) * comm.p2p_s(c.links, crosses, _kv_chunk_bytes(c))
-
-
-def _cp_all_to_all_s(c: Context) -> float:
-    """One pass of Ulysses: all-to-all of the local Q, K, V (tokens/cp x (q + 2 kv)/tp) before
-    attention and of the output (tokens/cp x q/tp) after it, over the cp group (stride tp)."""
-    q, ctx = c.model.q_width / c.lay.tp, c.model.ctx_width / c.lay.tp
-    qkv = c.x.tokens * q * cmp.ACT_BYTES + _kv_chunk_bytes(c)
-    out = c.x.tokens * ctx * cmp.ACT_BYTES
-    return sum(comm.all_to_all_s(c.links, c.lay.cp, c.lay.tp, b) for b in (qkv, out))
+    return cp_s(c, core, bwd_core, 1 if lay.recompute == "full" else 0)
 
 
 def _output_s(c: Context) -> float:

@@ -38,7 +38,7 @@ class TrainSpec(BaseModel):
     flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
     tp_comm_overlap: Optional[bool] = Field(
         None, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE, "
-        "torchtitan async TP); applies only with sequence parallelism (costmodels.timing.tp_overlap_applies); "
+        "torchtitan async TP); applies only with sequence parallelism (costmodels.layer_comm.tp_overlap_applies); "
         "null = the stack's default."
     )
     overlap_grad_reduce: Optional[bool] = Field(

@@ -9,7 +9,7 @@ import typer
 
 from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
-from costmodels.timing import tp_overlap_applies
+from costmodels.layer_comm import tp_overlap_applies
 from costmodels.train_spec import TrainSpec
 from planner.search import frameworks as fws
 from planner.files import loading

@@ -1,5 +1,5 @@
 """MoE all-to-all hidden behind another micro-batch's computation (TrainSpec.ep_comm_overlap): Megatron-Core
---overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe (costmodels.timing._ep_exposed_s)."""
+--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe (costmodels.moe_timing.ep_exposed_s)."""
 
 from __future__ import annotations
 

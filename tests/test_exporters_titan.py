@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from costmodels.timing import tp_overlap_applies
+from costmodels.layer_comm import tp_overlap_applies
 from planner.exporters import export
 from planner.files import loading
 from planner.files.shellread import find_launch, read_script, split_at_script

@@ -1,5 +1,5 @@
 """MoE as Megatron-Core runs it with tensor parallelism: each GPU dispatches and computes for its own
-sequence-parallel shard of the tokens (costmodels.compute._moe_gemms, costmodels.timing.dispatch_tokens)."""
+sequence-parallel shard of the tokens (costmodels.compute._moe_gemms, costmodels.moe_timing.dispatch_tokens)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import hardware_profiles as hp
 from costmodels.activations import ActShape
 from costmodels.compute import linear_gemms
 from costmodels.layout import Layout, resolve_layout
-from costmodels.timing import dispatch_tokens, make_context
+from costmodels.moe_timing import dispatch_tokens
+from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
 
 

@@ -18,7 +18,8 @@ from costmodels import moe_balance, moe_compute
 from costmodels.layout import Layout, resolve_layout
 from costmodels.memory import stage_activation_bytes
 from costmodels.step import step_time
-from costmodels.timing import _dispatch_s, layer_time, make_context
+from costmodels.moe_timing import microbatch_dispatch_s
+from costmodels.timing import layer_time, make_context
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.exporters.common import ExportPlan
@@ -93,15 +94,15 @@ def test_what_scales_and_what_does_not():
     assert factor == pytest.approx(1 + moe_balance.rank_excess(0.72, 8, 8)) and factor > 1
     assert moe_compute.tokens_per_expert(hot.model, hot.x) == pytest.approx(
         factor * moe_compute.tokens_per_expert(plain.model, plain.x))
-    assert _dispatch_s(hot) > _dispatch_s(plain)
+    assert microbatch_dispatch_s(hot) > microbatch_dispatch_s(plain)
     dense_plain, dense_hot = layer_time(plain, moe=False), layer_time(hot, moe=False)
     assert dense_plain == dense_hot
     assert layer_time(hot, moe=True).ep_comm_s > layer_time(plain, moe=True).ep_comm_s
 
 
 def test_the_allgather_dispatcher_moves_every_token_whatever_the_routing():
-    assert _dispatch_s(_context("none", dispatcher="allgather")) == _dispatch_s(_context("aux_loss",
-                                                                                        dispatcher="allgather"))
+    hot, plain = _context("none", dispatcher="allgather"), _context("aux_loss", dispatcher="allgather")
+    assert microbatch_dispatch_s(hot) == microbatch_dispatch_s(plain)
 
 
 def test_the_busiest_rank_stores_more_routed_activations_unless_capacity_pads():

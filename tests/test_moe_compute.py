@@ -100,13 +100,14 @@ def test_received_tokens_uses_the_miss_probability():
 def test_layer_time_pays_the_permutes_forward_and_backward(monkeypatch):
     from costmodels import moe_compute
     from costmodels.layout import Layout, resolve_layout
-    from costmodels.timing import _permute_s, layer_time, make_context
+    from costmodels.moe_timing import permute_s
+    from costmodels.timing import layer_time, make_context
     from costmodels.train_spec import TrainSpec
 
     cluster = hp.load_cluster("dgx-h100", 2)
     train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096, precision="bf16"), "nemo")
     c = make_context(QWEN, cluster, train, resolve_layout(QWEN, cluster, train, Layout(ep=16, zero=1)))
-    perm = _permute_s(c)
+    perm = permute_s(c)
     assert perm > 0
     with_perm = layer_time(c, True)
     monkeypatch.setattr(moe_compute, "permute_bytes", lambda *a: 0.0)

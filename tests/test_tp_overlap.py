@@ -1,6 +1,6 @@
 """TP communication overlap by implementation: Transformer Engine userbuffers hide every TP collective;
 PyTorch's micro-pipeline (async) TP leaves exposed the collectives it cannot fuse with a matmul
-(costmodels.timing._tp_unfused_s)."""
+(costmodels.layer_comm._tp_unfused_s)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from costmodels import compute as cmp
 from costmodels.layout import Layout, resolve_layout
 from costmodels.overlap import exposed_s
 from costmodels.stack import Stack
-from costmodels.timing import _tp_s, _tp_unfused_s, layer_time, make_context, tp_overlap_applies
+from costmodels.layer_comm import _tp_unfused_s, tp_overlap_applies, tp_s
+from costmodels.timing import layer_time, make_context
 from costmodels.train_spec import TrainSpec
 
 H = 4096
@@ -78,7 +79,7 @@ def test_exposed_tp_is_the_overlap_of_the_fused_part_plus_the_unfused():
     tp_pass = _pass_s(c, cmp.ACT_BYTES)
     lin = 1e-3
     want = exposed_s(3 * lin, 2 * tp_pass - tp_pass / 2, 0.2) + tp_pass / 2
-    assert _tp_s(c, lin, 0) == pytest.approx(want)
+    assert tp_s(c, lin, 0) == pytest.approx(want)
 
 
 @pytest.mark.parametrize("precision, recipe", [("bf16", "tensorwise"), ("fp8", "tensorwise"), ("fp8", "rowwise")])
@@ -108,5 +109,5 @@ def test_without_sequence_parallelism_nothing_overlaps(impl: str):
     asked, plain = _ctx(impl, sp=False), _ctx(impl, sp=False, overlap=False)
     assert not tp_overlap_applies(asked.train, asked.lay) and tp_overlap_applies(_ctx(impl).train, _ctx(impl).lay)
     lin = 1e-3
-    assert _tp_s(asked, lin, 0) == pytest.approx(_tp_s(plain, lin, 0)) == pytest.approx(2 * _pass_s(asked, 2.0))
-    assert _tp_s(_ctx(impl), lin, 0) < _tp_s(asked, lin, 0)
+    assert tp_s(asked, lin, 0) == pytest.approx(tp_s(plain, lin, 0)) == pytest.approx(2 * _pass_s(asked, 2.0))
+    assert tp_s(_ctx(impl), lin, 0) < tp_s(asked, lin, 0)

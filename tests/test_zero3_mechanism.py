@@ -1,4 +1,4 @@
-"""DeepSpeed ZeRO-3 as it runs (costmodels.sharding, timing._zero3_layer_s): a per-call host cost inside
+"""DeepSpeed ZeRO-3 as it runs (costmodels.sharding, layer_comm.zero3_layer_s): a per-call host cost inside
 its physical range, the persistence threshold, the live-parameter limit on prefetch, and the
 Llama 3 8B / 16 H100 ZeRO-3 step back beside FSDP's (it was 33.8 s, 30 s of it a fitted 26 ms per call)."""
 

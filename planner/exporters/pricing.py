@@ -25,7 +25,7 @@ import hardware_profiles as hp
 from costmodels.estimate import estimate
 from costmodels.hardware_spec import GIB
 from costmodels.memory import memory_train
-from costmodels.timing import tp_overlap_applies
+from costmodels.layer_comm import tp_overlap_applies
 from planner.files import loading
 from planner.files.planfile import VERSION, train_document
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from costmodels.memory import memory_train
 
 from costmodels.pipeline import chunk_layers
-from costmodels.timing import ep_overlap_applies, tp_overlap_applies
+from costmodels.layer_comm import tp_overlap_applies
+from costmodels.moe_timing import ep_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, bash_array, command, script,
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from costmodels.timing import tp_overlap_applies
+from costmodels.layer_comm import tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
 )
