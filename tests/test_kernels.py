@@ -181,7 +181,8 @@ def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, head_dim, groups
     one or two nodes, three stacks). Utilization on the FLOPs the GPU executes: parplan's MFU counts causal scores
     in full (PaLM convention) though flash attention skips half, so the reported MFU is scaled by executed /
     counted FLOPs of the whole model before the comparison. Under fp8 the MFU is against the FP8 peak and the
-    ceiling is the FP8 MAMF (H100 1,402.6 / 1,979 = 70.9%)."""
+    ceiling is the FP8 MAMF (H100 1,402.6 / 1,979 = 70.9%). Both at the clock a run holds at its power limit
+    (kernels.Generation.sustained: Hopper 0.93 of MAMF's sub-second rate, measured at 700 W; 1 elsewhere)."""
     profile = hp.load_gpu(gpu)
     fp8 = fp8 and profile.fp8_tflops is not None
     model = _random_model(h, head_dim, groups, layers, ffn_ratio, gelu, vocab, seq)
@@ -194,7 +195,7 @@ def test_mfu_stays_under_the_best_measured_gemm(gpu, layers, h, head_dim, groups
         return
     x = make_context(model, cluster, train, est.layout).x
     gen = GENERATIONS[profile.tensor_core_gen]
-    ceiling = gen.fp8_ceiling if fp8 else gen.gemm_ceiling  # MFU under fp8 is against the FP8 peak
+    ceiling = (gen.fp8_ceiling if fp8 else gen.gemm_ceiling) * gen.sustained  # MFU under fp8: against the FP8 peak
     assert est.throughput.mfu * executed_share(model, x, flash) <= ceiling
 
 
@@ -222,7 +223,7 @@ def test_moe_mfu_stays_under_the_best_measured_gemm(gpu, h, experts, top_k, expe
     counted = model.num_layers * cmp.layer_flops(model, x, True) + cmp.logits_flops(model, x)
     executed = counted - 0.5 * model.num_layers * cmp.attention_core_flops(model, x)
     gen = GENERATIONS[profile.tensor_core_gen]
-    assert est.throughput.mfu * executed / counted <= (gen.fp8_ceiling if fp8 else gen.gemm_ceiling)
+    assert est.throughput.mfu * executed / counted <= (gen.fp8_ceiling if fp8 else gen.gemm_ceiling) * gen.sustained
 
 
 @pytest.mark.parametrize("gpu", KERNEL_GPUS)
