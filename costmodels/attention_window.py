@@ -30,6 +30,7 @@ same ratio; the K/V exchange is priced as without a window.
 from __future__ import annotations
 
 import math
+from typing import Optional, Sequence
 
 from costmodels.model_spec import ModelSpec
 
@@ -67,3 +68,13 @@ def windowed_share(model: ModelSpec) -> float:
     per-layer cost uses. Known deviation: a pipeline stage is priced at the model's mix, not its own (exact when
     full_attention_interval divides each stage's layers, as GPT-OSS's 2 does for even stages)."""
     return model.windowed_layers / model.num_layers if model.sliding_window else 0.0
+
+
+def full_attention_interval_of(windowed: Sequence[bool]) -> Optional[int]:
+    """ModelSpec.full_attention_interval of a per-layer list (True = the layer uses the window): the n for which
+    layer i (0-based) attends fully exactly when (i + 1) % n == 0 (0: every layer windowed, 1: none), as
+    ModelSpec.is_windowed_layer reads it; None where no n gives the list."""
+    for n in [0, *range(1, len(windowed) + 1)]:
+        if all(w == (not n or (i + 1) % n != 0) for i, w in enumerate(windowed)):
+            return n
+    return None

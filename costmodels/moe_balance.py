@@ -35,10 +35,10 @@ a capacity factor caps a rank's rows at capacity (tokens beyond it are dropped):
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 BalanceKind = Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none", "forced"]
-BALANCE_KINDS: tuple[str, ...] = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none", "forced")
+BALANCE_KINDS: tuple[str, ...] = get_args(BalanceKind)
 
 # Per-expert excess above the aux-loss-balanced reference (module docstring: values, sources, ranges).
 EXPERT_EXCESS = {"aux_loss": 0.0, "seq_aux_loss": 0.0, "global_aux_loss": 0.0, "sinkhorn": 0.0,

@@ -64,7 +64,7 @@ class TrainSpec(BaseModel):
     ep_comm_overlap: bool = Field(
         False, description="MoE all-to-all (dispatch and combine) hidden behind another micro-batch's computation: "
         "Megatron-Core --overlap-moe-expert-parallel-comm (the 1F1B phase runs one micro-batch's forward beside the "
-        "previous one's backward), DeepSeek-V3's DualPipe. Priced where ep > 1 (costmodels.timing."
+        "previous one's backward), DeepSeek-V3's DualPipe. Priced where ep > 1 (costmodels.moe_timing."
         "ep_overlap_applies). Known deviation: the extra micro-batch Megatron-Core keeps in flight is not counted in "
         "memory (the Megatron reader warns)."
     )

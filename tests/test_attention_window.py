@@ -188,3 +188,18 @@ def test_context_parallel_ranks_share_the_windowed_attention_evenly():
     # each rank's queries shrink the windowed layers' work by the same tile ratio (attention_window docstring)
     one, two = (cmp.attention_core_s(OSS, ActShape(seq=4096, mbs=1, cp=cp), DEV, causal_skip=True) for cp in (1, 2))
     assert math.isclose(two, one / 2)
+
+
+def test_the_interval_of_a_layer_list_is_the_one_modelspec_reads_back():
+    """costmodels.attention_window.full_attention_interval_of, which the Hugging Face and Megatron readers share:
+    GPT-OSS's alternation is 2, all windowed 0, none windowed 1, an irregular list None; and a ModelSpec built with
+    the interval marks the same layers."""
+    from costmodels.attention_window import full_attention_interval_of
+
+    assert full_attention_interval_of([True, False] * 18) == 2
+    assert full_attention_interval_of([True] * 8) == 0
+    assert full_attention_interval_of([False] * 8) == 1
+    assert full_attention_interval_of([True, True, False, True, False, True]) is None
+    model = hp.load_model("gpt-oss-120b")
+    windowed = [model.is_windowed_layer(i) for i in range(model.num_layers)]
+    assert full_attention_interval_of(windowed) == model.full_attention_interval

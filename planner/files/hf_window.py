@@ -13,7 +13,9 @@ naming it: ModelSpec states the window by that interval.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
+
+from costmodels.attention_window import full_attention_interval_of
 
 WINDOWED, FULL = "sliding_attention", "full_attention"
 
@@ -28,7 +30,7 @@ def window_fields(config: dict, model_type: str, num_layers: int) -> dict:
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         raise ValueError(f"config.json key 'sliding_window' must be a positive integer or null, got {window!r}")
     types = _layer_types(config, model_type, num_layers)
-    interval = interval_of(types)
+    interval = full_attention_interval_of([t == WINDOWED for t in types])
     if interval is None:
         raise ValueError(f"config.json key 'layer_types' {_short(types)}: parplan reads n - 1 sliding_attention "
                          "layers then one full_attention layer, repeated (or all of one kind)")
@@ -50,14 +52,6 @@ def _layer_types(config: dict, model_type: str, num_layers: int) -> list:
             raise ValueError(f"config.json key 'max_window_layers' must be an integer, got {_short(first)}")
         return [WINDOWED if i >= first else FULL for i in range(num_layers)]
     return [WINDOWED] * num_layers
-
-
-def interval_of(types: list) -> Optional[int]:
-    """n such that layer i (0-based) is full exactly when (i + 1) % n == 0 (1: all full; 0: all windowed), or None."""
-    for n in [0, *range(1, len(types) + 1)]:
-        if all((t == FULL) == (n > 0 and (i + 1) % n == 0) for i, t in enumerate(types)):
-            return n
-    return None
 
 
 def _short(value: Any) -> str:

@@ -118,8 +118,8 @@ def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
 def refuses(fw: FrameworkCaps) -> Callable[[int, int, str, int, int, int, int], bool]:
     """(tp, cp, cp_comm, pp, ep, etp, zero) -> True where `fw` refuses every layout with these choices, whatever
     its others: costmodels.framework.runs itself, asked with those choices and every other one set to a value the
-    framework accepts (its recompute, hybrid-shard, precision and optimizer rules are left to the search's keep). The search counts such layouts without building them
-    (planner.search.space.enumerate_counted: Megatron's ZeRO-2 with pipelining, torchtitan's etp > 1).
+    framework accepts (its recompute, hybrid-shard, precision and optimizer rules are left to the search's keep).
+    The search counts such layouts without building them (planner.search.space.enumerate_counted: Megatron's ZeRO-2 with pipelining, torchtitan's etp > 1).
     tests/test_search_refusals.py holds it to runs: it never refuses a layout runs accepts."""
     # the choices refuses is not given, set to ones runs accepts, so that only the given ones can refuse
     neutral = {"vpp": 1, "recompute": fw.recompute[0], "replicas": 1}

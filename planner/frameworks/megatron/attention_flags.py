@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 
+from costmodels.attention_window import full_attention_interval_of
 from planner.errors import UserError
 
 SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
@@ -51,9 +52,9 @@ def _interval(text: str, layers: int) -> int:
     pattern = _pattern(text)
     if len(pattern) != layers:
         raise UserError(f"--window-attn-skip-freq {text[:60]!r}: {len(pattern)} entries for --num-layers {layers}")
-    for n in [0, *range(1, layers + 1)]:
-        if pattern == [int(not n or (i + 1) % n != 0) for i in range(layers)]:
-            return n
+    n = full_attention_interval_of([bool(v) for v in pattern])
+    if n is not None:
+        return n
     raise UserError(f"--window-attn-skip-freq {text[:60]!r}: parplan reads patterns of N-1 windowed layers then "
                     "one full layer, repeated (or an integer N)")
 
