@@ -112,10 +112,14 @@ def mlp_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
     mats = 3 if model.activation == "swiglu" else 2
     if not moe:
         return 2 * M * h * model.ffn_hidden_size * mats / x.tp
-    fe = model.moe_ffn_hidden_size
-    routed = model.top_k * 2 * M * h * fe * mats
-    shared = model.num_shared_experts * 2 * M * h * fe * mats / x.tp
-    return 2 * M * h * model.num_experts + routed + shared
+    routed = model.top_k * 2 * M * h * model.moe_ffn_hidden_size * mats
+    return 2 * M * h * model.num_experts + routed + shared_expert_flops(model, x)
+
+
+def shared_expert_flops(model: ModelSpec, x: ActShape) -> float:
+    """Forward FLOPs of an MoE layer's shared experts: n_s * 2*M*h*f_e*mats/t (0 without them)."""
+    mats = 3 if model.activation == "swiglu" else 2
+    return model.num_shared_experts * 2 * x.tokens * model.hidden_size * model.moe_ffn_hidden_size * mats / x.tp
 
 
 def layer_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
@@ -129,12 +133,24 @@ def logits_flops(model: ModelSpec, x: ActShape) -> float:
 
 
 def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
-    """Extra forward FLOPs per layer that recompute adds: attention core (selective) or all (full)."""
+    """Extra forward FLOPs per layer that recompute adds: all (full), or the selectively recomputed modules'
+    (x.modules: the attention core by default; costmodels.recompute_time for what each re-runs; activations and
+    norms add no FLOPs)."""
     if x.recompute == "full":
         return layer_flops(model, x, moe)
-    if x.recompute == "selective":
-        return attention_core_flops(model, x)
-    return 0.0
+    if x.recompute != "selective":
+        return 0.0
+    mods = set(x.modules)
+    flops = attention_core_flops(model, x) if "core_attn" in mods else 0.0
+    if ("mlp" in mods and not moe) or ("moe" in mods and moe):
+        flops += mlp_flops(model, x, moe)
+    elif "shared_experts" in mods and moe:
+        flops += shared_expert_flops(model, x)
+    if "mla_up_proj" in mods and model.mla is not None:
+        mats = attention_matrices(model, x.tp)
+        ups = [mats[1], mats[3]] if model.mla.q_lora_rank else [mats[2]]
+        flops += sum(2 * x.tokens * k * n for k, n in ups)
+    return flops
 
 
 # ---- time (forward, one micro-batch, one GPU) ----------------------------------------------------
@@ -142,12 +158,21 @@ def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
 
 def linear_gemms(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> list[Gemm]:
     """The forward GEMMs of a layer's projections and MLP on one GPU, as (m, k, n, count)."""
-    M, h, t = x.tokens, model.hidden_size, x.tp
-    gemms = [Gemm(M, k, n) for k, n in attention_matrices(model, t, down_share=x.u)]
-    if not moe:
-        f = model.ffn_hidden_size / t
-        return gemms + [Gemm(M, h, _mlp_in(model, f)), Gemm(M, f, h)]
-    return gemms + _moe_gemms(model, x, grouped)
+    return attention_gemms(model, x) + mlp_gemms(model, x, moe, grouped)
+
+
+def attention_gemms(model: ModelSpec, x: ActShape) -> list[Gemm]:
+    """The forward GEMMs of a layer's attention projections on one GPU (params.attention_matrices' order)."""
+    return [Gemm(x.tokens, k, n) for k, n in attention_matrices(model, x.tp, down_share=x.u)]
+
+
+def mlp_gemms(model: ModelSpec, x: ActShape, moe: bool, grouped: bool = False) -> list[Gemm]:
+    """The forward GEMMs of a layer's MLP on one GPU: fc1 and fc2; in an MoE layer the router, the routed experts'
+    fc1 and fc2, then the shared experts' (_moe_gemms)."""
+    if moe:
+        return _moe_gemms(model, x, grouped)
+    M, h, f = x.tokens, model.hidden_size, model.ffn_hidden_size / x.tp
+    return [Gemm(M, h, _mlp_in(model, f)), Gemm(M, f, h)]
 
 
 def linear_s(model: ModelSpec, x: ActShape, dev: Device, moe: bool, grouped: bool = False) -> float:
@@ -243,13 +268,19 @@ def elementwise_bytes(model: ModelSpec, x: ActShape, flash: bool, moe: bool = Fa
     residual = 7 if model.dropout else 6
     per_token = (8 + 2 * residual) * h * u
     if not moe:
-        f = model.ffn_hidden_size / t
-        per_token += ACT_BYTES * (_mlp_in(model, f) + f) + clamp_bytes_per_row(model, f)
+        per_token += dense_activation_bytes(model, x) / M
     if model.position_embedding == "rope":
         per_token += 2 * ACT_BYTES * (model.q_width / t + kv_local_width(model, t))
     if not flash:
         per_token += 7 * model.num_attention_heads / t * x.seq
     return M * per_token + (moe_compute.routed_activation_bytes(model, x) if moe else 0.0)
+
+
+def dense_activation_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward bytes of a dense MLP's fused bias-activation on one GPU: read f_in, write f per token (f = ffn / t),
+    plus a clamped SwiGLU's eager clamps (costmodels.glu_clamp)."""
+    f = model.ffn_hidden_size / x.tp
+    return x.tokens * (ACT_BYTES * (_mlp_in(model, f) + f) + clamp_bytes_per_row(model, f))
 
 
 def cross_entropy_bytes(model: ModelSpec, x: ActShape) -> float:

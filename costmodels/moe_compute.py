@@ -63,11 +63,27 @@ def routed_activation_bytes(model: ModelSpec, x: ActShape) -> float:
     """Forward bytes of the experts' fused bias-activation: read f_in, write f per routed row (f_in = 2 f_e / etp
     for SwiGLU), plus the shared experts' over the M tokens at width n_s f_e / tp; with a clamped SwiGLU the eager
     clamps' bytes on both (costmodels.glu_clamp)."""
+    return expert_activation_bytes(model, x) + shared_activation_bytes(model, x)
+
+
+def _activation_bytes_per_row(model: ModelSpec, width: float) -> float:
+    """Bytes one row's fused bias-activation moves at MLP width `width`: read f_in, write f, and a clamped SwiGLU's
+    eager clamps."""
     glu = 2 if model.activation == "swiglu" else 1
-    fe = model.moe_ffn_hidden_size / x.etp
-    routed = routed_rows(model, x) * (ACT_BYTES * (glu + 1) * fe + clamp_bytes_per_row(model, fe))
-    fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
-    return routed + x.tokens * (ACT_BYTES * (glu + 1) * fs + clamp_bytes_per_row(model, fs))
+    return ACT_BYTES * (glu + 1) * width + clamp_bytes_per_row(model, width)
+
+
+def expert_activation_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward bytes of the routed experts' activation alone: P rows at width f_e / etp (the part Megatron's
+    --recompute-modules moe_act re-runs)."""
+    return routed_rows(model, x) * _activation_bytes_per_row(model, model.moe_ffn_hidden_size / x.etp)
+
+
+def shared_activation_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward bytes of the shared experts' activation: M tokens at width n_s f_e / tp (0 without shared experts)."""
+    if not model.num_shared_experts:
+        return 0.0
+    return x.tokens * _activation_bytes_per_row(model, model.num_shared_experts * model.moe_ffn_hidden_size / x.tp)
 
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:

@@ -232,7 +232,7 @@ def chunk_excess_s(c: Context) -> list[float]:
 def model_flops_per_step(c: Context) -> tuple[float, float]:
     """(model FLOPs, hardware FLOPs) of one step over all GPUs (no recompute / with recompute)."""
     model, lay = c.model, c.lay
-    one = ActShape(seq=c.x.seq, mbs=1, recompute=lay.recompute)
+    one = ActShape(seq=c.x.seq, mbs=1, recompute=lay.recompute, modules=c.x.modules)
     counts = _layer_counts(model)
     mtp_proj = 2 * one.tokens * 2 * model.hidden_size * model.hidden_size * model.mtp_num_layers
     fwd = (sum(cmp.layer_flops(model, one, moe) * n for moe, n in counts)

@@ -49,6 +49,7 @@ from costmodels.memory import act_shape
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_s
 from costmodels.params import stage_layer_mix
+from costmodels.recompute_time import module_recompute_s
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
@@ -198,13 +199,18 @@ def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, fl
     return lin, core, elem, _fp8_cast_s(c, moe)
 
 
-def _recompute(c: Context, lin: float, core: float, elem: float) -> tuple[float, int]:
-    """(recompute seconds, extra communication passes) per layer and micro-batch."""
+def _recompute(c: Context, moe: bool, lin: float, core: float, elem: float) -> tuple[float, int, int]:
+    """(recompute seconds, extra TP/CP passes, extra EP passes) per layer and micro-batch: full recompute reruns
+    the whole forward; selective reruns half the GEMMs and the element-wise work (per-op stacks) or the named
+    modules (costmodels.recompute_time)."""
     if c.x.recompute == "full":
-        return lin + core + elem, 1
+        return lin + core + elem, 1, 1
     if c.x.recompute == "selective":
-        return (lin / 2 + elem, 0) if c.stack.selective_recompute == "per-op" else (core, 0)
-    return 0.0, 0
+        if c.stack.selective_recompute == "per-op":
+            return lin / 2 + elem, 0, 0
+        seconds, ep_passes = module_recompute_s(c, moe, core)
+        return seconds, 0, ep_passes
+    return 0.0, 0, 0
 
 
 def layer_time(c: Context, moe: bool) -> MicroTime:
@@ -214,7 +220,7 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     bwd_core = core * (2.5 if flash else 2.0)
     perm = permute_s(c) if moe else 0.0
     compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + 2 * perm
-    recompute, extra = _recompute(c, lin + cast_fwd, core, elem)  # recomputed GEMMs cast their inputs again
+    recompute, extra, ep_extra = _recompute(c, moe, lin + cast_fwd, core, elem)  # recomputed GEMMs cast again
     recompute += perm * extra
     tp = tp_s(c, lin, extra)
     ep = 2 * microbatch_dispatch_s(c)
@@ -222,7 +228,7 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     fwd = lin + core + elem + cast_fwd
     bwd = compute - fwd + recompute
     dp = zero3_layer_s(c, moe, fwd, bwd) if c.zero3_per_microbatch else 0.0
-    ep = ep_exposed_s(c, ep * (2 + extra), compute + recompute) if moe else 0.0
+    ep = ep_exposed_s(c, ep * (2 + ep_extra), compute + recompute) if moe else 0.0
     t = MicroTime(compute, recompute, tp, cp, ep, dp)
     host = layer_overhead_s(c) * (1 + extra / 3)
     return t + MicroTime(compute_s=max(0.0, host - t.total_s))
