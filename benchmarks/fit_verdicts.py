@@ -81,8 +81,7 @@ def judge(source: str, case_id: str, ran: bool, model, cluster, train, layout, n
 
 # Stage splits the recipes set that the table does not print (Megatron-Bridge recipes at the snapshot):
 # Llama 3.1 405B counts the embedding and the loss as one layer each (account_for_embedding/loss_in_pipeline_
-# split): 126 layers + 2 over 8 ranks, 15 on the first and last; DeepSeek-V3's 61 layers: an assumption
-# (measured_data.uneven_stages, the extra layers on the first ranks), the recipe's layout string not recorded.
+# split): 126 layers + 2 over 8 ranks, 15 on the first and last. DeepSeek-V3's is in PERF_RECIPES.
 RECIPE_STAGES = {"llama3.1-405b": [15, 16, 16, 16, 16, 16, 16, 15]}
 ALL_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 H100_STACK = "nemo"  # Megatron-Core with TE userbuffers TP overlap: the recipes' setting
@@ -96,50 +95,64 @@ def _recipe_model(name: str) -> ModelSpec:
     return hp.load_model(key)
 
 
-# Router balancing and token dispatcher of each MoE recipe, as megatron-bridge 0.3.1 (PyPI wheel, read 2026-11-26)
-# builds them; recipes absent here run the defaults (aux_loss, the stack's dispatcher: nemo's DeepEP).
-# - gpt-oss-120b: models/gpt_oss/gpt_oss_bridge.py provider_bridge (moe_router_load_balancing_type = "none",
-#   moe_token_dispatcher_type = "alltoall"; GPTOSSProvider, gpt_oss_provider.py line 75, the same), and
-#   recipes/gpt_oss/gpt_oss.py gpt_oss_120b_pretrain_config line 184 (moe_token_dispatcher_type = "alltoall"; it
-#   sets moe_flex_dispatcher_backend "deepep" but, unlike the Qwen3 and DeepSeek-V3 recipes, never calls
-#   apply_flex_dispatcher_backend, so the flex dispatcher is not switched on) and line 248
-#   (moe_router_force_load_balancing = False).
-# - deepseek-v3: models/deepseek/deepseek_v3_bridge.py (moe_router_load_balancing_type "seq_aux_loss",
-#   moe_router_enable_expert_bias True); recipes/deepseek/deepseek_v3.py line 196 apply_flex_dispatcher_backend
-#   (hybridep, priced as DeepEP).
-# - qwen3-30b-a3b: models/qwen/qwen3_moe_bridge.py (aux_loss); recipes/qwen/qwen3_moe.py line 128 (flex, DeepEP).
-RECIPE_ROUTING = {
-    "gpt-oss-120b": dict(moe_load_balancing="none", ep_dispatcher="alltoall"),
-    "deepseek-v3": dict(moe_load_balancing="seq_aux_loss", moe_expert_bias=True),
+# What each row's performance recipe sets beyond the table's columns, read from Megatron-Bridge 0.6.2's flat
+# performance recipes (PyPI sdist megatron_bridge-0.6.2.tar.gz, src/megatron/bridge/perf_recipes, read 2026-11-26;
+# ported, their docstrings say, from the legacy scripts/performance workload configs the table was measured with):
+# {row id: {"train": TrainSpec fields, "layout": Layout fields, "model": ModelSpec fields}}.
+# - every row: _common.py _perf_precision line 110 and _benchmark_common lines 71-72 set grad_reduce_in_fp32 False
+#   ("Identical to scripts/performance/utils/precision.get_precision_config"): bf16 gradient buffer and reduction,
+#   applied in production_cases.
+# - gpt-oss-120b (gpt_oss/h100/gpt_oss.py gpt_oss_120b_pretrain_64gpu_h100_bf16_config, the table's PP4 EP8 GBS
+#   1280): moe_router_force_load_balancing True (line 30; the model's own "none" is overridden), recompute_modules
+#   ["layernorm", "moe_act"] selective (lines 39-40); the all-to-all dispatcher of its base recipe
+#   (recipes/gpt_oss/h100/gpt_oss.py line 204; no flex backend is switched on).
+# - deepseek-v3 (deepseek/h100/deepseek_v3.py, the bf16 and fp8cs 1024-GPU configs, TP2 PP8 VP4 EP64 as in the
+#   table; their GBS is 16384, the 25.09 row's 8192): deepseek/common.py _deepseek_v3_common (forced balancing,
+#   selective recompute), recompute_modules ["mla_up_proj", "mlp"] (line 42), overlap_grad_reduce False (line 44),
+#   pipeline layout "Et|(tt|)*30mL" (line 47: embedding and 1 layer, 30 chunks of 2 layers, the MTP module and the
+#   loss in the last chunk: ranks hold 7, 8 x 6, 6 layers), and the MTP module the model's HF config names
+#   (models/deepseek/deepseek_v3_bridge.py line 97: num_nextn_predict_layers 1).
+# - qwen3-30b-a3b (qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs_config): forced balancing
+#   (line 77), the flex dispatcher with HybridEP (line 89; priced as DeepEP, the stack's), no recompute.
+PERF_RECIPES = {
+    "mb2604-h100-gpt-oss-120b": {
+        "train": dict(moe_load_balancing="forced", ep_dispatcher="alltoall"),
+        "layout": dict(recompute="selective", recompute_modules=["layernorm", "moe_act"])},
+    "mb2509-h100-deepseek-v3": {
+        "train": dict(moe_load_balancing="forced", overlap_grad_reduce=False),
+        "layout": dict(recompute="selective", recompute_modules=["mla_up_proj", "mlp"],
+                       stage_layers=[7, 8, 8, 8, 8, 8, 8, 6]),
+        "model": dict(mtp_num_layers=1)},
+    "mb2604-h100-qwen3-30b-ep16": {"train": dict(moe_load_balancing="forced")},
 }
 
 
 def production_cases() -> list[tuple]:
     """(id, model, cluster, train, layout, note) per production recipe. Assumptions, the same for every
     recipe: Megatron-Bridge's performance scripts run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-    and the fused cross-entropy loss (GPTModelProvider cross_entropy_loss_fusion True); gradients fp32
-    (DistributedDataParallelConfig grad_reduce_in_fp32 True in the recipes); FP8 recipes keep FP8 weights
+    and the fused cross-entropy loss (GPTModelProvider cross_entropy_loss_fusion True; _benchmark_common sets
+    Transformer Engine's); gradients reduced in bf16 (PERF_RECIPES' note); FP8 recipes keep FP8 weights
     (megatron-bridge 0.3.1 megatron/bridge/training/mixed_precision.py: bf16_with_fp8_current_scaling_mixed,
     the recipes' FP8 preset, sets fp8_param_gather True, as do the delayed, MXFP8 and blockwise presets;
-    read from the wheel on 2026-11-26). A recipe the table marks as recomputing unnamed modules (recompute=selective)
-    is judged with every module Megatron can recompute selectively: the least memory it can have run with."""
+    read from the wheel on 2026-11-26). Then each row's PERF_RECIPES settings; a selective row without named
+    modules recomputes Megatron's default, the attention core."""
     rows = json.loads((DATA / "production_recipes_h100.json").read_text())["rows"]
     out = []
     for r in rows:
-        model = _recipe_model(r["model"])
+        recipe = PERF_RECIPES.get(r["id"], {})
+        model = _recipe_model(r["model"]).model_copy(update=recipe.get("model", {}))
         cluster = hp.load_cluster(r["cluster"]).model_copy(update={"num_nodes": r["gpus"] // 8})
         lay = Layout.model_validate({k: _layout_value(v) for k, v in
                                      (kv.split("=") for kv in r["layout"].split(","))})
         if model.num_layers % lay.pp:
             stages = RECIPE_STAGES.get(model.name) or measured_data.uneven_stages(model.num_layers, lay.pp)
             lay = lay.model_copy(update={"stage_layers": stages})
+        lay = Layout.model_validate({**lay.model_dump(), **recipe.get("layout", {})})
         train = hp.resolve_train(TrainSpec(
             global_batch_size=r["gbs"], seq_length=r["seq"], precision=r["precision"],
-            fp8_recipe=r.get("fp8_recipe") or "tensorwise", grad_dtype="fp32", fused_loss=True,
-            expandable_segments=True, fp8_param_gather=r["precision"] == "fp8",
-            **RECIPE_ROUTING.get(model.name, {})), H100_STACK)
-        if lay.recompute == "selective":
-            lay = lay.model_copy(update={"recompute_modules": list(ALL_MODULES)})
+            fp8_recipe=r.get("fp8_recipe") or "tensorwise", grad_dtype="bf16", fused_loss=True,
+            expandable_segments=True, fp8_param_gather=r["precision"] == "fp8", **recipe.get("train", {})),
+            H100_STACK)
         out.append((r["id"], model, cluster, train, lay, r.get("notes", "")))
     return out
 

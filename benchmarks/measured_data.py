@@ -314,7 +314,8 @@ def zpp_ratio_pairs() -> list[tuple[MeasuredCase, MeasuredCase, float]]:
 def production_recipe_cases() -> list[MeasuredCase]:
     """The 8 Megatron-Bridge H100 production recipes (data/measured/production_recipes_h100.json) as
     step-time rows, read as benchmarks/fit_verdicts.production_cases reads them for memory (stack nemo:
-    Megatron-Core with TE userbuffers TP overlap; fp32 gradients; FP8 weights in FP8 recipes); the step
+    Megatron-Core with TE userbuffers TP overlap; bf16 gradients and each row's performance-recipe settings,
+    fit_verdicts.PERF_RECIPES; FP8 weights in FP8 recipes); the step
     time is the file's measured_step_s (global batch x sequence / (tokens/s/GPU x GPUs)). Source
     "production-recipes"; sharding from the layout's zero."""
     from fit_verdicts import H100_STACK, production_cases

@@ -200,14 +200,21 @@ def test_the_cli_option_prices_the_imbalance():
     assert "Traceback" not in bad.output
 
 
-def test_the_gpt_oss_recipe_row_runs_unbalanced_on_the_all_to_all():
-    """megatron-bridge 0.3.1 gpt_oss_bridge.py / GPTOSSProvider: moe_router_load_balancing_type "none"; the 120B
-    recipe keeps moe_token_dispatcher_type "alltoall" (it never calls apply_flex_dispatcher_backend)."""
+def test_the_production_rows_read_their_performance_recipes():
+    """megatron-bridge 0.6.2 perf_recipes (PyPI sdist): GPT-OSS-120B H100 BF16 forces load balancing and recomputes
+    layernorm + moe_act on the all-to-all dispatcher; DeepSeek-V3 H100 recomputes mla_up_proj + mlp, does not
+    overlap the gradient reduce, splits 61 layers 7 / 8 x 6 / 6 ("Et|(tt|)*30mL") and trains its MTP module; Qwen3
+    forces balancing with no recompute; every row reduces gradients in bf16 (_perf_precision)."""
     from fit_verdicts import production_cases
 
-    cases = {rid: train for rid, _, _, train, _, _ in production_cases()}
-    oss = cases["mb2604-h100-gpt-oss-120b"]
-    assert oss.moe_load_balancing == "none" and oss.ep_dispatcher == "alltoall"
-    dsv3 = cases["mb2509-h100-deepseek-v3"]
-    assert dsv3.moe_expert_bias and dsv3.moe_load_balancing == "seq_aux_loss"
-    assert cases["mb2604-h100-qwen3-30b-ep16"].moe_load_balancing == "aux_loss"
+    cases = {rid: (model, train, lay) for rid, model, _, train, lay, _ in production_cases()}
+    _, oss, oss_lay = cases["mb2604-h100-gpt-oss-120b"]
+    assert (oss.moe_load_balancing, oss.ep_dispatcher) == ("forced", "alltoall")
+    assert oss_lay.recompute == "selective" and oss_lay.recompute_modules == ["layernorm", "moe_act"]
+    dsv3, dsv3_train, dsv3_lay = cases["mb2509-h100-deepseek-v3"]
+    assert dsv3_lay.recompute_modules == ["mla_up_proj", "mlp"] and dsv3_train.overlap_grad_reduce is False
+    assert dsv3_lay.stage_layers == [7, 8, 8, 8, 8, 8, 8, 6] and sum(dsv3_lay.stage_layers) == dsv3.num_layers
+    assert dsv3.mtp_num_layers == 1
+    _, qwen, qwen_lay = cases["mb2604-h100-qwen3-30b-ep16"]
+    assert qwen.moe_load_balancing == "forced" and qwen_lay.recompute == "none"
+    assert {train.grad_reduce_bytes_per_param for _, train, _ in cases.values()} == {2}
