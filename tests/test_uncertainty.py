@@ -91,15 +91,15 @@ def test_a_generation_without_rows_takes_the_leave_one_generation_out_band():
 def test_validated_only_asks_the_band_of_the_plans_own_gpu_generation():
     """plan --validated-only keeps a layout when its regime is validated on the cluster's GPU generation
     (the regime key ends in it): the filter's answer is the band of that generation, which for Megatron-Core
-    ZeRO-1 on <= 64 GPUs differs between generations (validated on Hopper only: its rows are H100 runs), so a
+    ZeRO-1 on 65-512 GPUs differs between generations (validated on Hopper only: its rows are H100 runs), so a
     filter that dropped the GPU would fail here."""
     import hardware_profiles as hp
     from costmodels.layout import Layout
     from costmodels.uncertainty import uncertainty
     from planner.search.engine import validated_filter
 
-    stack, lay = hp.load_stack("megatron-core"), Layout(tp=1, pp=1, dp=16, zero=1, mbs=1)
-    answers = {gpu: uncertainty(stack, lay, 16, gpu).validated for gpu in ("h100-sxm", "a100-80gb", "b200")}
+    stack, lay = hp.load_stack("megatron-core"), Layout(tp=8, pp=1, dp=32, zero=1, mbs=1)
+    answers = {gpu: uncertainty(stack, lay, 256, gpu).validated for gpu in ("h100-sxm", "a100-80gb", "b200")}
     for gpu, want in answers.items():
-        assert validated_filter(stack, 16, gpu)(lay) is want, gpu
+        assert validated_filter(stack, 256, gpu)(lay) is want, gpu
     assert len(set(answers.values())) == 2  # the generations disagree: the GPU decides
