@@ -49,6 +49,8 @@ class FrameworkCaps(BaseModel):
     zero_with_pp: list[int] = Field(..., description="ZeRO stages it runs with pp > 1.")
     hsdp: bool = Field(..., description="Hybrid sharding (shard_group smaller than dp*cp).")
     recompute: list[Recompute] = Field(..., description="Activation recompute modes.")
+    recompute_modules: bool = Field(False, description="Selective recompute of named modules other than the "
+                                    "attention core (Megatron-Core --recompute-modules; Layout.recompute_modules).")
     ep_comm_overlap: bool = Field(False, description="MoE all-to-all beside another micro-batch's compute "
                                   "(TrainSpec.ep_comm_overlap; Megatron-Core --overlap-moe-expert-parallel-comm, "
                                   "which asserts no full recompute and, with pp > 1, interleaved stages).")
@@ -94,9 +96,20 @@ def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = 
         return False
     if lay.zero not in (fw.zero_with_pp if lay.pp > 1 else fw.zero) or lay.recompute not in fw.recompute:
         return False
+    if not fw.recompute_modules and named_modules(lay):
+        return False
     if precision not in fw.precisions or optimizer not in fw.optimizers:
         return False
     return fw.hsdp or lay.replicas <= 1
+
+
+def named_modules(lay: Any) -> list[str]:
+    """The selective-recompute modules a layout names beyond the attention core every framework's selective
+    mode recomputes (empty for None, ["core_attn"], or no selective recompute)."""
+    mods = getattr(lay, "recompute_modules", None)
+    if lay.recompute != "selective" or not mods or list(mods) == ["core_attn"]:
+        return []
+    return list(mods)
 
 
 def _degree_rules(fw: FrameworkCaps, lay: Any) -> list[str]:
@@ -124,6 +137,8 @@ def _choice_rules(fw: FrameworkCaps, lay: Any, precision: str, optimizer: str) -
         f"shard_group={lay.shard_group}: {name} has no hybrid sharding here" if hybrid and not fw.hsdp else "",
         (f"recompute={lay.recompute}: {name} offers {', '.join(fw.recompute)}"
          if lay.recompute not in fw.recompute else ""),
+        (f"recompute_modules={':'.join(named_modules(lay))}: {name} cannot name the modules it recomputes"
+         if named_modules(lay) and not fw.recompute_modules else ""),
         f"precision={precision}: {name} trains in {', '.join(fw.precisions)}" if precision not in fw.precisions else "",
         f"optimizer={optimizer}: {name}'s launch files name {', '.join(fw.optimizers)}"
         if optimizer not in fw.optimizers else "",

@@ -208,6 +208,8 @@ def _recompute(c: Context, moe: bool, lin: float, core: float, elem: float) -> t
     if c.x.recompute == "selective":
         if c.stack.selective_recompute == "per-op":
             return lin / 2 + elem, 0, 0
+        if c.x.modules == ("core_attn",):  # Megatron's default and every search candidate's: no lookup
+            return core, 0, 0
         seconds, ep_passes = module_recompute_s(c, moe, core)
         return seconds, 0, ep_passes
     return 0.0, 0, 0

@@ -123,9 +123,14 @@ def check_names(plan: ExportPlan) -> None:
 def layout_string(lay: Layout) -> str:
     """The layout in parplan's --layout syntax (planner.files.loading.parse_layout reads it back)."""
     stages = ":".join(str(n) for n in lay.stage_layers)
-    return (f"tp={lay.tp},sp={int(lay.sp)},cp={lay.cp},cp_comm={lay.cp_comm},ep={lay.ep},etp={lay.etp},pp={lay.pp},"
+    text = (f"tp={lay.tp},sp={int(lay.sp)},cp={lay.cp},cp_comm={lay.cp_comm},ep={lay.ep},etp={lay.etp},pp={lay.pp},"
             f"vpp={lay.vpp},dp={lay.dp},zero={lay.zero},mbs={lay.mbs},recompute={lay.recompute},"
             f"schedule={lay.schedule},stage_layers={stages}")
+    if lay.recompute_modules:
+        text += f",recompute_modules={':'.join(lay.recompute_modules)}"
+    if lay.recompute_num_layers:
+        text += f",recompute_num_layers={lay.recompute_num_layers},recompute_method={lay.recompute_method}"
+    return text
 
 
 def header_lines(plan: ExportPlan, target: str, check_file: Optional[str] = None) -> list[str]:
@@ -174,8 +179,11 @@ def dashed(value: Word) -> bool:
     return not isinstance(value, (Raw, int)) and str(value).startswith("-")
 
 
-def flag_value(flag: str, value: Word) -> list[Word]:
-    """[flag, value] as two words, or one word `flag=value` when the value starts with '-'."""
+def flag_value(flag: str, value: Union[Word, tuple]) -> list[Word]:
+    """[flag, value] as two words, or one word `flag=value` when the value starts with '-'; a tuple value is
+    several words after the flag (an argparse nargs="+" option, e.g. Megatron's --recompute-modules)."""
+    if isinstance(value, tuple):
+        return [flag, *value]
     return [f"{flag}={value}"] if dashed(value) else [flag, value]
 
 

@@ -160,7 +160,8 @@ def load_cluster(arg: str, nodes: Optional[int] = None, gpus: Optional[int] = No
 
 
 def parse_layout(text: str) -> Layout:
-    """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout."""
+    """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout; lists
+    (stage_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
     data: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
@@ -176,8 +177,10 @@ def parse_layout(text: str) -> Layout:
 
 
 def _layout_value(key: str, value: str) -> Any:
-    if key in ("recompute", "schedule", "cp_comm"):
+    if key in ("recompute", "schedule", "cp_comm", "recompute_method"):
         return value
+    if key == "recompute_modules":
+        return [v for v in value.replace(" ", ":").split(":") if v]
     if key == "stage_layers":
         return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]
     if key == "sp" and value.lower() in ("true", "false", "on", "off"):

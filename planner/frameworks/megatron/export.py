@@ -218,9 +218,11 @@ def memory_args(plan: ExportPlan) -> list:
             args.append(("--overlap-param-gather", None))
     if lay.recompute == "selective":
         args.append(("--recompute-granularity", "selective"))
+        if lay.recompute_modules:
+            args.append(("--recompute-modules", tuple(lay.recompute_modules)))
     elif lay.recompute == "full":
-        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
-                 ("--recompute-num-layers", 1)]
+        args += [("--recompute-granularity", "full"), ("--recompute-method", lay.recompute_method),
+                 ("--recompute-num-layers", lay.recompute_num_layers or 1)]
     if tp_overlap_applies(train, lay):  # Megatron refuses --tp-comm-overlap without --sequence-parallel
         args.append(("--tp-comm-overlap", None))
     if train.offload_optimizer == "cpu":  # megatron/core/optimizer/cpu_offloading (HybridDeviceOptimizer);

@@ -1,0 +1,68 @@
+"""Named selective-recompute modules in and out: `--layout ...,recompute_modules=a:b`, the plan's layout string,
+Megatron's `--recompute-modules a b` written and read back, and the formats that cannot name modules refusing."""
+
+from __future__ import annotations
+
+import pytest
+
+import hardware_profiles as hp
+from costmodels.framework import named_modules
+from costmodels.layout import Layout, resolve_layout
+from costmodels.train_spec import TrainSpec
+from planner.errors import UserError
+from planner.exporters import ExportRefused, refuse_unrunnable
+from planner.exporters.common import ExportPlan, layout_string
+from planner.files.loading import parse_layout
+from planner.files.native import load_native_text
+from planner.frameworks.megatron import export as megatron_export
+
+TEXT = "tp=1,pp=4,ep=8,dp=16,mbs=1,zero=1,recompute=selective,recompute_modules=layernorm:moe_act"
+
+
+def _plan(layout: Layout) -> ExportPlan:
+    model = hp.load_model("gpt-oss-120b")
+    cluster = hp.load_cluster("dgx-h100", 8)
+    train = hp.resolve_train(TrainSpec(global_batch_size=256, seq_length=4096), "megatron-core")
+    return ExportPlan(model, cluster, train, resolve_layout(model, cluster, train, layout), 0, 1.0)
+
+
+def test_the_layout_string_reads_and_writes_the_modules():
+    lay = parse_layout(TEXT)
+    assert lay.recompute_modules == ["layernorm", "moe_act"]
+    plan = _plan(lay)
+    assert parse_layout(layout_string(plan.layout)).recompute_modules == ["layernorm", "moe_act"]
+    full = parse_layout("tp=1,pp=4,ep=8,dp=16,recompute=full,recompute_num_layers=3,recompute_method=block")
+    back = parse_layout(layout_string(_plan(full).layout))
+    assert (back.recompute_num_layers, back.recompute_method) == (3, "block")
+
+
+def test_a_bad_module_names_the_field():
+    with pytest.raises(UserError, match="recompute_modules"):
+        parse_layout("tp=1,recompute=selective,recompute_modules=layernorm:attn")
+
+
+def test_megatron_writes_the_modules_as_separate_words_and_check_reads_them_back():
+    """argparse nargs="+" (megatron/training/arguments.py --recompute-modules): one word per module."""
+    plan = _plan(parse_layout(TEXT))
+    args = megatron_export.memory_args(plan)
+    assert ("--recompute-modules", ("layernorm", "moe_act")) in args
+    script = megatron_export.render(plan)[megatron_export.SCRIPT][0]
+    assert "--recompute-modules layernorm moe_act" in script
+    read = load_native_text(script, "megatron", None, "dgx-h100", None)
+    assert read.layout.recompute == "selective" and read.layout.recompute_modules == ["layernorm", "moe_act"]
+
+
+def test_full_recompute_writes_its_method_and_layer_count():
+    plan = _plan(parse_layout("tp=1,pp=4,ep=8,dp=16,recompute=full,recompute_num_layers=3,recompute_method=block"))
+    args = megatron_export.memory_args(plan)
+    assert ("--recompute-method", "block") in args and ("--recompute-num-layers", 3) in args
+
+
+def test_formats_that_cannot_name_modules_refuse_and_the_default_runs_everywhere():
+    plan = _plan(parse_layout(TEXT))
+    refuse_unrunnable("megatron", plan)
+    for fmt in ("torchtitan", "deepspeed"):
+        with pytest.raises(ExportRefused, match="recompute_modules=layernorm:moe_act"):
+            refuse_unrunnable(fmt, plan)
+    assert named_modules(parse_layout("tp=1,recompute=selective,recompute_modules=core_attn")) == []
+    assert named_modules(parse_layout("tp=1,recompute=none")) == []
