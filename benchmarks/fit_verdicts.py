@@ -83,7 +83,6 @@ def judge(source: str, case_id: str, ran: bool, model, cluster, train, layout, n
 # Llama 3.1 405B counts the embedding and the loss as one layer each (account_for_embedding/loss_in_pipeline_
 # split): 126 layers + 2 over 8 ranks, 15 on the first and last. DeepSeek-V3's is in PERF_RECIPES.
 RECIPE_STAGES = {"llama3.1-405b": [15, 16, 16, 16, 16, 16, 16, 15]}
-ALL_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 H100_STACK = "nemo"  # Megatron-Core with TE userbuffers TP overlap: the recipes' setting
 
 

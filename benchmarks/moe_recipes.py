@@ -6,7 +6,8 @@
 Rows: benchmarks/data/measured/production_recipes_h100.json (measured_step_s = gbs x seq / (tokens/s/GPU x
 GPUs)), read as benchmarks/fit_verdicts.production_cases builds them (the recipes' stack, FP8 weights,
 bf16 gradients, fused loss, and each row's performance-recipe settings, fit_verdicts.PERF_RECIPES). Held
-out: no parameter is fitted on them. The MoE rows are the targets of issue 35 part 3 (mean |error| <= 15%, max <= 30%; DeepSeek-V3 within 15%)."""
+out: no parameter is fitted on them. The MoE rows are the targets of issue 35 part 3 (mean |error| <= 15%, max
+<= 30%; DeepSeek-V3 within 15%)."""
 
 from __future__ import annotations
 

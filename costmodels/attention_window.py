@@ -37,12 +37,6 @@ from costmodels.model_spec import ModelSpec
 TILE = 128  # FlashAttention-2/3 query and key block on Hopper for head dims <= 128
 
 
-def window_keys(seq: float, window: float) -> float:
-    """Keys all s queries see together, sum over i of min(i + 1, w) (w = 0 or w >= s: s (s + 1) / 2)."""
-    w = min(window, seq) if window else seq
-    return w * (w + 1) / 2 + (seq - w) * w
-
-
 def visited_tiles(seq: float, window: float, tile: int = TILE) -> float:
     """B x B (query, key) tiles holding at least one unmasked score of causal self-attention over s tokens with
     window w (0 = none): query tile q spans rows qB .. qB + B - 1 and visits key tiles floor(max(0, qB - w + 1) / B)

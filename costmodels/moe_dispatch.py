@@ -28,8 +28,8 @@ Three dispatchers:
 The combine sends the same copies back (DeepEP reduces inside a node before the network).
 Known deviations: the copy counts are a balanced router's; a real router's busiest rank receives more, which
 costmodels.moe_timing.microbatch_dispatch_s prices by scaling the bytes by its load factor
-(costmodels.moe_balance); DeepSeek-style node-limited routing (at most M nodes per token) lowers the network copies further and
-is not modelled; DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
+(costmodels.moe_balance); DeepSeek-style node-limited routing (at most M nodes per token) lowers the network
+copies further and is not modelled; DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ class Fp8Efficiency(BaseModel):
         1.0, ge=MIN_SCALE, le=1.5,
         description="MX block scales (one E8M0 scale per 32 elements), Blackwell only: the tensor cores apply the "
         "scales inside the MMA (PTX tcgen05.mma block_scale), so the GEMM runs at the FP8 rate: the stacks' "
-        "tensorwise fraction (benchmarks/calibrate.py sets them equal); its extra cost is in the casts (fp8_cast_bytes_per_element), not here.")
+        "tensorwise fraction (benchmarks/calibrate.py sets them equal); its extra cost is in the casts "
+        "(fp8_cast_bytes_per_element), not here.")
     nvfp4: float = Field(
         1.0, ge=MIN_SCALE, le=1.5,
         description="NVFP4 (E2M1 values, one E4M3 scale per 16 elements and a per-tensor FP32 scale), Blackwell "
