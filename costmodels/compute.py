@@ -132,27 +132,6 @@ def logits_flops(model: ModelSpec, x: ActShape) -> float:
     return 2 * x.tokens * model.hidden_size * model.vocab_size / x.tp
 
 
-def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
-    """Extra forward FLOPs per layer that recompute adds: all (full), or the selectively recomputed modules'
-    (x.modules: the attention core by default; costmodels.recompute_time for what each re-runs; activations and
-    norms add no FLOPs)."""
-    if x.recompute == "full":
-        return layer_flops(model, x, moe)
-    if x.recompute != "selective":
-        return 0.0
-    mods = set(x.modules)
-    flops = attention_core_flops(model, x) if "core_attn" in mods else 0.0
-    if ("mlp" in mods and not moe) or ("moe" in mods and moe):
-        flops += mlp_flops(model, x, moe)
-    elif "shared_experts" in mods and moe:
-        flops += shared_expert_flops(model, x)
-    if "mla_up_proj" in mods and model.mla is not None:
-        mats = attention_matrices(model, x.tp)
-        ups = [mats[1], mats[3]] if model.mla.q_lora_rank else [mats[2]]
-        flops += sum(2 * x.tokens * k * n for k, n in ups)
-    return flops
-
-
 # ---- time (forward, one micro-batch, one GPU) ----------------------------------------------------
 
 
@@ -215,10 +194,15 @@ def _moe_gemms(model: ModelSpec, x: ActShape, grouped: bool) -> list[Gemm]:
     rate = moe_compute.grouped_gemm_factor(per_expert) if grouped else 1.0
     gemms = [Gemm(M, h, model.num_experts), Gemm(rows, h, _mlp_in(model, fe), count, rate),
              Gemm(rows, fe, h, count, rate)]
-    if model.num_shared_experts:
-        fs = model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
-        gemms += [Gemm(M, h, _mlp_in(model, fs)), Gemm(M, fs, h)]
-    return gemms
+    return gemms + shared_expert_gemms(model, x)
+
+
+def shared_expert_gemms(model: ModelSpec, x: ActShape) -> list[Gemm]:
+    """The shared experts' fc1 and fc2 over the M tokens at width n_s f_e / tp ([] without shared experts)."""
+    if not model.num_shared_experts:
+        return []
+    M, h, fs = x.tokens, model.hidden_size, model.num_shared_experts * model.moe_ffn_hidden_size / x.tp
+    return [Gemm(M, h, _mlp_in(model, fs)), Gemm(M, fs, h)]
 
 
 def flash_efficiency(eff: Efficiency, seq: float) -> float:

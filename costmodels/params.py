@@ -71,6 +71,15 @@ def attention_matrices(m: ModelSpec, tp: int = 1, fused_qkv: bool = True,
     return [(h, q), (h, kv), (h, kv), (q, h)]
 
 
+def mla_up_matrices(m: ModelSpec, tp: int = 1) -> list[tuple[float, float]]:
+    """MLA's up projections among attention_matrices(m, tp): the query's (with a query latent) and the key/value's,
+    (input, output) widths on one tp rank; [] without MLA (what Megatron's --recompute-modules mla_up_proj re-runs)."""
+    if m.mla is None:
+        return []
+    mats = attention_matrices(m, tp)
+    return [mats[1], mats[3]] if m.mla.q_lora_rank else [mats[2]]
+
+
 def _attention_extras(m: ModelSpec, tp: int) -> float:
     """Attention parameters beside the matrices on one tp rank: biases (output-projection bias
     replicated), QK-norm, or with MLA the latent norms that qk_norm stands for (whole on every rank),

@@ -17,7 +17,8 @@ recompute_modules; transformer_layer.py, moe/moe_layer.py, moe/experts.py, mlp.p
 - moe (MoE layers): the whole MoE block: router, experts, shared experts, activations, permutes, and the dispatch
   and combine once more (returned as one more EP pass, which costmodels.timing prices like the others).
 - mla_up_proj (MLA): the query and key/value up projections.
-Which tensors each module frees is costmodels.activations.module_recompute_savings; this module is its time side.
+Which tensors each module frees is costmodels.activations.module_recompute_savings; this module is its time side,
+and the hardware FLOPs the re-runs add (recompute_flops: GEMMs and attention only; norms and activations add none).
 Known deviations: the RoPE re-applied inside mla_up_proj and the tensor-parallel collectives inside a recomputed MoE
 block (etp > 1) are left out; GEMMs run again at the forward's efficiency, FP8 casts of recomputed inputs are not
 repeated.
@@ -29,8 +30,11 @@ from typing import TYPE_CHECKING
 
 from costmodels import compute as cmp
 from costmodels import moe_compute
+from costmodels.activations import ActShape
 from costmodels.compute import Gemm
+from costmodels.model_spec import ModelSpec
 from costmodels.moe_timing import permute_s
+from costmodels.params import mla_up_matrices
 
 if TYPE_CHECKING:  # a timing Context; imported for types only (timing imports this module)
     from costmodels.timing import Context
@@ -53,16 +57,6 @@ def separate_norms(c: "Context", moe: bool) -> int:
     return (1 if moe else 0) + (1 if c.model.mla is not None else 0)
 
 
-def mla_up_gemms(c: "Context") -> list[Gemm]:
-    """MLA's up projections among the attention GEMMs (params.attention_matrices' order: q down, q up, kv down,
-    kv up, out; or q, kv down, kv up, out without a query latent); none without MLA."""
-    ml = c.model.mla
-    if ml is None:
-        return []
-    gemms = cmp.attention_gemms(c.model, c.x)
-    return [gemms[1], gemms[3]] if ml.q_lora_rank else [gemms[2]]
-
-
 def _moe_block_s(c: "Context") -> float:
     """Forward seconds of the whole MoE block but its dispatch: its GEMMs, activations and permutes."""
     gemms = cmp.mlp_gemms(c.model, c.x, True, c.stack.moe_grouped_gemm)
@@ -77,25 +71,46 @@ def _module_s(c: "Context", module: str, moe: bool, core_s: float) -> float:
     if module == "layernorm":
         return _bytes_s(c, separate_norms(c, moe) * NORM_BYTES_PER_ELEMENT * x.tokens * x.u * m.hidden_size)
     if module == "mla_up_proj":
-        return _gemms_s(c, mla_up_gemms(c))
+        return _gemms_s(c, [Gemm(x.tokens, k, n) for k, n in mla_up_matrices(m, x.tp)])
     if module == "mlp" and not moe:
         return _gemms_s(c, cmp.mlp_gemms(m, x, False)) + _bytes_s(c, cmp.dense_activation_bytes(m, x))
     if module == "moe_act" and moe:
         return _bytes_s(c, moe_compute.expert_activation_bytes(m, x))
-    if module == "shared_experts" and moe and m.num_shared_experts:
-        shared = cmp.mlp_gemms(m, x, True, c.stack.moe_grouped_gemm)[3:]
-        return _gemms_s(c, shared) + _bytes_s(c, moe_compute.shared_activation_bytes(m, x))
+    if module == "shared_experts" and moe:
+        return _gemms_s(c, cmp.shared_expert_gemms(m, x)) + _bytes_s(c, moe_compute.shared_activation_bytes(m, x))
     if module == "moe" and moe:
         return _moe_block_s(c)
     return 0.0
 
 
+def _rerun(modules: tuple[str, ...], moe: bool) -> set[str]:
+    """The modules whose forward runs again in a layer: a module inside another one recomputed (moe holds moe_act
+    and shared_experts) is counted once, with its container."""
+    mods = set(modules)
+    return mods - {"moe_act", "shared_experts"} if moe and "moe" in mods else mods
+
+
 def module_recompute_s(c: "Context", moe: bool, core_s: float) -> tuple[float, int]:
     """(seconds, extra EP passes) that selective recompute of the layout's modules (c.x.modules) adds to one layer
-    and micro-batch: each module's forward once more; the moe module also dispatches and combines once more.
-    A module that contains another (moe holds moe_act and shared_experts) is counted once."""
-    mods = set(c.x.modules)
-    if moe and "moe" in mods:
-        mods -= {"moe_act", "shared_experts"}
+    and micro-batch: each module's forward once more; the moe module also dispatches and combines once more."""
+    mods = _rerun(c.x.modules, moe)
     seconds = sum(_module_s(c, mod, moe, core_s) for mod in sorted(mods))
     return seconds, 1 if moe and "moe" in mods else 0
+
+
+def recompute_flops(model: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Extra forward FLOPs per layer that recompute adds (hardware FLOPs): the whole layer (full), or the GEMMs
+    and attention core of the selectively recomputed modules (x.modules; the default is the attention core)."""
+    if x.recompute == "full":
+        return cmp.layer_flops(model, x, moe)
+    if x.recompute != "selective":
+        return 0.0
+    mods = _rerun(x.modules, moe)
+    flops = cmp.attention_core_flops(model, x) if "core_attn" in mods else 0.0
+    if ("mlp" in mods and not moe) or ("moe" in mods and moe):
+        flops += cmp.mlp_flops(model, x, moe)
+    if "shared_experts" in mods and moe:
+        flops += cmp.shared_expert_flops(model, x)
+    if "mla_up_proj" in mods:
+        flops += sum(2 * x.tokens * k * n for k, n in mla_up_matrices(model, x.tp))
+    return flops

@@ -34,6 +34,7 @@ from costmodels.activations import ActShape
 from costmodels.outputs import TimeOut
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.pipeline import bubble_s, chunk_excess_layers, p2p_transfers
+from costmodels.recompute_time import recompute_flops
 from costmodels.timing import (ADAM_BYTES_PER_PARAM, SGD_BYTES_PER_PARAM, Context, MicroTime, layer_time,
                                stage_time, step_overhead_s)
 
@@ -237,7 +238,7 @@ def model_flops_per_step(c: Context) -> tuple[float, float]:
     mtp_proj = 2 * one.tokens * 2 * model.hidden_size * model.hidden_size * model.mtp_num_layers
     fwd = (sum(cmp.layer_flops(model, one, moe) * n for moe, n in counts)
            + cmp.logits_flops(model, one) * (1 + model.mtp_num_layers) + mtp_proj)
-    recompute = sum(cmp.recompute_flops(model, one, moe) * n for moe, n in counts)
+    recompute = sum(recompute_flops(model, one, moe) * n for moe, n in counts)
     sequences = lay.num_microbatches * lay.mbs * lay.dp
     return 3 * fwd * sequences, (3 * fwd + recompute) * sequences
 

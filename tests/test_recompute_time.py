@@ -11,7 +11,7 @@ import hardware_profiles as hp
 from costmodels import compute as cmp
 from costmodels import moe_compute
 from costmodels.layout import Layout, resolve_layout
-from costmodels.recompute_time import NORM_BYTES_PER_ELEMENT, module_recompute_s
+from costmodels.recompute_time import NORM_BYTES_PER_ELEMENT, module_recompute_s, recompute_flops
 from costmodels.timing import _passes, layer_time, make_context
 from costmodels.train_spec import TrainSpec
 
@@ -78,7 +78,7 @@ def test_mla_up_proj_counts_the_two_up_projections():
     ml, a = c.model.mla, c.model.num_attention_heads
     want = 2 * 4096 * (ml.q_lora_rank * a * ml.qk_head_dim + ml.kv_lora_rank * a * (ml.qk_nope_head_dim
                                                                                       + ml.v_head_dim)) / 2
-    assert cmp.recompute_flops(c.model, c.x, True) == pytest.approx(want)
+    assert recompute_flops(c.model, c.x, True) == pytest.approx(want)
     assert module_recompute_s(c, True, 0.0)[0] > 0
     assert module_recompute_s(_context("llama3-8b", ["mla_up_proj"], dp=64), False, 0.0) == (0.0, 0)
 
@@ -96,4 +96,4 @@ def test_more_modules_never_recompute_less(first, more, name, moe):
     (sa, ea), (sb, eb) = module_recompute_s(a, moe, core), module_recompute_s(b, moe, core)
     if small:
         assert sa <= sb * (1 + 1e-12) and ea <= eb
-        assert cmp.recompute_flops(a.model, a.x, moe) <= cmp.recompute_flops(b.model, b.x, moe) * (1 + 1e-12)
+        assert recompute_flops(a.model, a.x, moe) <= recompute_flops(b.model, b.x, moe) * (1 + 1e-12)
