@@ -8,9 +8,9 @@ Every message names the fields and the numbers involved.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
@@ -23,6 +23,7 @@ Recompute = Literal["none", "selective", "full"]
 # Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules, megatron-core 0.16):
 # core_attn is what recompute=selective means when no list is given.
 RecomputeModule = Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"]
+RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
 Schedule = Literal["gpipe", "1f1b", "interleaved"]
 # Context-parallel algorithms (Megatron-Core TransformerConfig.cp_comm_type; costmodels.timing):
 # p2p = ring exchange of K/V chunks beside attention, a2a = all-to-all over heads (DeepSpeed-Ulysses),
@@ -57,7 +58,8 @@ class Layout(BaseModel):
     mbs: int = Field(1, ge=1, le=1_000_000, description="Micro-batch size in sequences.")
     recompute: Recompute = Field("none", description="Activation recompute: none, selective (attention core), full.")
     recompute_modules: Optional[list[RecomputeModule]] = Field(
-        None, description="With recompute=selective: the modules recomputed (Megatron --recompute-modules: core_attn, "
+        None, min_length=1, max_length=len(RECOMPUTE_MODULES),
+        description="With recompute=selective: the modules recomputed (Megatron --recompute-modules: core_attn, "
         "moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts); null = the stack's selective policy (Megatron: "
         "core_attn).")
     recompute_num_layers: Optional[int] = Field(
@@ -82,6 +84,19 @@ class Layout(BaseModel):
         if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
             return bool(value)
         return value
+
+    @model_validator(mode="after")
+    def _recompute_fields_match_the_mode(self) -> "Layout":
+        """recompute_modules only with recompute=selective, recompute_num_layers only with full (Megatron reads
+        --recompute-modules and --recompute-num-layers only in those modes): a field the mode ignores is refused,
+        not silently dropped."""
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ValueError(f"recompute_modules={self.recompute_modules} needs recompute=selective "
+                             f"(recompute={self.recompute})")
+        if self.recompute_num_layers is not None and self.recompute != "full":
+            raise ValueError(f"recompute_num_layers={self.recompute_num_layers} needs recompute=full "
+                             f"(recompute={self.recompute})")
+        return self
 
     @property
     def model_parallel_size(self) -> int:

@@ -66,3 +66,26 @@ def test_formats_that_cannot_name_modules_refuse_and_the_default_runs_everywhere
             refuse_unrunnable(fmt, plan)
     assert named_modules(parse_layout("tp=1,recompute=selective,recompute_modules=core_attn")) == []
     assert named_modules(parse_layout("tp=1,recompute=none")) == []
+
+
+@pytest.mark.parametrize("text, field", [
+    ("tp=1,recompute=selective,recompute_modules=:", "recompute_modules"),
+    ("tp=1,recompute=none,recompute_modules=moe", "recompute_modules"),
+    ("tp=1,recompute=selective,recompute_num_layers=2", "recompute_num_layers"),
+])
+def test_recompute_fields_outside_their_mode_are_refused_by_name(text, field):
+    """An empty module list would price no recompute under recompute=selective, and modules or a layer count
+    beside another mode would be silently ignored: each is refused, naming the field."""
+    with pytest.raises(UserError, match=field):
+        parse_layout(text)
+
+
+def test_check_recompute_override_drops_the_config_modules():
+    """`check --recompute full` over a script that recomputes named modules: the modules belonged to selective
+    recompute, so the override runs full recompute without them instead of failing."""
+    from planner.files.check_overrides import CheckOptions, apply_recompute
+
+    lay = parse_layout(TEXT)
+    full = apply_recompute(lay, CheckOptions(recompute="full"))
+    assert full.recompute == "full" and full.recompute_modules is None
+    assert apply_recompute(lay, CheckOptions(recompute="selective")).recompute_modules == ["layernorm", "moe_act"]

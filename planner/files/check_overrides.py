@@ -53,8 +53,10 @@ def apply_recompute(lay: Layout, opts: CheckOptions) -> Layout:
     if opts.recompute is None:
         return lay
     recompute = _choice("--recompute", opts.recompute, ("none", "selective", "full"))
-    return loading.validate(Layout, {**lay.model_dump(), "recompute": recompute}, "--recompute",
-                            from_file=False)
+    data = lay.model_dump()
+    if recompute != lay.recompute:  # the config's module list or layer count belonged to its own mode
+        data.update(recompute_modules=None, recompute_num_layers=None, recompute_method="uniform")
+    return loading.validate(Layout, {**data, "recompute": recompute}, "--recompute", from_file=False)
 
 
 def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: CheckOptions) -> tuple[TrainSpec, Layout]:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from costmodels.layout import RECOMPUTE_MODULES
 from planner.errors import UserError
 from planner.frameworks.megatron import flag_table
 from planner.frameworks.megatron.attention_flags import attention_model_data
@@ -249,9 +250,6 @@ def zero_stage(a: MegatronArgs) -> int:
             raise UserError(f"--data-parallel-sharding-strategy {strategy!r}: expected one of {', '.join(FSDP_BACK)}")
         return max(FSDP_BACK[strategy], 1 if a.has("--use-distributed-optimizer") else 0)
     return 1 if a.has("--use-distributed-optimizer") else 0
-
-
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 
 
 def recompute(a: MegatronArgs) -> str:
