@@ -380,6 +380,17 @@ def test_hardware_lists_every_preset():
         assert name in result.stdout
 
 
+def test_hardware_table_gives_each_cluster_its_own_gpus_per_node():
+    """The cluster table once said "8 GPUs per node" for every preset; gb200-nvl72's node is its 72-GPU NVLink
+    domain, so `--nodes 4` there is 288 GPUs."""
+    from planner.report.listing import hardware_tables
+
+    table = hardware_tables()[1]
+    names, per_node = (next(c for c in table.columns if c.header == h)._cells for h in ("name", "GPUs/node"))
+    assert dict(zip(names, per_node))["gb200-nvl72"] == "72"
+    assert "8 GPUs per node" not in str(table.title)
+
+
 def test_hardware_json():
     result = invoke("hardware", "--json")
     assert result.exit_code == 0, result.output

@@ -60,12 +60,12 @@ def hardware_tables() -> list[Table]:
     for g in (hp.load_gpu(n) for n in hp.list_gpus()):
         gt.add_row(g.name, f"{g.hbm_gib:g}", f"{g.hbm_gb_per_s:g}", f"{g.bf16_tflops:g}",
                    f"{g.fp8_tflops:g}" if g.fp8_tflops else "-")
-    ct = Table(title="Cluster presets (8 GPUs per node; --nodes sets the size)")
-    for col in ("name", "GPU", "scale-up GB/s", "scale-out GB/s", "reserve GiB"):
+    ct = Table(title="Cluster presets (--nodes sets the size; a node is one NVLink domain)")
+    for col in ("name", "GPU", "GPUs/node", "scale-up GB/s", "scale-out GB/s", "reserve GiB"):
         ct.add_column(col, justify="left" if col in ("name", "GPU") else "right")
     for c in (hp.load_cluster(n) for n in hp.list_clusters()):
-        ct.add_row(c.name, c.gpu_profile.name, f"{c.scale_up_gb_per_s:g}", f"{c.scale_out_gb_per_s:g}",
-                   f"{c.memory_reserve_gib:g}")
+        ct.add_row(c.name, c.gpu_profile.name, str(c.gpus_per_node), f"{c.scale_up_gb_per_s:g}",
+                   f"{c.scale_out_gb_per_s:g}", f"{c.memory_reserve_gib:g}")
     return [gt, ct]
 
 
