@@ -163,3 +163,28 @@ def test_recompute_modules_given_as_separate_words_are_all_read():
     args = read_megatron(script)
     assert layout_data(args, model_data(args))["recompute_modules"] == ["mlp", "moe", "layernorm"]
     assert args.has("--use-distributed-optimizer")
+
+
+MDS_LLAMA2 = """torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --tensor-model-parallel-size 2 \\
+  --pipeline-model-parallel-size 2 --num-layers 24 --hidden-size 2048 --ffn-hidden-size 5504 \\
+  --num-attention-heads 16 --micro-batch-size 4 --global-batch-size 32 --seq-length 2048 \\
+  --max-position-embeddings 2048 --vocab-size 32000 --bf16 --no-query-key-layer-scaling --attention-dropout 0 \\
+  --hidden-dropout 0 --use-rotary-position-embeddings --untie-embeddings-and-output-weights --swiglu \\
+  --normalization {norm} --disable-bias-linear --num-key-value-heads 4 --zero-stage=0 --deepspeed
+"""
+
+
+@pytest.mark.parametrize("norm, expected", [("rmsnorm", "rmsnorm"), ("layernorm", "layernorm"),
+                                            ("RMSNorm", "rmsnorm")])
+def test_megatron_deepspeed_llama_flags_are_read_in_their_own_spelling(norm, expected):
+    """Microsoft Megatron-DeepSpeed's examples_deepspeed/pretrain_llama2_distributed.sh writes
+    `--normalization rmsnorm` (lower case), `--use-rotary-position-embeddings` and `--num-key-value-heads 4`.
+    The first was refused ("parplan knows LayerNorm, RMSNorm") and the other two were dropped: learned
+    positions and 16 KV heads, 1.27 B parameters for a 1.19 B model."""
+    from costmodels.params import total_params
+
+    p = load_native_text(MDS_LLAMA2.format(norm=norm), "megatron", None, "dgx-a100", None)
+    assert (p.model.norm, p.model.position_embedding, p.model.num_kv_heads) == (expected, "rope", 4)
+    assert total_params(p.model) == pytest.approx(1.194e9, rel=1e-3)
+    with pytest.raises(UserError, match="--normalization 'batchnorm'.*rmsnorm"):
+        load_native_text(MDS_LLAMA2.format(norm="batchnorm"), "megatron", None, "dgx-a100", None)

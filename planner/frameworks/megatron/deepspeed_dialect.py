@@ -16,6 +16,9 @@ What it maps to parplan's fields (layout and training dicts of planner.framework
 - micro and global batch: the config's train_micro_batch_size_per_gpu / train_batch_size when they are
   numbers, else the flags. `--rampup-batch-size` is priced at the final batch (warned).
 - stack `megatron-2021` (blocking TP all-reduces, no gradient-reduce overlap: Megatron of 2021).
+- model flags in Microsoft's spelling (examples_deepspeed/pretrain_llama2_distributed.sh):
+  `--normalization layernorm|rmsnorm` (lower case; Megatron-LM writes LayerNorm / RMSNorm),
+  `--use-rotary-position-embeddings` (rope) and `--num-key-value-heads N` (grouped-query attention).
 """
 
 from __future__ import annotations
@@ -34,6 +37,26 @@ LEGACY = LEGACY_RECOMPUTE + ("--DDP-impl",)
 
 def is_megatron_deepspeed(a) -> bool:
     return a.has("--deepspeed") or a.has("--deepspeed_config") or a.has("--deepspeed-config")
+
+
+NORMS = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}
+
+
+def norm_flag(a) -> Optional[str]:
+    """--normalization in Megatron-LM's spelling: Megatron-DeepSpeed's lower-case choices mapped to it."""
+    value = a.str("--normalization")
+    return NORMS.get(value, value) if value is not None else None
+
+
+def model_fields(a) -> dict:
+    """ModelSpec fields only Megatron-DeepSpeed's flags give: rope from --use-rotary-position-embeddings,
+    num_kv_heads from --num-key-value-heads."""
+    out = {}
+    if a.has("--use-rotary-position-embeddings"):
+        out["position_embedding"] = "rope"
+    if a.has("--num-key-value-heads"):
+        out["num_kv_heads"] = a.int("--num-key-value-heads", minimum=1)
+    return out
 
 
 def legacy(a, layout: dict, train: dict) -> None:

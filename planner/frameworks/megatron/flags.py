@@ -17,7 +17,7 @@ from typing import Optional
 
 from costmodels.layout import RECOMPUTE_MODULES
 from planner.errors import UserError
-from planner.frameworks.megatron import flag_table
+from planner.frameworks.megatron import deepspeed_dialect, flag_table
 from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.frameworks.megatron.stages import stage_split
@@ -117,7 +117,7 @@ def model_data(a: MegatronArgs) -> dict:
     data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
             "vocab_size": vocab_size(a), "seq_length": seq_length(a),
             "activation": "swiglu" if a.has("--swiglu") or a.has("--quick-geglu") else "gelu",
-            "norm": choice(a, "--normalization", NORM_BACK, "LayerNorm"),
+            "norm": _norm(a),
             "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
                                           "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
@@ -127,6 +127,7 @@ def model_data(a: MegatronArgs) -> dict:
     if a.str("--position-embedding-type") == "alibi" and a.shell is not None:  # Megatron-DeepSpeed (BLOOM)
         a.shell.warn("--position-embedding-type alibi: priced as no position embedding (ALiBi has no weights; "
                      "its attention bias is not counted)")
+    data.update(deepspeed_dialect.model_fields(a))
     data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
     for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
         if a.has(flag):
@@ -154,6 +155,15 @@ def seq_length(a: MegatronArgs) -> int:
     if seq is None:
         raise UserError("--seq-length is missing (Megatron needs it for GPT training)")
     return seq
+
+
+def _norm(a: MegatronArgs) -> str:
+    """ModelSpec.norm from --normalization, in Megatron-LM's or Megatron-DeepSpeed's spelling."""
+    value = deepspeed_dialect.norm_flag(a) or "LayerNorm"
+    if value not in NORM_BACK:
+        raise UserError(f"--normalization {a.str('--normalization')!r}: parplan knows {', '.join(NORM_BACK)} "
+                        f"(Megatron-DeepSpeed: {', '.join(deepspeed_dialect.NORMS)})")
+    return NORM_BACK[value]
 
 
 def choice(a: MegatronArgs, flag: str, table: dict, default: str) -> str:
