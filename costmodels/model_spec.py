@@ -103,6 +103,17 @@ class ModelSpec(BaseModel):
     first_k_dense_layers: int = Field(
         0, ge=0, le=MAX_LAYERS, description="Leading layers that use a dense MLP instead of experts (MoE only)."
     )
+    moe_layer_period: int = Field(
+        1, ge=1, le=MAX_LAYERS, description="Dense and MoE layers interleaved: of the layers after "
+        "first_k_dense_layers, layer i (0-based, whole model) has an MoE MLP when i % moe_layer_period == "
+        "moe_layer_offset, the others a dense one; 1 = every one. Megatron-Core --moe-layer-freq N: period N, "
+        "offset 0; Hugging Face (Jamba expert_layer_period/offset, Llama 4 interleave_moe_layer_step, Qwen2-MoE "
+        "decoder_sparse_step) and Megatron-DeepSpeed --expert-interval N: period N, offset N - 1."
+    )
+    moe_layer_offset: int = Field(
+        0, ge=0, le=MAX_LAYERS, description="With moe_layer_period: the index within each period of its MoE "
+        "layer (0 to period - 1)."
+    )
     capacity_factor: Optional[float] = Field(
         None, ge=0.01, le=1000, description="Expert capacity factor; null = dropless routing."
     )
@@ -175,10 +186,12 @@ class ModelSpec(BaseModel):
                 raise ValueError(
                     f"first_k_dense_layers={self.first_k_dense_layers} must be below num_layers={self.num_layers}"
                 )
-        elif self.top_k or self.num_shared_experts or self.first_k_dense_layers:
+            _check_interleave(self)
+        elif self.top_k or self.num_shared_experts or self.first_k_dense_layers or self.moe_layer_period > 1:
             raise ValueError(
                 f"top_k={self.top_k}, num_shared_experts={self.num_shared_experts}, "
-                f"first_k_dense_layers={self.first_k_dense_layers} need num_experts > 0 (num_experts=0)"
+                f"first_k_dense_layers={self.first_k_dense_layers}, moe_layer_period={self.moe_layer_period} "
+                "need num_experts > 0 (num_experts=0)"
             )
         return self
 
@@ -191,7 +204,17 @@ class ModelSpec(BaseModel):
     @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts."""
-        return self.num_layers - self.first_k_dense_layers if self.is_moe else 0
+        return self.moe_layers_in(0, self.num_layers)
+
+    def moe_layers_in(self, start: int, stop: int) -> int:
+        """MoE layers among the layers start .. stop - 1 (0-based, whole model): those at or after
+        first_k_dense_layers whose index i has i % moe_layer_period == moe_layer_offset."""
+        if not self.is_moe:
+            return 0
+        stop = max(0, stop)
+        low = min(max(start, self.first_k_dense_layers, 0), stop)
+        return _periodic_below(stop, self.moe_layer_period, self.moe_layer_offset) - _periodic_below(
+            low, self.moe_layer_period, self.moe_layer_offset)
 
     @property
     def mtp_is_moe(self) -> bool:
@@ -233,7 +256,8 @@ class ModelSpec(BaseModel):
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer `index` (0-based, whole model) has an MoE MLP."""
-        return self.is_moe and index >= self.first_k_dense_layers
+        return (self.is_moe and index >= self.first_k_dense_layers
+                and index % self.moe_layer_period == self.moe_layer_offset)
 
 
 def _fill_mla(data: dict) -> None:
@@ -259,6 +283,21 @@ def _check_mla(m: "ModelSpec") -> None:
     if m.head_dim != m.mla.qk_head_dim:
         raise ValueError(f"head_dim={m.head_dim} must equal mla qk_nope_head_dim + qk_rope_head_dim = "
                          f"{m.mla.qk_head_dim}")
+
+
+def _periodic_below(stop: int, period: int, offset: int) -> int:
+    """How many i in 0 .. stop - 1 have i % period == offset (stop >= 0, 0 <= offset < period)."""
+    return (stop - offset + period - 1) // period
+
+
+def _check_interleave(m: "ModelSpec") -> None:
+    if m.moe_layer_offset >= m.moe_layer_period:
+        raise ValueError(f"moe_layer_offset={m.moe_layer_offset} must be below moe_layer_period="
+                         f"{m.moe_layer_period}")
+    if not m.num_moe_layers:
+        raise ValueError(f"moe_layer_period={m.moe_layer_period}, moe_layer_offset={m.moe_layer_offset} and "
+                         f"first_k_dense_layers={m.first_k_dense_layers} leave no MoE layer among "
+                         f"num_layers={m.num_layers}")
 
 
 def _check_window(m: "ModelSpec") -> None:

@@ -201,7 +201,7 @@ def stage_layer_indices(stage_layers: list[int], stage: int) -> range:
 def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int) -> tuple[int, int]:
     """(MoE layers, dense layers) on pipeline rank `stage`."""
     idx = stage_layer_indices(stage_layers, stage)
-    n_moe = 0 if not m.is_moe else max(0, idx.stop - max(idx.start, m.first_k_dense_layers))
+    n_moe = m.moe_layers_in(idx.start, idx.stop)
     return n_moe, len(idx) - n_moe
 
 

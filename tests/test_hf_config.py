@@ -94,7 +94,18 @@ def test_qwen3_moe_dense_layers():
     with pytest.raises(ValueError, match="mlp_only_layers"):
         model_from_hf_config({**QWEN3_30B_A3B, "mlp_only_layers": [5]})
     with pytest.raises(ValueError, match="decoder_sparse_step"):
-        model_from_hf_config({**QWEN3_30B_A3B, "decoder_sparse_step": 2})
+        model_from_hf_config({**QWEN3_30B_A3B, "decoder_sparse_step": 0})
+
+
+def test_qwen3_moe_sparse_step_interleaves_dense_and_moe_layers():
+    """Qwen3MoeDecoderLayer is MoE where (layer_idx + 1) % decoder_sparse_step == 0 and layer_idx is not in
+    mlp_only_layers: step 2 puts experts on layers 1, 3, ..., 47 (24 of 48); with mlp_only_layers [0, 1, 2]
+    on 3, 5, ..., 47 (23). It was refused."""
+    spec = model_from_hf_config({**QWEN3_30B_A3B, "decoder_sparse_step": 2})
+    assert (spec.moe_layer_period, spec.moe_layer_offset, spec.num_moe_layers) == (2, 1, 24)
+    assert [spec.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+    spec = model_from_hf_config({**QWEN3_30B_A3B, "decoder_sparse_step": 2, "mlp_only_layers": [0, 1, 2]})
+    assert spec.num_moe_layers == 23 and not spec.is_moe_layer(1) and spec.is_moe_layer(3)
 
 
 def test_bias_dropout_and_defaults():

@@ -13,6 +13,7 @@ Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepse
 | mixtral: num_local_experts, num_experts_per_tok, intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
 | qwen3_moe: num_experts, num_experts_per_tok, moe_intermediate_size | num_experts, top_k, moe_ffn_hidden_size |
 | qwen3_moe: mlp_only_layers = [0, 1, ..., k-1] | first_k_dense_layers = k |
+| qwen3_moe: decoder_sparse_step = n (MoE where (i + 1) % n == 0) | moe_layer_period = n, moe_layer_offset = n - 1 |
 | deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
@@ -30,8 +31,8 @@ Known deviations (parameter counts are otherwise exact):
   0.01% of the parameters) are not counted.
 - A llama config with attention_bias but not mlp_bias (or the reverse) maps to linear_bias=true,
   overcounting the missing biases by a similarly negligible amount.
-- qwen3_moe layouts that ModelSpec cannot express are refused with a ValueError:
-  decoder_sparse_step != 1, or mlp_only_layers that are not a leading block of layers.
+- qwen3_moe layouts that ModelSpec cannot express are refused with a ValueError: mlp_only_layers that
+  are not a leading block of layers.
 - RoPE scaling (YaRN included) and router details (norm_topk_prob, aux-loss coefficients) do not change
   parameter counts or the cost model and are ignored. gpt_oss's quick-GELU gate (swiglu_alpha) and +1 on
   the linear half are priced as SwiGLU (same matrices, same element-wise bytes).
@@ -129,13 +130,19 @@ def _dropout(config: dict) -> bool:
     return value > 0
 
 
-def _first_dense_layers(config: dict, num_layers: int) -> int:
-    """qwen3_moe: number of leading dense layers; refuses layouts ModelSpec cannot express."""
+def _moe_layers(config: dict, num_layers: int) -> dict:
+    """qwen3_moe: which layers are MoE (Qwen3MoeDecoderLayer: not in mlp_only_layers and (i + 1) %
+    decoder_sparse_step == 0): first_k_dense_layers, and moe_layer_period/offset for a step above 1.
+    Refuses mlp_only_layers that are not a leading block."""
     step = _int(config, "decoder_sparse_step", 1)
-    if step != 1:
-        raise ValueError(
-            f"qwen3_moe decoder_sparse_step={step} is not supported (only 1: every non-mlp_only layer is MoE)"
-        )
+    if step < 1 or step > num_layers:
+        raise ValueError(f"qwen3_moe decoder_sparse_step={step} must be from 1 to num_hidden_layers={num_layers}")
+    interleave = {"moe_layer_period": step, "moe_layer_offset": step - 1} if step > 1 else {}
+    return {"first_k_dense_layers": _first_dense_layers(config, num_layers), **interleave}
+
+
+def _first_dense_layers(config: dict, num_layers: int) -> int:
+    """qwen3_moe: number of leading dense layers (mlp_only_layers = [0, ..., k-1])."""
     dense = config.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
         raise ValueError(f"qwen3_moe mlp_only_layers must be a list of layer indices, got {dense!r}")
@@ -223,7 +230,7 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
         if experts:
             spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"),
                         moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
-                        first_k_dense_layers=_first_dense_layers(config, num_layers))
+                        **_moe_layers(config, num_layers))
     spec.update(window_fields(config, model_type, num_layers))
     return _validate(spec, model_type)
 

@@ -78,6 +78,8 @@ class _Group:
         L, k = model.num_layers, (model.first_k_dense_layers if model.is_moe else model.num_layers)
         if k == L:
             return self.n, [0] * pp
+        if model.moe_layer_period > 1:
+            return self._interleaved(m, model, pp)
         if k == 0:
             return [0] * pp, self.n
         dense, moe, start = [], [], 0
@@ -92,6 +94,27 @@ class _Group:
             moe.append(n - d)
             start = end
         return dense, moe
+
+    def _interleaved(self, m, model: ModelSpec, pp: int):
+        """(dense, MoE) layers of each stage when they interleave (ModelSpec.moe_layer_period): MoE layers
+        below a stage boundary b are P(max(b, k)) - P(k), P(x) = (x - offset + period - 1) // period, the
+        count of ModelSpec.moe_layers_in as a division constraint."""
+        L, k, per, off = model.num_layers, model.first_k_dense_layers, model.moe_layer_period, model.moe_layer_offset
+        below_k = (k - off + per - 1) // per
+        moe_below, start, ends = [0], 0, []
+        for i, n in enumerate(self.n[:-1]):
+            end = m.NewIntVar(0, L, f"end{pp}_{i}")
+            m.Add(end == start + n)
+            high = m.NewIntVar(k, max(k, L), f"hi{pp}_{i}")
+            m.AddMaxEquality(high, [end, k])
+            count = m.NewIntVar(0, L, f"moeb{pp}_{i}")
+            m.AddDivisionEquality(count, high + (per - 1 - off), per)
+            moe_below.append(count - below_k)
+            start = end
+            ends.append(end)
+        moe_below.append(model.num_moe_layers)
+        moe = [moe_below[i + 1] - moe_below[i] for i in range(pp)]
+        return [n - e for n, e in zip(self.n, moe)], moe
 
     def chunks(self, m, v: int) -> list:
         """c_i, the largest virtual chunk of stage i: v * c_i >= n_i, so c_i = ceil(n_i / v) at the

@@ -281,13 +281,12 @@ def objective_seconds(value: int) -> float:
 
 
 def stage_counts(model: ModelSpec, stage_layers: list[int]) -> list[tuple[int, int]]:
-    """(n_dense, n_moe) of each stage: layers below first_k_dense_layers are dense in MoE models."""
+    """(n_dense, n_moe) of each stage (ModelSpec.moe_layers_in: the dense prefix and any interleaving)."""
     if not model.is_moe:
         return [(n, 0) for n in stage_layers]
     out, start = [], 0
-    k = model.first_k_dense_layers
     for n in stage_layers:
-        dense = max(0, min(start + n, k) - start)
-        out.append((dense, n - dense))
+        moe = model.moe_layers_in(start, start + n)
+        out.append((n - moe, moe))
         start += n
     return out

@@ -19,6 +19,13 @@ What it maps to parplan's fields (layout and training dicts of planner.framework
 - model flags in Microsoft's spelling (examples_deepspeed/pretrain_llama2_distributed.sh):
   `--normalization layernorm|rmsnorm` (lower case; Megatron-LM writes LayerNorm / RMSNorm),
   `--use-rotary-position-embeddings` (rope) and `--num-key-value-heads N` (grouped-query attention).
+- DeepSpeed-MoE (ds_pretrain_gpt_*_MoE*.sh; Megatron-DeepSpeed megatron/arguments.py and
+  megatron/model/transformer.py, deepspeed.moe.layer.MoE): `--num-experts N` (a list; one value for every MoE
+  layer), `--topk` (default 1), experts on every `--expert-interval`-th layer (default 2; layer_num % interval
+  == 0 counted from 1: period N, offset N - 1), `--moe-expert-parallel-size` (ep, default 1), experts as wide as
+  the dense MLP, `--mlp-type residual` (PR-MoE: a dense MLP beside the experts, one shared expert),
+  token dropping at `--moe-train-capacity-factor` (default 1.0) unless `--disable-moe-token-dropping`, and a
+  load-balancing loss `--moe-loss-coeff` (default 0.1; 0 = unbalanced).
 """
 
 from __future__ import annotations
@@ -57,6 +64,40 @@ def model_fields(a) -> dict:
     if a.has("--num-key-value-heads"):
         out["num_kv_heads"] = a.int("--num-key-value-heads", minimum=1)
     return out
+
+
+def _float(a, flag: str, default: float) -> float:
+    text = a.str(flag)
+    try:
+        return default if text is None else float(text)
+    except ValueError:
+        raise UserError(f"{flag} {text!r}: expected a number") from None
+
+
+def moe_fields(a, dense_ffn: int) -> dict:
+    """ModelSpec's MoE fields from DeepSpeed-MoE's flags (empty for a dense model: --num-experts 1)."""
+    values = (a.str("--num-experts") or "1").split()
+    if len(set(values)) > 1:
+        raise UserError(f"--num-experts {' '.join(values)[:60]}: parplan prices one expert count for every MoE "
+                        "layer")
+    experts = a.int("--num-experts", 1, minimum=1) if len(values) == 1 else int(values[0])
+    if experts <= 1:
+        return {}
+    period = a.int("--expert-interval", 2)
+    mlp_type = a.str("--mlp-type", "standard")
+    if mlp_type not in ("standard", "residual"):
+        raise UserError(f"--mlp-type {mlp_type!r}: Megatron-DeepSpeed knows standard, residual")
+    out = {"num_experts": experts, "top_k": a.int("--topk", 1), "moe_ffn_hidden_size": dense_ffn,
+           "moe_layer_period": period, "moe_layer_offset": period - 1,
+           "num_shared_experts": 1 if mlp_type == "residual" else 0}
+    if not a.has("--disable-moe-token-dropping"):
+        out["capacity_factor"] = _float(a, "--moe-train-capacity-factor", 1.0)
+    return out
+
+
+def moe_balance(a) -> dict:
+    """TrainSpec.moe_load_balancing: DeepSpeed-MoE's gate adds its balancing loss at --moe-loss-coeff."""
+    return {"moe_load_balancing": "none" if _float(a, "--moe-loss-coeff", 0.1) == 0.0 else "aux_loss"}
 
 
 def legacy(a, layout: dict, train: dict) -> None:

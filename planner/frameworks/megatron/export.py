@@ -22,6 +22,7 @@ from planner.exporters.common import (
 TARGET = "Megatron-LM (megatron-core 0.19, pretrain_gpt.py under torchrun)"
 SCRIPT = "launch_megatron.sh"
 
+from planner.frameworks.megatron import layer_freq
 from planner.frameworks.megatron.attention_flags import activation_flag, attention_args
 from planner.frameworks.megatron.names import NORM, PARALLEL, POSITION, PRECISION, ZERO_FSDP
 
@@ -109,9 +110,9 @@ def moe_args(plan: ExportPlan) -> list:
         return []
     args = [("--num-experts", m.num_experts), ("--moe-ffn-hidden-size", m.moe_ffn_hidden_size),
             ("--moe-router-topk", m.top_k), ("--moe-token-dispatcher-type", "alltoall")]
-    if m.first_k_dense_layers:
-        k = m.first_k_dense_layers
-        args.append(("--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})"))
+    freq = layer_freq.write(m)
+    if freq is not None:
+        args.append(("--moe-layer-freq", freq))
     if m.num_shared_experts:
         args.append(("--moe-shared-expert-intermediate-size", m.num_shared_experts * m.moe_ffn_hidden_size))
     if m.capacity_factor is not None:

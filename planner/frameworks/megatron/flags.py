@@ -17,7 +17,7 @@ from typing import Optional
 
 from costmodels.layout import RECOMPUTE_MODULES
 from planner.errors import UserError
-from planner.frameworks.megatron import deepspeed_dialect, flag_table
+from planner.frameworks.megatron import deepspeed_dialect, flag_table, layer_freq
 from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.frameworks.megatron.stages import stage_split
@@ -31,7 +31,8 @@ POSITION_BACK = {v: k for k, v in POSITION.items()}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 # argparse nargs="+" (megatron/training/arguments.py; the load-balancing type is a list in TransformerConfig)
-LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type"}
+LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type",
+              "--num-experts"}  # Megatron-DeepSpeed: nargs="+", one count per MoE layer
 
 
 @dataclass
@@ -181,13 +182,15 @@ def _zero(a: MegatronArgs, flag: str) -> bool:
 
 
 def moe_data(a: MegatronArgs, layers: int) -> dict:
+    if deepspeed_dialect.is_megatron_deepspeed(a):
+        return deepspeed_dialect.moe_fields(a, a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size"))
     experts = a.int("--num-experts", 0, minimum=0)
     if not experts:
         return {}
     data = {"num_experts": experts, "top_k": a.int("--moe-router-topk", 2)}
     if a.has("--moe-ffn-hidden-size"):
         data["moe_ffn_hidden_size"] = a.int("--moe-ffn-hidden-size")
-    data["first_k_dense_layers"] = dense_prefix(a.str("--moe-layer-freq", "1"), layers)
+    data.update(layer_freq.read(a.str("--moe-layer-freq", "1"), layers))
     shared = a.int("--moe-shared-expert-intermediate-size", 0, minimum=0)
     if shared:
         width = data.get("moe_ffn_hidden_size") or a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size")
@@ -203,18 +206,6 @@ def moe_data(a: MegatronArgs, layers: int) -> dict:
     return data
 
 
-def dense_prefix(freq: str, layers: int) -> int:
-    """First-k-dense from --moe-layer-freq: 1, or a pattern "([0]*k+[1]*n)" (other patterns refused)."""
-    text = str(freq).replace(" ", "")
-    if text == "1":
-        return 0
-    m = re.fullmatch(r"\(?\[0\]\*([0-9]{1,9})\+\[1\]\*([0-9]{1,9})\)?", text)
-    if not m or int(m.group(1)) + int(m.group(2)) != layers:
-        raise UserError(f"--moe-layer-freq {str(freq)[:60]!r}: parplan reads only 1 or '([0]*K+[1]*N)' with K+N = "
-                        f"--num-layers ({layers})")
-    return int(m.group(1))
-
-
 # ---- layout and training ------------------------------------------------------------------------
 
 def layout_data(a: MegatronArgs, model: dict) -> dict:
@@ -223,7 +214,8 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
     pp = a.int("--pipeline-model-parallel-size", 1)
     moe = bool(model.get("num_experts"))
     data = {"tp": tp, "pp": pp, "cp": a.int("--context-parallel-size", 1),
-            "ep": a.int("--expert-model-parallel-size", 1),
+            "ep": a.int("--moe-expert-parallel-size" if deepspeed_dialect.is_megatron_deepspeed(a)
+                        else "--expert-model-parallel-size", 1),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
             "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from planner.errors import UserError
+from planner.frameworks.megatron import deepspeed_dialect
 from planner.frameworks.megatron.flags import MegatronArgs, choice, seq_length
 
 def train_data(a: MegatronArgs) -> dict:
@@ -71,6 +72,8 @@ def balance_data(a: MegatronArgs) -> dict:
     """TrainSpec.moe_load_balancing and moe_expert_bias: forced with --moe-router-force-load-balancing (random
     logits win over any loss), else --moe-router-load-balancing-type (a list combines aux-loss kinds: the first
     that is not none; none only when every entry is), default aux_loss; --moe-router-enable-expert-bias."""
+    if deepspeed_dialect.is_megatron_deepspeed(a):
+        return deepspeed_dialect.moe_balance(a)
     out: dict = {"moe_expert_bias": True} if a.has("--moe-router-enable-expert-bias") else {}
     if a.has("--moe-router-force-load-balancing"):
         return {**out, "moe_load_balancing": "forced"}
@@ -88,7 +91,8 @@ def balance_warnings(a: MegatronArgs) -> list[str]:
     """One line when an MoE script's router balances by a loss whose coefficient is 0: --moe-aux-loss-coeff absent
     (Megatron's default 0.0, megatron-core 0.16.1 TransformerConfig.moe_aux_loss_coeff) or every value 0. Such a
     router trains unbalanced, yet the load-balancing type says aux_loss, which is what is priced."""
-    if not a.int("--num-experts", 0, minimum=0) or a.has("--moe-router-enable-expert-bias"):
+    if (deepspeed_dialect.is_megatron_deepspeed(a) or not a.int("--num-experts", 0, minimum=0)
+            or a.has("--moe-router-enable-expert-bias")):
         return []
     kind = balance_data(a).get("moe_load_balancing", "aux_loss")
     if kind in ("none", "forced", "sinkhorn"):
