@@ -188,3 +188,15 @@ def test_megatron_deepspeed_llama_flags_are_read_in_their_own_spelling(norm, exp
     assert total_params(p.model) == pytest.approx(1.194e9, rel=1e-3)
     with pytest.raises(UserError, match="--normalization 'batchnorm'.*rmsnorm"):
         load_native_text(MDS_LLAMA2.format(norm="batchnorm"), "megatron", None, "dgx-a100", None)
+
+
+def test_megatron_deepspeed_attention_kernel_and_ulysses_are_read():
+    """Megatron-DeepSpeed runs Megatron's unfused core attention (the s x s scores stored) unless a
+    --use-flash-attn* flag picks FlashAttention; examples_deepspeed/sequence_parallel's
+    ds_pretrain_gpt_1.3B_seq_parallel_32k.sh shards the 32k sequence over --ds-sequence-parallel-size 4
+    (DeepSpeed-Ulysses, all-to-all). Both were read as flash attention on one whole sequence per GPU."""
+    script = MDS_LLAMA2.format(norm="rmsnorm")
+    assert not load_native_text(script, "megatron", None, "dgx-a100", None).train.flash_attention
+    p = load_native_text(script.replace("--deepspeed", "--deepspeed --use-flash-attn-v2 --ds-sequence-parallel-size 2"),
+                         "megatron", None, "dgx-a100", None)
+    assert p.train.flash_attention and (p.layout.cp, p.layout.cp_comm) == (2, "a2a")

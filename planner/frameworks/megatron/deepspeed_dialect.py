@@ -13,6 +13,8 @@ What it maps to parplan's fields (layout and training dicts of planner.framework
   ZeRO stages 1-3 keep gradients in the weights' dtype (grad_dtype left to its default).
 - `--checkpoint-activations` (2021 Megatron) / `--deepspeed-activation-checkpointing`: full recompute.
 - `--pp-partition-method 'type:transformer|embedding'`: DeepSpeed's partitioner (planner.frameworks.deepspeed.partition).
+- attention: unfused (scores stored) unless `--use-flash-attn[-v1|-v2|-triton|-builder]`; DeepSpeed-Ulysses
+  `--ds-sequence-parallel-size N`: cp = N with all-to-all (cp_comm a2a).
 - micro and global batch: the config's train_micro_batch_size_per_gpu / train_batch_size when they are
   numbers, else the flags. `--rampup-batch-size` is priced at the final batch (warned).
 - stack `megatron-2021` (blocking TP all-reduces, no gradient-reduce overlap: Megatron of 2021).
@@ -40,6 +42,10 @@ from planner.frameworks.deepspeed.partition import PARTITIONS, ds_split
 LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method",
                     "--deepspeed-activation-checkpointing")
 LEGACY = LEGACY_RECOMPUTE + ("--DDP-impl",)
+# Megatron-DeepSpeed megatron/arguments.py: attention is Megatron's unfused core attention (scores stored,
+# fused softmax) unless one of these picks a FlashAttention kernel; 2021 Megatron-LM had none.
+FLASH_FLAGS = ("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
+               "--use-flash-attn-builder")
 
 
 def is_megatron_deepspeed(a) -> bool:
@@ -110,6 +116,7 @@ def legacy(a, layout: dict, train: dict) -> None:
     if any(a.has(flag) for flag in LEGACY_RECOMPUTE) and not a.has("--recompute-granularity"):
         layout["recompute"] = "full"
     train["stack"] = "megatron-2021"
+    train["flash_attention"] = any(a.has(flag) for flag in FLASH_FLAGS)
 
 
 def launcher_size(opts: list[str]) -> tuple[Optional[int], Optional[int]]:
@@ -181,6 +188,9 @@ def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int
         warn(f"--rampup-batch-size {a.str('--rampup-batch-size')}: priced at the final global batch")
     _partition(a, layout, layers)
     train["stack"] = "megatron-2021"
+    train["flash_attention"] = any(a.has(flag) for flag in FLASH_FLAGS)
+    if a.has("--ds-sequence-parallel-size"):  # DeepSpeed-Ulysses: all-to-all of Q, K, V and the output
+        layout["cp"], layout["cp_comm"] = a.int("--ds-sequence-parallel-size", 1), "a2a"
 
 
 def _partition(a, layout: dict, layers: int) -> None:
