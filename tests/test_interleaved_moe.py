@@ -196,3 +196,51 @@ def test_cpsat_stage_mix_equals_the_layer_rule_for_every_split(period, offset, k
         assert solver.Solve(model) == cp_model.OPTIMAL
         value = lambda e: e if isinstance(e, int) else solver.Value(e)  # noqa: E731
         assert [(value(d), value(e)) for d, e in zip(group.dense, group.moe)] == stage_counts(m, split)
+
+
+# ---- Llama 4 -----------------------------------------------------------------------------------------
+
+LLAMA4_TEXT = dict(model_type="llama4_text", num_hidden_layers=48, hidden_size=5120, num_attention_heads=40,
+                   num_key_value_heads=8, head_dim=128, intermediate_size=8192, intermediate_size_mlp=16384,
+                   num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=1, vocab_size=202048,
+                   tie_word_embeddings=False, max_position_embeddings=10485760, attention_bias=False,
+                   attention_chunk_size=8192, use_qk_norm=True)
+MAVERICK = {**LLAMA4_TEXT, "num_local_experts": 128, "interleave_moe_layer_step": 2,
+            "max_position_embeddings": 1048576, "use_qk_norm": False}
+
+
+@pytest.mark.parametrize("preset, text, total_b", [("llama4-scout", LLAMA4_TEXT, 107.77),
+                                                   ("llama4-maverick", MAVERICK, 400.71)])
+def test_llama4_presets_are_their_published_configs(preset, text, total_b):
+    """Meta's 'The Llama 4 herd' (2025-04-05): 17B active each; 109B total for Scout (its language model here:
+    107.8 B; the vision encoder is not modelled) and 400B for Maverick, whose 128-expert layers alternate with
+    dense ones (interleave_moe_layer_step 2: layers 1, 3, ..., 47). The Hugging Face config (nested under
+    text_config) maps to the preset field for field."""
+    from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
+
+    spec = hp.load_model(preset)
+    assert total_params(spec) / 1e9 == pytest.approx(total_b, abs=0.01)
+    assert active_params(spec) / 1e9 == pytest.approx(17.2, abs=0.05)
+    hf = model_from_hf_config({"model_type": "llama4", "text_config": text, "vision_config": {}}, name=preset,
+                              seq_length=8192)
+    assert hf.model_dump() == spec.model_dump()
+    with pytest.raises(ValueError, match="moe_layers"):
+        model_from_hf_config({**MAVERICK, "moe_layers": [0, 2]})
+    with pytest.raises(ValueError, match="text_config"):
+        model_from_hf_config({"model_type": "llama4"})
+
+
+def test_deepseek_moe_layer_freq_interleaves():
+    """DeepSeek-V2's modeling code: MoE where layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq
+    == 0. Any frequency but 1 was refused."""
+    from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
+
+    v3 = hp.load_model("deepseek-v3")
+    config = {"model_type": "deepseek_v3", "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
+              "intermediate_size": 2048, "vocab_size": 1000, "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 256, "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 2,
+              "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+              "v_head_dim": 32}
+    m = model_from_hf_config(config)
+    assert [m.is_moe_layer(i) for i in range(8)] == [False, False, True, False, True, False, True, False]
+    assert v3.moe_layer_period == 1

@@ -48,7 +48,7 @@ def test_deepseek_v2_lite_from_hf_config_is_15_7b():
 
 def test_hf_config_names_a_bad_deepseek_key():
     with pytest.raises(ValueError, match="moe_layer_freq"):
-        model_from_hf_config({**V2_LITE, "moe_layer_freq": 2})
+        model_from_hf_config({**V2_LITE, "moe_layer_freq": 0})
     with pytest.raises(ValueError, match="kv_lora_rank"):
         model_from_hf_config({k: v for k, v in V2_LITE.items() if k != "kv_lora_rank"})
 

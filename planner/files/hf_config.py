@@ -1,6 +1,7 @@
 """Hugging Face `config.json` -> ModelSpec, for Llama-family decoder-only models.
 
-Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss. Mapping:
+Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss,
+llama4 / llama4_text (planner.files.hf_llama4). Mapping:
 
 | config.json | ModelSpec |
 |---|---|
@@ -49,10 +50,11 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from costmodels.model_spec import ModelSpec
+from planner.files.hf_llama4 import llama4_fields, text_config
 from planner.files.hf_window import window_fields
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                         "gpt_oss")
+                         "gpt_oss", "llama4", "llama4_text")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
@@ -158,11 +160,11 @@ def _first_dense_layers(config: dict, num_layers: int) -> int:
 
 def _deepseek(config: dict) -> dict:
     """DeepSeek-V2/V3 (transformers DeepseekV3Config): multi-head latent attention and its experts.
-    Every layer from first_k_dense_replace on is MoE (moe_layer_freq 1, the only value these
-    models use); the shared experts are one MLP n_shared_experts x moe_intermediate_size wide."""
-    if _int(config, "moe_layer_freq", 1) != 1:
-        raise ValueError(f"config.json key 'moe_layer_freq' must be 1 (every layer after the dense ones is MoE), "
-                         f"got {config['moe_layer_freq']}")
+    Layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (modeling_deepseek.py;
+    the published models use 1); the shared experts are one MLP n_shared_experts x moe_intermediate_size wide."""
+    freq = _int(config, "moe_layer_freq", 1)
+    if freq < 1:
+        raise ValueError(f"config.json key 'moe_layer_freq' must be at least 1, got {freq}")
     mla = dict(q_lora_rank=_int(config, "q_lora_rank", 0), kv_lora_rank=_int(config, "kv_lora_rank"),
                qk_nope_head_dim=_int(config, "qk_nope_head_dim"), qk_rope_head_dim=_int(config, "qk_rope_head_dim"),
                v_head_dim=_int(config, "v_head_dim"))
@@ -170,7 +172,7 @@ def _deepseek(config: dict) -> dict:
                 num_experts=_int(config, "n_routed_experts"), top_k=_int(config, "num_experts_per_tok"),
                 moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                 num_shared_experts=_int(config, "n_shared_experts", 0),
-                first_k_dense_layers=_int(config, "first_k_dense_replace", 0),
+                first_k_dense_layers=_int(config, "first_k_dense_replace", 0), moe_layer_period=freq,
                 mtp_num_layers=_int(config, "num_nextn_predict_layers", 0))
 
 
@@ -183,6 +185,7 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
     """
     if not isinstance(config, dict):
         raise ValueError(f"config must be a JSON object (dict), got {type(config).__name__}")
+    config = text_config(config)  # llama4: its language model (planner.files.hf_llama4)
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
@@ -215,6 +218,8 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
     )
     if model_type in ("llama", "qwen3", "qwen3_moe"):
         spec["linear_bias"] = _bool(config, "attention_bias") or _bool(config, "mlp_bias")
+    if model_type == "llama4_text":
+        spec.update(llama4_fields(config, num_layers, _int), linear_bias=_bool(config, "attention_bias"))
     if model_type in DEEPSEEK:
         spec.update(_deepseek(config), linear_bias=_bool(config, "attention_bias"))
 
