@@ -179,8 +179,9 @@ def check_cmd(
     --global-batch and --precision, else from TrainingArguments' defaults, each default named on stderr
     (and under "assumed" in --json).
 
-    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and
-    torchtitan TOML need --model and --cluster. The stack follows the config (megatron-core, nemo with
+    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON needs --model
+    and --cluster, torchtitan TOML --cluster (and --model unless its [model] flavor is a preset, e.g. llama3
+    8B). The stack follows the config (megatron-core, nemo with
     --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
     path = Path(config)
     over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision, recompute)

@@ -167,3 +167,19 @@ def test_torchtitan_03_nested_flags(tmp_path):
     path.write_text("./run_train.sh --module llama3 --config llama3_8b --training.seq_len.x 3\n")
     with pytest.raises(UserError, match="seq_len is a value"):
         load_native(path, "llama3-8b", "dgx-h100", 1)
+
+
+@pytest.mark.parametrize("name,model,cluster,nodes", PRESETS, ids=[p[0] for p in PRESETS])
+def test_a_shipped_flavor_needs_no_model(name, model, cluster, nodes):
+    """torchtitan's [model] name / flavor names the model; each corpus config names one parplan has as a
+    preset, so `check` reads it without --model (it used to refuse: "--model is required") and says so."""
+    notes = ReadNotes()
+    prob = load_native(CORPUS / name, None, cluster or _h100_96gb(), nodes, notes=notes)
+    assert prob.model.name == model
+    assert any(n.startswith(f"model {model}: the preset of torchtitan's [model]") for n in notes.notes)
+    assert load_native(CORPUS / name, "llama3-8b", cluster or _h100_96gb(), nodes).model.name == "llama3-8b"
+
+
+def test_an_unshipped_flavor_still_needs_the_model(tmp_path):
+    with pytest.raises(UserError, match="--model is required"):
+        _load(tmp_path, '[model]\nname = "llama3"\nflavor = "debugmodel"\n' + BASE, model=None)

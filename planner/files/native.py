@@ -30,6 +30,7 @@ from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
 from planner.frameworks.megatron import deepspeed_dialect as mds
+from planner.frameworks.torchtitan import flavors
 from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.deepspeed import auto as ds_auto
@@ -319,6 +320,10 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
         launched = titan_cli.launch_world(text, path)
     else:
         cfg = parse_toml(text, str(path))
+    found = None if model else flavors.preset_for(cfg)
+    if found is not None:
+        model = found[0]
+        notes.notes.append(found[1])
     spec = _need_model(model, path, "torchtitan")
     par, training = ttc.section(cfg, "parallelism", path), ttc.section(cfg, "training", path)
     world = ttc.tt_world(par, path) or launched
