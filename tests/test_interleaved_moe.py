@@ -81,8 +81,7 @@ def test_deepspeed_moe_1p3b_128_is_52b():
     assert total_params(m) == pytest.approx(52.5e9, rel=0.01)
 
 
-@pytest.mark.parametrize("period, offset, k", [(2, 1, 0), (3, 0, 2)])
-@pytest.mark.parametrize("hbm_gib", [8.0, 0.35])
+@pytest.mark.parametrize("period, offset, k, hbm_gib", [(2, 1, 0, 8.0), (3, 0, 2, 0.35)])
 def test_cpsat_split_equals_brute_force_on_interleaved_layers(period, offset, k, hbm_gib):
     """The CP-SAT model counts a stage's MoE layers with a division constraint; its optimum equals the
     brute-force enumeration over every split (planner.search.brute), with memory ample and binding."""
