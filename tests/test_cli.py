@@ -371,6 +371,7 @@ def test_models_json():
     by_name = {r["name"]: r for r in rows}
     assert by_name["llama3-8b"]["params"] == 8_030_261_248
     assert by_name["mixtral-8x7b"]["active"] < by_name["mixtral-8x7b"]["params"]
+    assert (by_name["llama4-maverick"]["moe_layers"], by_name["deepseek-v3"]["moe_layers"]) == (24, 58)
 
 
 def test_hardware_lists_every_preset():

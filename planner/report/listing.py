@@ -14,7 +14,7 @@ def model_rows() -> list[dict]:
     for name in hp.list_models():
         m = hp.load_model(name)
         rows.append(dict(name=name, layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
-                         kv_heads=m.num_kv_heads, experts=m.num_experts, top_k=m.top_k,
+                         kv_heads=m.num_kv_heads, experts=m.num_experts, top_k=m.top_k, moe_layers=m.num_moe_layers,
                          params=total_params(m), active=active_params(m), seq_length=m.seq_length,
                          sources=hp.model_sources(name)))
     return rows
@@ -39,6 +39,8 @@ def _models_table(rows: list[dict], left_out: frozenset) -> Table:
         table.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
     for r in rows:
         experts = f"{r['experts']} top-{r['top_k']}" if r["experts"] else "-"
+        if r["experts"] and r["moe_layers"] != r["layers"]:
+            experts += f", {r['moe_layers']} layers"  # dense layers before (DeepSeek) or between (Llama 4)
         cells = {"name": r["name"], "layers": str(r["layers"]), "hidden": str(r["hidden"]), "heads": str(r["heads"]),
                  "kv": str(r["kv_heads"]), "experts": experts, "params (B)": f"{r['params'] / 1e9:.2f}",
                  "active (B)": f"{r['active'] / 1e9:.2f}", "seq": str(r["seq_length"])}
