@@ -187,11 +187,24 @@ def test_tiny_time_limit_on_a_huge_cluster_offers_no_impossible_degree():
 
 
 def test_nothing_fits_explanations_stop_at_the_deadline():
-    """why_nothing_fits enumerated up to 64x bigger clusters with no deadline."""
+    """why_nothing_fits enumerated up to 64x bigger clusters with no deadline. (With the suggestions searched
+    only where the least memory lies, this case finishes them within 1 s, so the limit here is 0.1 s, and a
+    deadline already past is checked directly.)"""
+    import time  # noqa: PLC0415
+
+    import hardware_profiles as hp  # noqa: PLC0415
+    from costmodels.train_spec import TrainSpec  # noqa: PLC0415
+    from planner.search.explain import _suggestions  # noqa: PLC0415
+    from planner.search.space import SpaceOptions  # noqa: PLC0415
+
     result = run(["plan", "llama3.1-405b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "720720",
-                  "--time-limit", "1", "--json"])
+                  "--time-limit", "0.1", "--json"])
     data = json.loads(result.stdout)
     assert result.exit_code == 1 and any("time limit" in r for r in data["reasons"])
+    past = time.perf_counter() - 1
+    lines = _suggestions(hp.load_model("llama3.1-405b"), hp.load_cluster("dgx-h100", num_nodes=1),
+                         TrainSpec(global_batch_size=720720), 4e12, SpaceOptions(), past)
+    assert lines == ["(no suggestions: the time limit was reached; raise --time-limit for them)"]
 
 
 def test_objectives_beyond_64_bit_integers():
