@@ -90,8 +90,9 @@ def models(draw) -> ModelSpec:
                      activation="swiglu", norm="rmsnorm", position_embedding="rope", linear_bias=False,
                      dropout=False, num_experts=4, top_k=2, moe_ffn_hidden_size=draw(st.sampled_from([hidden, 2 * hidden])),
                      num_shared_experts=draw(st.sampled_from([0, 1])),
-                     first_k_dense_layers=draw(st.sampled_from([0, 1, 2])), moe_layer_period=(period := draw(
-                         st.sampled_from([1, 1, 2, 3]))), moe_layer_offset=draw(st.integers(0, period - 1)))
+                     first_k_dense_layers=(k := draw(st.sampled_from([0, 1, 2]))), moe_layer_period=(period := draw(
+                         st.sampled_from([1, 1, 2, 3]))),
+                     moe_layer_offset=draw(st.sampled_from(sorted({i % period for i in range(k, layers)}))))
 
 
 def _min_peak_kib(model, table) -> int:
