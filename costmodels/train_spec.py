@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -129,7 +131,7 @@ class TrainSpec(BaseModel):
         if isinstance(self.stack, Stack):
             return self.stack
         if self.stack is None:
-            return Stack(name=DEFAULT_STACK, framework="megatron", fitted_on="built-in defaults, not fitted")
+            return _default_stack()
         raise SpecError(f"train.stack {self.stack!r} was not resolved to a stack profile")
 
     def moe_load_factor(self, model: ModelSpec, ep: int) -> float:
@@ -218,3 +220,10 @@ class TrainSpec(BaseModel):
         """Whether the allocator uses expandable segments: the explicit setting, else the stack's."""
         sem = self.stack_spec.memory
         return sem.expandable_segments if self.expandable_segments is None else self.expandable_segments
+
+
+@functools.lru_cache(maxsize=1)
+def _default_stack() -> Stack:
+    """The null stack's Stack, built once (Stack is frozen: one instance serves every TrainSpec; building it
+    per access cost 20 us, a million times in a planner test run)."""
+    return Stack(name=DEFAULT_STACK, framework="megatron", fitted_on="built-in defaults, not fitted")

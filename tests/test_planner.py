@@ -91,7 +91,7 @@ def models(draw) -> ModelSpec:
                      dropout=False, num_experts=4, top_k=2, moe_ffn_hidden_size=draw(st.sampled_from([hidden, 2 * hidden])),
                      num_shared_experts=draw(st.sampled_from([0, 1])),
                      first_k_dense_layers=(k := draw(st.sampled_from([0, 1, 2]))), moe_layer_period=(period := draw(
-                         st.sampled_from([1, 1, 2, 3]))),
+                         st.sampled_from([1, 1, 1, 1, 2, 3]))),
                      moe_layer_offset=draw(st.sampled_from(sorted({i % period for i in range(k, layers)}))))
 
 

@@ -96,22 +96,19 @@ class _Group:
         return dense, moe
 
     def _interleaved(self, m, model: ModelSpec, pp: int):
-        """(dense, MoE) layers of each stage when they interleave (ModelSpec.moe_layer_period): MoE layers
-        below a stage boundary b are P(max(b, k)) - P(k), P(x) = (x - offset + period - 1) // period, the
-        count of ModelSpec.moe_layers_in as a division constraint."""
-        L, k, per, off = model.num_layers, model.first_k_dense_layers, model.moe_layer_period, model.moe_layer_offset
-        below_k = (k - off + per - 1) // per
-        moe_below, start, ends = [0], 0, []
+        """(dense, MoE) layers of each stage when they interleave (ModelSpec.moe_layer_period): the MoE layers
+        below each stage boundary b are looked up in a table of ModelSpec.moe_layers_in(0, b) (an element
+        constraint; a division constraint for the same count made the solver several times slower)."""
+        L = model.num_layers
+        below = [model.moe_layers_in(0, b) for b in range(L + 1)]
+        moe_below, start = [0], 0
         for i, n in enumerate(self.n[:-1]):
             end = m.NewIntVar(0, L, f"end{pp}_{i}")
             m.Add(end == start + n)
-            high = m.NewIntVar(k, max(k, L), f"hi{pp}_{i}")
-            m.AddMaxEquality(high, [end, k])
-            count = m.NewIntVar(0, L, f"moeb{pp}_{i}")
-            m.AddDivisionEquality(count, high + (per - 1 - off), per)
-            moe_below.append(count - below_k)
+            count = m.NewIntVar(0, model.num_moe_layers, f"moeb{pp}_{i}")
+            m.AddElement(end, below, count)
+            moe_below.append(count)
             start = end
-            ends.append(end)
         moe_below.append(model.num_moe_layers)
         moe = [moe_below[i + 1] - moe_below[i] for i in range(pp)]
         return [n - e for n, e in zip(self.n, moe)], moe
