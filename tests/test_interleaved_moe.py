@@ -83,7 +83,7 @@ def test_deepspeed_moe_1p3b_128_is_52b():
 
 @pytest.mark.parametrize("period, offset, k, hbm_gib", [(2, 1, 0, 8.0), (3, 0, 2, 0.35)])
 def test_cpsat_split_equals_brute_force_on_interleaved_layers(period, offset, k, hbm_gib):
-    """The CP-SAT model counts a stage's MoE layers with a division constraint; its optimum equals the
+    """The CP-SAT model counts a stage's MoE layers by a table lookup; its optimum equals the
     brute-force enumeration over every split (planner.search.brute), with memory ample and binding."""
     m = _tiny(num_layers=9, hidden_size=256, num_attention_heads=4, num_kv_heads=4, vocab_size=4096,
               ffn_hidden_size=256, moe_ffn_hidden_size=1024, seq_length=512, first_k_dense_layers=k,

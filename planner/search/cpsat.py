@@ -98,7 +98,7 @@ class _Group:
     def _interleaved(self, m, model: ModelSpec, pp: int):
         """(dense, MoE) layers of each stage when they interleave (ModelSpec.moe_layer_period): the MoE layers
         below each stage boundary b are looked up in a table of ModelSpec.moe_layers_in(0, b) (an element
-        constraint; a division constraint for the same count made the solver several times slower)."""
+        constraint), exact for any layer pattern."""
         L = model.num_layers
         below = [model.moe_layers_in(0, b) for b in range(L + 1)]
         moe_below, start = [0], 0
