@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field

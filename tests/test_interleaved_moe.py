@@ -171,6 +171,12 @@ def test_megatron_deepspeed_moe_options():
     assert _mds("--moe-loss-coeff 0").train.moe_load_balancing == "none"
     with pytest.raises(UserError, match="--mlp-type 'dense'"):
         _mds("--mlp-type dense")
+    dense = load_native_text(MDS_MOE.replace("--num-experts 128", "--num-experts 1").format(extra=""),
+                             "megatron", None, "dgx-a100", 16)
+    assert not dense.model.is_moe and dense.layout.ep == 1  # DeepSpeed ignores the EP size of a dense model
+    with pytest.raises(UserError, match="--num-experts '1e3'"):
+        load_native_text(MDS_MOE.replace("--num-experts 128", "--num-experts 1e3").format(extra=""),
+                         "megatron", None, "dgx-a100", 16)
     with pytest.raises(UserError, match="one expert count"):
         load_native_text(MDS_MOE.replace("--num-experts 128", "--num-experts 64 128").format(extra=""),
                          "megatron", None, "dgx-a100", 16)

@@ -83,10 +83,12 @@ def _float(a, flag: str, default: float) -> float:
 def moe_fields(a, dense_ffn: int) -> dict:
     """ModelSpec's MoE fields from DeepSpeed-MoE's flags (empty for a dense model: --num-experts 1)."""
     values = (a.str("--num-experts") or "1").split()
+    if not all(re.fullmatch(r"[0-9]{1,7}", v) for v in values):
+        raise UserError(f"--num-experts {' '.join(values)[:60]!r}: expected whole numbers of experts")
     if len(set(values)) > 1:
         raise UserError(f"--num-experts {' '.join(values)[:60]}: parplan prices one expert count for every MoE "
                         "layer")
-    experts = a.int("--num-experts", 1, minimum=1) if len(values) == 1 else int(values[0])
+    experts = int(values[0])
     if experts <= 1:
         return {}
     period = a.int("--expert-interval", 2)

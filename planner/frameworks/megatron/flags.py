@@ -214,8 +214,7 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
     pp = a.int("--pipeline-model-parallel-size", 1)
     moe = bool(model.get("num_experts"))
     data = {"tp": tp, "pp": pp, "cp": a.int("--context-parallel-size", 1),
-            "ep": a.int("--moe-expert-parallel-size" if deepspeed_dialect.is_megatron_deepspeed(a)
-                        else "--expert-model-parallel-size", 1),
+            "ep": _ep(a, moe),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
             "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}
@@ -224,6 +223,14 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
     if stages is not None:
         data["stage_layers"] = stages
     return data
+
+
+def _ep(a: MegatronArgs, moe: bool) -> int:
+    """Expert parallelism: --expert-model-parallel-size, or Megatron-DeepSpeed's --moe-expert-parallel-size,
+    which DeepSpeed ignores for a dense model (--num-experts 1)."""
+    if deepspeed_dialect.is_megatron_deepspeed(a):
+        return a.int("--moe-expert-parallel-size", 1) if moe else 1
+    return a.int("--expert-model-parallel-size", 1)
 
 
 def cp_comm(a: MegatronArgs) -> str:
