@@ -158,7 +158,8 @@ def report_cmd(
 @user_errors
 @with_train_options
 def check_cmd(
-    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON or torchtitan TOML."),
+    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON, torchtitan TOML "
+                                 "or Accelerate config YAML."),
     cluster: Optional[str] = CLUSTER_OPT,
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),
@@ -179,10 +180,10 @@ def check_cmd(
     --global-batch and --precision, else from TrainingArguments' defaults, each default named on stderr
     (and under "assumed" in --json).
 
-    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON needs --model
-    and --cluster, torchtitan TOML --cluster (and --model unless its [model] flavor is a preset, e.g. llama3
-    8B). The stack follows the config (megatron-core, nemo with
-    --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile) unless --stack is given."""
+    Megatron scripts need --cluster (nodes from torchrun/#SBATCH or --nodes); DeepSpeed JSON and Accelerate
+    YAML (accelerate launch --config_file) need --model and --cluster, torchtitan TOML --cluster (and --model
+    unless its [model] flavor is a preset, e.g. llama3 8B). The stack follows the config (megatron-core, nemo with
+    --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile, fsdp) unless --stack is given."""
     path = Path(config)
     over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision, recompute)
     read = ReadNotes()

@@ -34,7 +34,7 @@ from planner.frameworks.torchtitan import flavors
 from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.deepspeed import auto as ds_auto
-from planner.files import parplan_launch
+from planner.files import accelerate_yaml, parplan_launch
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_toml as tr
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
@@ -74,18 +74,20 @@ LAUNCH_KINDS = {"deepspeed-launch": "deepspeed", "torchrun-plan": "torchrun", "t
 def config_kind(path: Path) -> str:
     """The framework a native config file is for, parplan's own launch scripts included (detect alone
     does not know them)."""
+    if Path(path).suffix.lower() in (".yaml", ".yml"):  # an Accelerate config: the framework it launches
+        return accelerate_yaml.framework(loading.read_mapping(Path(path)))
     text = _read_text(Path(path))
     launch = parplan_launch.kind(path, text)
     return LAUNCH_KINDS[launch] if launch else detect(Path(path), text)
 
 
 def is_native(path: Path) -> bool:
-    """The CLI's routing for check: YAML is always a plan file; JSON is native when it has DeepSpeed's
+    """The CLI's routing for check: YAML is a plan file unless it is an Accelerate config; JSON is native when it has DeepSpeed's
     top-level keys and no plan-file keys; anything else (scripts, argument files, TOML) is native.
     A broken plan file therefore gets the plan loader's precise error."""
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        return False
+        return _accelerate_file(path)
     if suffix == ".json":
         try:
             keys = set(loading.read_mapping(path))
@@ -93,6 +95,15 @@ def is_native(path: Path) -> bool:
             return False
         return bool(keys & DS_TOP_KEYS) and not keys & loading.PLAN_KEYS
     return True
+
+
+def _accelerate_file(path: Path) -> bool:
+    """A YAML file is native when it is an Accelerate config (distributed_type, no plan-file keys)."""
+    try:
+        data = loading.read_mapping(path)
+    except UserError:
+        return False
+    return accelerate_yaml.is_accelerate(data) and not set(data) & loading.PLAN_KEYS
 
 
 def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
@@ -111,6 +122,11 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     launch = parplan_launch.kind(path, text)  # parplan's own DeepSpeed, torchrun and torchtitan 0.3 scripts
     if launch:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
+    if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate config (is_native routes no other YAML here)
+        data = loading.read_mapping(path)
+        if not accelerate_yaml.is_accelerate(data):
+            raise UserError(f"{path}: not an Accelerate config (no distributed_type) nor a plan file")
+        return accelerate_yaml.load(path, data, model, cluster, nodes, flags, ReadNotes() if notes is None else notes)
     kind = detect(path, text)
     prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes, gpus)
     seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None

@@ -1,0 +1,185 @@
+"""Hugging Face Accelerate config files (`accelerate launch --config_file X.yaml`, as TRL, axolotl and
+LLaMA-Factory ship them) read as the run they start, for `parplan check`.
+
+Source: accelerate 1.15 commands/config/cluster.py (the questions that write the file) and utils/dataclasses.py
+(how FSDP reads them). What is read:
+- `distributed_type`: DEEPSPEED, FSDP, MULTI_GPU (DDP) or NO (one process); others are refused by name.
+- `num_processes` (all machines together) sizes the cluster, unless --nodes is given.
+- `mixed_precision`: no (fp32), fp16, bf16, fp8; it fills a DeepSpeed config's "auto" bf16/fp16.
+- DEEPSPEED: `deepspeed_config.deepspeed_config_file` (a JSON beside the YAML, read as `check` reads DeepSpeed
+  JSON, its "auto" values from the Trainer), else the config Accelerate builds from `zero_stage`,
+  `offload_optimizer_device`, `offload_param_device` and `gradient_accumulation_steps`.
+- FSDP: `fsdp_config.fsdp_reshard_after_forward` (FSDP2: true = FULL_SHARD, false = SHARD_GRAD_OP; FSDP1: a
+  sharding strategy name) or the older `fsdp_sharding_strategy` (a name or 1-5): FULL_SHARD ZeRO-3,
+  SHARD_GRAD_OP ZeRO-2, NO_SHARD ZeRO-0, HYBRID_SHARD / HYBRID_SHARD_ZERO2 ZeRO-3 / ZeRO-2 sharded inside a node;
+  `fsdp_activation_checkpointing` full recompute; `fsdp_offload_params` parameters, gradients and the optimizer
+  step on the host. Priced with the `fsdp` stack (eager PyTorch, one FSDP unit per block).
+- micro-batch, gradient accumulation and global batch come from the Trainer as for DeepSpeed "auto" (check's
+  --micro-batch, --grad-accum, --global-batch, else TrainingArguments' defaults, each named).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from planner.errors import UserError
+from planner.files.safe_read import parse_json
+from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags
+
+ACCELERATE_KEYS = {"distributed_type", "compute_environment", "num_processes", "mixed_precision", "num_machines"}
+TYPES = ("DEEPSPEED", "FSDP", "MULTI_GPU", "NO")
+PRECISION = {"no": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8"}
+STRATEGIES = {"FULL_SHARD": (3, False), "SHARD_GRAD_OP": (2, False), "NO_SHARD": (0, False),
+              "HYBRID_SHARD": (3, True), "HYBRID_SHARD_ZERO2": (2, True)}
+
+
+def is_accelerate(data) -> bool:
+    """An Accelerate config: its distributed_type beside another of its keys."""
+    return isinstance(data, dict) and "distributed_type" in data and len(ACCELERATE_KEYS & set(data)) >= 2
+
+
+def framework(cfg: dict) -> str:
+    """The parplan framework that runs the config: deepspeed, else fsdp (FSDP, and DDP under torchrun)."""
+    return "deepspeed" if cfg.get("distributed_type") == "DEEPSPEED" else "fsdp"
+
+
+def world(cfg: dict, path: Path) -> int:
+    value = cfg.get("num_processes", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
+        raise UserError(f"{path}: num_processes={str(value)[:30]!r}: expected a whole number of processes (GPUs)")
+    return value
+
+
+def precision(cfg: dict, path: Path, flags: TrainerFlags) -> str:
+    if flags.precision is not None:
+        return flags.precision
+    value = cfg.get("mixed_precision", "no")
+    if value not in PRECISION:
+        raise UserError(f"{path}: mixed_precision={str(value)[:30]!r}: Accelerate knows {', '.join(PRECISION)}")
+    return PRECISION[value]
+
+
+def kind(cfg: dict, path: Path) -> str:
+    value = cfg.get("distributed_type")
+    if value not in TYPES:
+        raise UserError(f"{path}: distributed_type={str(value)[:30]!r}: parplan reads {', '.join(TYPES)}")
+    return value
+
+
+def deepspeed_config(cfg: dict, path: Path, read_json: Callable[[Path], dict]) -> dict:
+    """The DeepSpeed config the run uses: its file, else the one Accelerate builds from the YAML's fields."""
+    ds = cfg.get("deepspeed_config") or {}
+    if not isinstance(ds, dict):
+        raise UserError(f"{path}: deepspeed_config must be a mapping")
+    name = ds.get("deepspeed_config_file")
+    if name:
+        return read_json(path.parent / str(name))
+    stage = ds.get("zero_stage", 2)
+    if stage not in (0, 1, 2, 3):
+        raise UserError(f"{path}: deepspeed_config.zero_stage={str(stage)[:20]!r}: DeepSpeed has stages 0 to 3")
+    zero = {"stage": stage}
+    for key, section in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
+        device = ds.get(key, "none")
+        if device not in ("none", "cpu", "nvme"):
+            raise UserError(f"{path}: deepspeed_config.{key}={str(device)[:20]!r}: expected none, cpu or nvme")
+        if device != "none":
+            zero[section] = {"device": device}
+    gas = ds.get("gradient_accumulation_steps", "auto")
+    return {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": gas, "train_batch_size": "auto",
+            "zero_optimization": zero, "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+
+
+def fsdp_layout(cfg: dict, path: Path, gpus_per_node: int) -> dict:
+    """Layout fields of an FSDP run: zero stage, shard group, recompute."""
+    fsdp = cfg.get("fsdp_config") or {}
+    if not isinstance(fsdp, dict):
+        raise UserError(f"{path}: fsdp_config must be a mapping")
+    zero, hybrid = _strategy(fsdp, path)
+    out = {"zero": zero, "recompute": "full" if fsdp.get("fsdp_activation_checkpointing") is True else "none"}
+    if hybrid:
+        out["shard_group"] = gpus_per_node
+    return out
+
+
+def _strategy(fsdp: dict, path: Path) -> tuple[int, bool]:
+    value = fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))
+    if isinstance(value, bool):
+        return (3, False) if value else (2, False)
+    if isinstance(value, int) and 1 <= value <= len(STRATEGIES):
+        return list(STRATEGIES.values())[value - 1]
+    name = str(value).upper()
+    if name not in STRATEGIES:
+        raise UserError(f"{path}: fsdp_config sharding {str(value)[:30]!r}: expected one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+def batch(flags: TrainerFlags, dp: int, read: ReadNotes) -> tuple[int, int, int]:
+    """(micro-batch, gradient accumulation, global batch) as the Trainer sets them, each default named."""
+    micro, gas = flags.micro_batch, flags.grad_accum
+    if micro is None:
+        micro = HF_MICRO_BATCH if not (flags.global_batch and gas) else flags.global_batch // (dp * gas)
+        if not (flags.global_batch and gas):
+            read.assumed.append(f"micro-batch {micro} (TrainingArguments.per_device_train_batch_size default; "
+                                "set --micro-batch)")
+    if gas is None:
+        gas = flags.global_batch // (dp * micro) if flags.global_batch else HF_GRAD_ACCUM
+        if not flags.global_batch:
+            read.assumed.append(f"gradient accumulation {gas} (TrainingArguments default; set --grad-accum)")
+    total = micro * gas * dp
+    if flags.global_batch is not None and flags.global_batch != total:
+        raise UserError(f"--global-batch {flags.global_batch} is not --micro-batch {micro} x gradient accumulation "
+                        f"{gas} x {dp} data-parallel ranks")
+    return micro, gas, total
+
+
+def note_unpriced(cfg: dict, read: ReadNotes) -> None:
+    fsdp = cfg.get("fsdp_config") or {}
+    if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") is True:
+        read.notes.append("fsdp_offload_params: parameters, gradients and the optimizer step on the host, priced as "
+                          "ZeRO-3 offload of parameters and optimizer")
+
+
+def offload(cfg: dict) -> dict:
+    fsdp = cfg.get("fsdp_config") or {}
+    if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") is True:
+        return {"offload_params": "cpu", "offload_optimizer": "cpu"}
+    return {}
+
+
+def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read: ReadNotes):
+    """The run an Accelerate config starts, as a loading.Problem (planner.files.native's readers do the rest)."""
+    from planner.files import native  # noqa: PLC0415 - native dispatches here
+
+    run = kind(cfg, path)
+    gpus = 1 if run == "NO" else world(cfg, path)
+    clus = native._sized_cluster(native._need_cluster(cluster, path, "Accelerate"), nodes, gpus, path,
+                                 "num_processes")
+    prec = precision(cfg, path, flags)
+    if run == "DEEPSPEED":
+        ds = deepspeed_config(cfg, path, lambda p: _read_json(p, native))
+        flags = TrainerFlags(flags.micro_batch, flags.grad_accum, flags.global_batch, prec, flags.recompute)
+        return native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, flags, read)
+    spec = native._need_model(model, path, "Accelerate")
+    lay = fsdp_layout(cfg, path, clus.gpus_per_node) if run == "FSDP" else {"zero": 0, "recompute": "none"}
+    if flags.recompute is not None:
+        lay["recompute"] = flags.recompute
+    elif lay["recompute"] == "none":
+        read.assumed.append("activation recompute none (the Trainer's --gradient_checkpointing, full recompute, is "
+                            "not in this file; set --recompute full if the run uses it)")
+    micro, gas, total = batch(flags, clus.num_gpus, read)
+    note_unpriced(cfg, read)
+    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": prec, "stack": "fsdp",
+             **offload(cfg)}
+    layout = native._layout({**lay, "mbs": micro, "num_microbatches": gas}, str(path))
+    return native.loading.Problem(spec, clus, native._train(train, str(path)), layout)
+
+
+def _read_json(path: Path, native) -> dict:
+    if not path.is_file():
+        raise UserError(f"{path}: deepspeed_config_file not found (it is read beside the Accelerate config)")
+    cfg = parse_json(native._read_text(path), str(path))
+    if not isinstance(cfg, dict):
+        raise UserError(f"{path}: not a DeepSpeed config (a JSON object)")
+    return cfg

@@ -1,0 +1,113 @@
+"""`parplan check` of Hugging Face Accelerate configs (planner/files/accelerate_yaml.py): the files TRL, axolotl and
+LLaMA-Factory pass to `accelerate launch --config_file`, read as the run they start. Before, every YAML was taken
+for a plan file ("unknown plan-file keys")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import UserError
+from planner.files.native import config_kind, is_native, load_native
+from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+
+runner = CliRunner()
+BASE = {"compute_environment": "LOCAL_MACHINE", "debug": False, "machine_rank": 0, "main_training_function": "main",
+        "mixed_precision": "bf16", "num_machines": 1, "num_processes": 8, "rdzv_backend": "static",
+        "same_network": True, "use_cpu": False}
+# accelerate's `accelerate config` answers as TRL's examples/accelerate_configs ship them
+ZERO3 = {**BASE, "distributed_type": "DEEPSPEED", "deepspeed_config": {
+    "deepspeed_multinode_launcher": "standard", "offload_optimizer_device": "none", "offload_param_device": "none",
+    "zero3_init_flag": True, "zero3_save_16bit_model": True, "zero_stage": 3}}
+FSDP1 = {**BASE, "distributed_type": "FSDP", "fsdp_config": {
+    "fsdp_activation_checkpointing": False, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    "fsdp_backward_prefetch": "BACKWARD_PRE", "fsdp_offload_params": False, "fsdp_sharding_strategy": "FULL_SHARD",
+    "fsdp_state_dict_type": "FULL_STATE_DICT", "fsdp_use_orig_params": True}}
+SMALL = TrainerFlags(micro_batch=1)
+
+
+def _write(tmp_path, doc: dict, name: str = "accelerate.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _load(tmp_path, doc: dict, flags: TrainerFlags = SMALL, nodes=None):
+    read = ReadNotes()
+    return load_native(_write(tmp_path, doc), "llama3-8b", "dgx-h100", nodes, flags, read), read
+
+
+def test_deepspeed_zero3_is_the_config_accelerate_builds(tmp_path):
+    prob, read = _load(tmp_path, ZERO3)
+    assert (prob.cluster.num_gpus, prob.layout.zero, prob.layout.mbs, prob.train.precision) == (8, 3, 1, "bf16")
+    assert prob.train.stack_spec.name == "deepspeed" and prob.train.global_batch_size == 8
+    assert any("gradient_accumulation_steps" in a for a in read.assumed)
+    assert config_kind(tmp_path / "accelerate.yaml") == "deepspeed" and is_native(tmp_path / "accelerate.yaml")
+
+
+def test_deepspeed_offload_and_a_config_file_beside_it(tmp_path):
+    offload = {**ZERO3, "deepspeed_config": {**ZERO3["deepspeed_config"], "offload_optimizer_device": "cpu",
+                                             "offload_param_device": "cpu"}}
+    prob, _ = _load(tmp_path, offload)
+    assert (prob.train.offload_optimizer, prob.train.offload_params) == ("cpu", "cpu")
+    (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"},
+                                                  "train_micro_batch_size_per_gpu": "auto"}))
+    prob, _ = _load(tmp_path, {**BASE, "distributed_type": "DEEPSPEED",
+                               "deepspeed_config": {"deepspeed_config_file": "ds.json"}})
+    assert prob.layout.zero == 2 and prob.train.precision == "bf16"  # "auto" bf16 from mixed_precision
+    with pytest.raises(UserError, match="deepspeed_config_file not found"):
+        _load(tmp_path, {**BASE, "distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": "x"}})
+
+
+@pytest.mark.parametrize("fsdp, zero, group", [
+    ({"fsdp_sharding_strategy": "FULL_SHARD"}, 3, None), ({"fsdp_sharding_strategy": "SHARD_GRAD_OP"}, 2, None),
+    ({"fsdp_sharding_strategy": 3}, 0, None), ({"fsdp_reshard_after_forward": "HYBRID_SHARD"}, 3, 8),
+    ({"fsdp_version": 2, "fsdp_reshard_after_forward": True}, 3, None),
+    ({"fsdp_version": 2, "fsdp_reshard_after_forward": False}, 2, None)])
+def test_fsdp_sharding_strategies(tmp_path, fsdp, zero, group):
+    """accelerate utils/constants.py FSDP_SHARDING_STRATEGY (1-5: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD,
+    HYBRID_SHARD, HYBRID_SHARD_ZERO2); FSDP2 writes fsdp_reshard_after_forward as a bool."""
+    config = {**FSDP1, "num_processes": 16, "num_machines": 2, "fsdp_config": {"fsdp_activation_checkpointing": True,
+                                                                                **fsdp}}
+    prob, _ = _load(tmp_path, config)
+    assert (prob.layout.zero, prob.layout.shard_group, prob.layout.recompute) == (zero, group, "full")
+    assert prob.cluster.num_gpus == 16 and prob.train.stack_spec.name == "fsdp"
+    assert config_kind(tmp_path / "accelerate.yaml") == "fsdp"
+
+
+def test_ddp_single_gpu_offload_and_sizes(tmp_path):
+    prob, read = _load(tmp_path, {**BASE, "distributed_type": "MULTI_GPU", "num_processes": 4})
+    assert (prob.cluster.num_gpus, prob.layout.zero, prob.layout.recompute) == (4, 0, "none")
+    assert any("--gradient_checkpointing" in a for a in read.assumed)
+    assert _load(tmp_path, {**BASE, "distributed_type": "NO"})[0].cluster.num_gpus == 1
+    prob, read = _load(tmp_path, {**FSDP1, "fsdp_config": {**FSDP1["fsdp_config"], "fsdp_offload_params": True}})
+    assert prob.train.offload_params == "cpu" and any("fsdp_offload_params" in n for n in read.notes)
+    prob, _ = _load(tmp_path, FSDP1, TrainerFlags(micro_batch=2, grad_accum=4))
+    assert (prob.layout.mbs, prob.layout.num_microbatches, prob.train.global_batch_size) == (2, 4, 64)
+
+
+@pytest.mark.parametrize("doc, match", [({**BASE, "distributed_type": "TPU"}, "distributed_type='TPU'"),
+                                        ({**BASE, "distributed_type": "FSDP", "mixed_precision": "int4"},
+                                         "mixed_precision='int4'"),
+                                        ({**FSDP1, "fsdp_config": {"fsdp_sharding_strategy": "SOMETIMES"}},
+                                         "SOMETIMES"),
+                                        ({**FSDP1, "num_processes": 12}, "give --nodes")])
+def test_bad_values_are_named(tmp_path, doc, match):
+    with pytest.raises(UserError, match=match):
+        _load(tmp_path, doc)
+
+
+def test_cli_check_reads_it_and_a_plan_yaml_is_still_a_plan(tmp_path):
+    path = _write(tmp_path, FSDP1)
+    result = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                 "--micro-batch", "1", "--seq-len", "4096", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["layout"]["zero"] == 3
+    plan = _write(tmp_path, {"model": "llama3-8b", "cluster": "dgx-h100", "train": {"global_batch_size": 8},
+                             "layout": {"zero": 1}}, "plan.yaml")
+    assert not is_native(plan)
+    assert runner.invoke(app, ["check", str(plan)]).exit_code in (0, 1)
