@@ -159,6 +159,10 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
     prec = precision(cfg, path, flags)
     if run == "DEEPSPEED":
         ds = deepspeed_config(cfg, path, lambda p: _read_json(p, native))
+        if prec == "fp8":  # the DeepSpeed config has bf16/fp16 switches only
+            read.notes.append("mixed_precision fp8 with DeepSpeed: priced as bf16 (Transformer Engine's FP8 GEMMs "
+                              "under DeepSpeed are not priced)")
+            prec = "bf16"
         flags = TrainerFlags(flags.micro_batch, flags.grad_accum, flags.global_batch, prec, flags.recompute)
         return native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, flags, read)
     spec = native._need_model(model, path, "Accelerate")
