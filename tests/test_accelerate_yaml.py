@@ -90,6 +90,11 @@ def test_ddp_single_gpu_offload_and_sizes(tmp_path):
     assert prob.train.offload_params == "cpu" and any("fsdp_offload_params" in n for n in read.notes)
     prob, _ = _load(tmp_path, FSDP1, TrainerFlags(micro_batch=2, grad_accum=4))
     assert (prob.layout.mbs, prob.layout.num_microbatches, prob.train.global_batch_size) == (2, 4, 64)
+    prob, _ = _load(tmp_path, FSDP1, TrainerFlags(global_batch=64, grad_accum=2))
+    assert (prob.layout.mbs, prob.layout.num_microbatches) == (4, 2)
+    for flags in (TrainerFlags(global_batch=4, grad_accum=1), TrainerFlags(global_batch=60, micro_batch=2)):
+        with pytest.raises(UserError, match="--global-batch"):
+            _load(tmp_path, FSDP1, flags)
 
 
 @pytest.mark.parametrize("doc, match", [({**BASE, "distributed_type": "TPU"}, "distributed_type='TPU'"),

@@ -128,7 +128,7 @@ def batch(flags: TrainerFlags, dp: int, read: ReadNotes) -> tuple[int, int, int]
         if not flags.global_batch:
             read.assumed.append(f"gradient accumulation {gas} (TrainingArguments default; set --grad-accum)")
     total = micro * gas * dp
-    if flags.global_batch is not None and flags.global_batch != total:
+    if not micro or not gas or (flags.global_batch is not None and flags.global_batch != total):
         raise UserError(f"--global-batch {flags.global_batch} is not --micro-batch {micro} x gradient accumulation "
                         f"{gas} x {dp} data-parallel ranks")
     return micro, gas, total
