@@ -12,7 +12,7 @@ heads attend (no grouping), each query/key head d_nope + d_rope wide, each value
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -288,6 +288,21 @@ def _check_mla(m: "ModelSpec") -> None:
 def _periodic_below(stop: int, period: int, offset: int) -> int:
     """How many i in 0 .. stop - 1 have i % period == offset (stop >= 0, 0 <= offset < period)."""
     return (stop - offset + period - 1) // period
+
+
+def moe_layer_fields(is_moe: Sequence[bool]) -> Optional[dict]:
+    """first_k_dense_layers, moe_layer_period and moe_layer_offset that give a per-layer list (True = MoE MLP)
+    by ModelSpec.is_moe_layer's rule, the shortest period first; None when no dense prefix plus period does
+    (or no layer is MoE). The inverse readers use (Megatron --moe-layer-freq lists, Hugging Face moe_layers)."""
+    if True not in is_moe:
+        return None
+    first = list(is_moe).index(True)
+    for period in range(1, len(is_moe) - first + 1):
+        offset = first % period
+        if all(bool(v) == (i >= first and i % period == offset) for i, v in enumerate(is_moe)):
+            return {"first_k_dense_layers": 0 if first == offset else first, "moe_layer_period": period,
+                    "moe_layer_offset": offset}
+    return None
 
 
 def _check_interleave(m: "ModelSpec") -> None:

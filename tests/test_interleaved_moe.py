@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 from helpers import cluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hardware_profiles as hp
-from costmodels.model_spec import ModelSpec
+from costmodels.model_spec import ModelSpec, moe_layer_fields
 from costmodels.params import active_params, stage_layer_mix, total_params
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
@@ -58,6 +60,22 @@ def test_counts_agree_with_the_layer_rule(layers, k, period, offset):
     mix = [stage_layer_mix(m, stages, s) for s in range(3)]
     assert [(d, e) for e, d in mix] == stage_counts(m, stages)
     assert sum(e for e, _ in mix) == m.num_moe_layers
+
+
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(2, 40), k=st.integers(0, 6), period=st.integers(1, 6), data=st.data())
+def test_moe_layer_fields_inverts_the_layer_rule(layers, k, period, data):
+    """costmodels.model_spec.moe_layer_fields, the one inverse the readers use: the fields it finds for a model's
+    per-layer list give that same list back."""
+    offset = data.draw(st.integers(0, period - 1))
+    pattern = [i >= k and i % period == offset for i in range(layers)]
+    found = moe_layer_fields(pattern)
+    if not any(pattern):
+        assert found is None
+        return
+    m = _tiny(num_layers=layers, **found)
+    assert [m.is_moe_layer(i) for i in range(layers)] == pattern and found["moe_layer_period"] <= period
+    assert moe_layer_fields([True, True, False, True]) is None
 
 
 def test_interleave_is_validated_naming_the_fields():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 
+from costmodels.model_spec import moe_layer_fields
 from planner.errors import UserError
 
 MAX_ITEMS = 100_000  # longer than any model: refuse before building a list this large
@@ -71,14 +72,11 @@ def layer_fields(layers: list[int], text: str) -> dict:
     """first_k_dense_layers, moe_layer_period and moe_layer_offset that reproduce `layers` (0/1 per layer)."""
     if 1 not in layers:
         raise UserError(f"--moe-layer-freq {text[:60]!r}: no MoE layer")
-    first, total = layers.index(1), len(layers)
-    for period in range(1, total - first + 1):
-        offset = first % period
-        if all(v == (i >= first and i % period == offset) for i, v in enumerate(layers)):
-            return {"first_k_dense_layers": 0 if first == offset else first, "moe_layer_period": period,
-                    "moe_layer_offset": offset}
-    raise UserError(f"--moe-layer-freq {text[:60]!r}: parplan prices dense leading layers followed by MoE "
-                    "layers every N-th layer; this pattern is not one")
+    fields = moe_layer_fields([v == 1 for v in layers])
+    if fields is None:
+        raise UserError(f"--moe-layer-freq {text[:60]!r}: parplan prices dense leading layers followed by MoE "
+                        "layers every N-th layer; this pattern is not one")
+    return fields
 
 
 def read(freq: str, layers: int) -> dict:
