@@ -29,6 +29,8 @@ import time
 
 import torch
 
+SMOKE = "--smoke" in sys.argv
+REPS, WARM = (2, 1) if SMOKE else (10, 3)  # median of REPS timed steps after WARM
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DT = torch.bfloat16 if DEV == "cuda" else torch.float32
 # name: (hidden, local experts, expert ffn, top-k, tokens per rank, activation) at the recipes' per-rank shapes:
@@ -79,7 +81,7 @@ def one_step(x, w, cfg, sync, counts):
     return split
 
 
-def timed(fn, reps=10, warm=3):
+def timed(fn, reps=REPS, warm=WARM):
     for _ in range(warm):
         fn()
     sync_now()
@@ -108,7 +110,7 @@ def profiled(x, w, cfg, sync, counts):
     return busy / 1e3, sum(e.time_range.start < fwd_end for e in aten), sum(e.time_range.start >= fwd_end for e in aten)
 
 
-def host_forward_ms(x, w, cfg, sync, counts, reps=10):
+def host_forward_ms(x, w, cfg, sync, counts, reps=REPS):
     out = []
     for _ in range(reps):
         sync_now()
@@ -126,13 +128,9 @@ def smoke(cfg):
 
 
 def main():
-    global timed
-    rows, small = [], "--smoke" in sys.argv
-    if small:
-        base = timed
-        timed = lambda fn: base(fn, reps=2, warm=1)  # noqa: E731
+    rows = []
     for name, full in MODELS.items():
-        cfg = smoke(full) if small else full
+        cfg = smoke(full) if SMOKE else full
         w = weights(cfg)
         x = torch.randn(cfg[4], cfg[0], device=DEV, dtype=DT)
         counts = one_step(x, w, cfg, True, None)
@@ -145,7 +143,7 @@ def main():
                          "ops_fwd": ops_fwd, "ops_bwd": ops_bwd})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu",
-           "smoke": small}
+           "smoke": SMOKE}
     print(json.dumps({"env": env, "rows": rows}))
 
 
