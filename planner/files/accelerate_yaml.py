@@ -182,7 +182,7 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
 
 def _read_json(path: Path, native) -> dict:
     if not path.is_file():
-        raise UserError(f"{path}: deepspeed_config_file not found (it is read beside the Accelerate config)")
+        raise UserError(f"{path}: deepspeed_config_file is not a regular file (a missing path, a directory, FIFO or device; it is read beside the Accelerate config)")
     cfg = parse_json(native._read_text(path), str(path))
     if not isinstance(cfg, dict):
         raise UserError(f"{path}: not a DeepSpeed config (a JSON object)")

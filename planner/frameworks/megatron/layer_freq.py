@@ -25,7 +25,7 @@ MAX_ITEMS = 100_000  # longer than any model: refuse before building a list this
 def pattern(freq: str, layers: int) -> list[int]:
     """One 0/1 per layer from --moe-layer-freq (an integer or a list expression)."""
     text = str(freq).strip()
-    if re.fullmatch(r"\+?[0-9]{1,9}", text):
+    if re.fullmatch(r"\+?[0-9]{1,18}", text):
         n = int(text)
         if not 1 <= n <= layers:
             raise UserError(f"--moe-layer-freq {text}: expected 1 to --num-layers ({layers})")
