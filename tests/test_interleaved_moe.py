@@ -267,3 +267,17 @@ def test_deepseek_moe_layer_freq_interleaves():
     m = model_from_hf_config(config)
     assert [m.is_moe_layer(i) for i in range(8)] == [False, False, True, False, True, False, True, False]
     assert v3.moe_layer_period == 1
+
+
+def test_a_huge_layer_count_is_refused_before_anything_is_built_per_layer():
+    """--num-layers 10^12 with --moe-layer-freq 2, or a config.json with 10^12 layers and a window, hung while
+    the layer patterns were built; both are refused by the layer count (ModelSpec's MAX_LAYERS) first."""
+    from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
+
+    script = ("torchrun pretrain_gpt.py --num-layers 1000000000000 --hidden-size 1024 --num-attention-heads 8 "
+              "--seq-length 1024 --vocab-size 32000 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+              "--num-experts 8 --moe-layer-freq 2")
+    with pytest.raises(UserError, match="--num-layers 1000000000000: expected 1 to 10000"):
+        load_native_text(script, "megatron", None, "dgx-h100", None)
+    with pytest.raises(ValueError, match="num_hidden_layers' must be 1 to 10000"):
+        model_from_hf_config({**MAVERICK, "num_hidden_layers": 10**12})

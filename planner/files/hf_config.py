@@ -49,7 +49,7 @@ from typing import Any, Optional, Union
 
 from pydantic import ValidationError
 
-from costmodels.model_spec import ModelSpec
+from costmodels.model_spec import MAX_LAYERS, ModelSpec
 from planner.files.hf_llama4 import llama4_fields, text_config
 from planner.files.hf_window import window_fields
 
@@ -194,6 +194,8 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
 
     heads = _int(config, "num_attention_heads")
     num_layers = _int(config, "num_hidden_layers")
+    if not 1 <= num_layers <= MAX_LAYERS:  # before the window and MoE readers build anything per layer
+        raise ValueError(f"config.json key 'num_hidden_layers' must be 1 to {MAX_LAYERS}, got {num_layers}")
     ffn = _int(config, "intermediate_size")
     if seq_length is None:
         seq_length = min(_int(config, "max_position_embeddings", DEFAULT_MAX_SEQ), DEFAULT_MAX_SEQ)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from costmodels.layout import RECOMPUTE_MODULES
+from costmodels.model_spec import MAX_LAYERS
 from planner.errors import UserError
 from planner.frameworks.megatron import deepspeed_dialect, flag_table, layer_freq
 from planner.frameworks.megatron.attention_flags import attention_model_data
@@ -115,7 +116,7 @@ def model_data(a: MegatronArgs) -> dict:
     """ModelSpec fields from the shape flags."""
     heads = a.require_int("--num-attention-heads")
     hidden = a.require_int("--hidden-size")
-    data = {"num_layers": a.require_int("--num-layers"), "hidden_size": hidden, "num_attention_heads": heads,
+    data = {"num_layers": _layers(a), "hidden_size": hidden, "num_attention_heads": heads,
             "vocab_size": vocab_size(a), "seq_length": seq_length(a),
             "activation": "swiglu" if a.has("--swiglu") or a.has("--quick-geglu") else "gelu",
             "norm": _norm(a),
@@ -156,6 +157,14 @@ def seq_length(a: MegatronArgs) -> int:
     if seq is None:
         raise UserError("--seq-length is missing (Megatron needs it for GPT training)")
     return seq
+
+
+def _layers(a: MegatronArgs) -> int:
+    """--num-layers, bounded before anything is built per layer (the window and MoE layer patterns)."""
+    layers = a.require_int("--num-layers")
+    if layers > MAX_LAYERS:
+        raise UserError(f"--num-layers {layers}: expected 1 to {MAX_LAYERS}")
+    return layers
 
 
 def _norm(a: MegatronArgs) -> str:
