@@ -22,6 +22,7 @@ from memory_data import MemoryCase, load_memory_cases  # noqa: E402
 from memory_splits import is_fitted  # noqa: E402
 
 from benchmarks.stack_yaml import STACKS, read_profile, write_profile  # noqa: E402
+from benchmarks.uncertainty_table import band_quantile  # noqa: E402
 from costmodels.estimate import estimate  # noqa: E402
 
 GIB = 2**30
@@ -99,21 +100,23 @@ def write_doc(text: str) -> None:
 
 
 def write_held_out(table: list[dict]) -> None:
-    """Each stack's held-out error per kind, and every stack's, into memory.held_out."""
+    """Each stack's held-out error per kind, and every stack's, into memory.held_out; p90 is the band's
+    split-conformal quantile (benchmarks/uncertainty_table.py band_quantile)."""
     held = [r for r in table if not r["fitted"] and r["error"] is not None]
-    every = {k: summary([r["error"] for r in held if r["kind"] == k]) for k in KIND_FIELD}
+    every = {k: [r["error"] for r in held if r["kind"] == k] for k in KIND_FIELD}
     for path in sorted(STACKS.glob("*.yaml")):
         head, data = read_profile(path)
-        mine = {k: summary([r["error"] for r in held if r["kind"] == k and r["stack"] == data["name"]])
-                for k in KIND_FIELD}
-        out = {k: _entry(s) for k, s in mine.items() if s["n"]}
-        out.update({f"all-stacks:{k}": _entry(s) for k, s in every.items() if s["n"]})
+        mine = {k: [r["error"] for r in held if r["kind"] == k and r["stack"] == data["name"]] for k in KIND_FIELD}
+        out = {k: _entry(e) for k, e in mine.items() if e}
+        out.update({f"all-stacks:{k}": _entry(e) for k, e in every.items() if e})
         data.setdefault("memory", {})["held_out"] = out
         write_profile(path, head, data)
 
 
-def _entry(s: dict) -> dict:
-    return {"rows": s["n"], "mean": round(s["mean"], 4), "p90": round(s["p90"], 4), "bias": round(s["bias"], 4)}
+def _entry(errors: list[float]) -> dict:
+    s = summary(errors)
+    return {"rows": s["n"], "mean": round(s["mean"], 4), "p90": round(band_quantile(errors), 4),
+            "bias": round(s["bias"], 4)}
 
 
 def main() -> None:

@@ -1,0 +1,58 @@
+"""The printed band is the split-conformal 90% quantile of the out-of-sample errors (benchmarks/uncertainty_table.py).
+
+Lei et al. 2018 (JASA 113, Theorem 2.1): with n exchangeable scores, the ceil((1 - a)(n + 1))-th smallest
+covers a new one with probability >= 1 - a. The plug-in order statistic (floor(0.9 n) + 1)-th covers less at
+most n (87.5% at n = 7 and 15).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from benchmarks.uncertainty_table import band_quantile, held_out_by_stack  # noqa: E402
+
+
+def _summary(signed):
+    errs = sorted(abs(e) for e in signed)
+    return {"n": len(errs), "mean": sum(errs) / len(errs), "median": errs[len(errs) // 2], "p90": -1.0,
+            "bias": 0.0}
+
+
+def test_hand_worked_ranks():
+    """n = 15: the 15th smallest (plug-in: the 14th); n = 20: the 19th; n = 100: the 91st; n < 9: the largest."""
+    assert band_quantile([i / 100 for i in range(1, 16)]) == 0.15
+    assert band_quantile([-i / 100 for i in range(1, 21)]) == 0.19
+    assert band_quantile([i / 1000 for i in range(1, 101)]) == 0.091
+    assert band_quantile([0.01, -0.30, 0.02]) == 0.30
+
+
+@given(st.lists(st.floats(-2, 2, allow_nan=False), min_size=1, max_size=300))
+def test_expected_coverage_is_at_least_the_level(signed):
+    """The band's rank k among n gives a new exchangeable run coverage k / (n + 1) >= 0.9 (n >= 9), and the
+    band is always one of the errors seen."""
+    q = band_quantile(signed)
+    errs = sorted(abs(e) for e in signed)
+    n = len(errs)
+    rank = sum(e <= q for e in errs)
+    assert q in errs
+    assert rank >= min(n, math.ceil(0.9 * (n + 1)))
+    if n >= 9:
+        assert rank / (n + 1) >= 0.9
+
+
+def test_stack_tables_print_the_conformal_band():
+    """Every entry of a stack's held_out table (regime, fallbacks, all-stacks) takes band_quantile's p90."""
+    errs = [(-1) ** i * i / 100 for i in range(1, 16)]
+    samples = [("megatron-core/zero1-2/<=64/hopper", e) for e in errs]
+    tables, extra = held_out_by_stack(samples, {}, _summary)
+    table = tables["megatron-core"]
+    for key in ("hopper/zero1-2/<=64", "hopper/*/*", "zero1-2/<=64", "*/*", "all-stacks"):
+        assert table[key]["p90"] == 0.15, key
+    assert extra["all-stacks"]["rows"] == 15
