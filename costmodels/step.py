@@ -66,7 +66,7 @@ def reductions(c: Context) -> int:
 
 def _stage_params(c: Context, stage: int) -> ParamCount:
     lay = c.lay
-    return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq)
+    return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq, lay.vpp)
 
 
 def expert_dp_size(c: Context) -> int:

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 import hardware_profiles as hp
 from costmodels.model_spec import ModelSpec, moe_layer_fields
-from costmodels.params import active_params, stage_layer_mix, total_params
+from costmodels.params import active_params, rank_layer_ranges, stage_layer_mix, total_params
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files.native import load_native_text
 from planner.frameworks.megatron import layer_freq
 from planner.search import cpsat
+from planner.search.cpsat_stages import StageGroup
 from planner.search.brute import brute_force
 from planner.search.costing import Coster
 from planner.search.space import SpaceOptions, enumerate_layouts
@@ -118,7 +119,40 @@ def test_cpsat_split_equals_brute_force_on_interleaved_layers(period, offset, k,
         assert (sol is None) == (oracle is None)
         if sol is not None:
             assert sol.optimal and sol.objective == oracle[0]
-            assert sol.table.objective(stage_counts(m, sol.stage_layers)) == sol.objective
+            assert sol.table.objective(stage_counts(m, sol.stage_layers, sol.table.layout.vpp)) == sol.objective
+
+
+@pytest.mark.parametrize("period, offset, k", [(2, 1, 0), (3, 1, 2)])
+@pytest.mark.parametrize("relax", [False, True])
+def test_every_chunked_candidate_is_solved_exactly(period, offset, k, relax, monkeypatch):
+    """Interleaved layers over virtual chunks: each candidate's optimum equals the brute-force best split, whose
+    stages hold their round-robin chunks (10 layers on 8 GPUs; one candidate per pp and vpp: 2x2, 2x3, 4x2).
+    They are settled through a relaxation and cuts (cpsat._relax_and_cut; `relax`), where some period-2
+    candidates need a cut: the relaxation's first split was not the exact optimum, or its bound not the split's
+    exact objective; or (no relaxed round) by the exact model alone."""
+    from planner.search.brute import best_split  # noqa: PLC0415
+
+    monkeypatch.setattr(cpsat, "RELAX_S", 30.0)  # the toy's relaxed solves take 64-173 ms
+    if not relax:
+        monkeypatch.setattr(cpsat, "RELAX_ROUNDS", 0)
+
+    m = _tiny(num_layers=10, hidden_size=256, num_attention_heads=4, num_kv_heads=4, vocab_size=4096,
+              ffn_hidden_size=256, moe_ffn_hidden_size=1024, seq_length=512, first_k_dense_layers=k,
+              moe_layer_period=period, moe_layer_offset=offset)
+    clus = cluster(8, per_node=8, gpu=hp.load_gpu("h100-sxm"), memory_reserve_gib=0.0)
+    train = TrainSpec(global_batch_size=24)
+    opts = SpaceOptions(zero_stages=(1,), recompute=("none",), max_mbs=1, max_vpp=3, max_cp=1)
+    coster = Coster(m, clus, train)
+    chunked = {(lay.pp, lay.vpp): coster.table(lay) for lay in enumerate_layouts(m, clus, train, opts)
+               if lay.pp > 1 and lay.vpp > 1}
+    assert set(chunked) == {(2, 2), (2, 3), (4, 2)}
+    solves = []
+    for table in chunked.values():
+        oracle, sol = best_split(m, table), cpsat.solve(m, [table], time_limit_s=30)
+        assert sol.optimal and sol.objective == oracle[0], table.layout
+        solves.append(sol.models)
+    assert max(solves) == 1 or relax
+    assert max(solves) >= 2 or not relax or period == 3  # period 3: every first relaxed split is exact
 
 
 # ---- readers and writers ---------------------------------------------------------------------------
@@ -201,24 +235,56 @@ def test_megatron_deepspeed_moe_options():
 
 
 @pytest.mark.parametrize("period, offset, k", [(2, 1, 0), (2, 0, 0), (3, 2, 1), (3, 0, 2), (4, 1, 5), (1, 0, 3)])
-@pytest.mark.parametrize("pp", [1, 2, 3])
-def test_cpsat_stage_mix_equals_the_layer_rule_for_every_split(period, offset, k, pp):
+@pytest.mark.parametrize("pp, vpp", [(1, 1), (2, 1), (3, 1), (2, 2), (2, 3), (3, 2)])
+def test_cpsat_stage_mix_equals_the_layer_rule_for_every_split(period, offset, k, pp, vpp):
     """Fix the CP-SAT model's stage sizes to each split in turn: the (dense, MoE) counts its constraints
-    give are those of ModelSpec.moe_layers_in (tables.stage_counts)."""
+    give for vpp virtual chunks are those of ModelSpec.moe_layers_in over each rank's round-robin chunks
+    (tables.stage_counts). A contiguous count fails here for vpp > 1."""
     from ortools.sat.python import cp_model  # noqa: PLC0415
 
     from planner.search.brute import splits  # noqa: PLC0415
 
     m = _tiny(num_layers=10, first_k_dense_layers=k, moe_layer_period=period, moe_layer_offset=offset)
-    for split in splits(10, pp, 1):
+    for split in splits(10, pp, vpp):
         model = cp_model.CpModel()
-        group = cpsat._Group(model, m, pp, {"T": 1, "D": 1, "O": 1, "E": 1})
+        group = StageGroup(model, m, pp, {"T": 1, "D": 1, "O": 1, "E": 1})
         for n, size in zip(group.n, split):
             model.Add(n == size)
+        dense, moe = group.mix(model, vpp)
         solver = cp_model.CpSolver()
         assert solver.Solve(model) == cp_model.OPTIMAL
         value = lambda e: e if isinstance(e, int) else solver.Value(e)  # noqa: E731
-        assert [(value(d), value(e)) for d, e in zip(group.dense, group.moe)] == stage_counts(m, split)
+        assert [(value(d), value(e)) for d, e in zip(dense, moe)] == stage_counts(m, split, vpp), split
+
+
+def test_virtual_chunks_are_dealt_round_robin():
+    """Llama 4 Maverick's rule (MoE on odd layers) on pp 4 with 4 chunks of 3 layers per rank: chunk j of rank r
+    is the model's (4j + r)-th, starting at layer 3(4j + r). Rank 0's chunks start on even layers and hold one
+    MoE layer each (4 in all), rank 1's start on odd layers and hold two (8): 4, 8, 4, 8, where one contiguous
+    range per rank would give 6 each. Without chunks the count is the contiguous one."""
+    m = _tiny(num_layers=48, moe_layer_period=2, moe_layer_offset=1)
+    stages = [12] * 4
+    assert [r.start for r in rank_layer_ranges(stages, 1, 4)] == [3, 15, 27, 39]
+    assert [stage_layer_mix(m, stages, r, 4)[0] for r in range(4)] == [4, 8, 4, 8]
+    assert [stage_layer_mix(m, stages, r, 1)[0] for r in range(4)] == [6, 6, 6, 6]
+    assert [stage_layer_mix(m, stages, r, 2)[0] for r in range(4)] == [6, 6, 6, 6]  # chunks of 6: even
+
+
+@pytest.mark.parametrize("stages, vpp", [([12] * 4, 4), ([7, 8, 8, 6], 2), ([5, 4, 4], 3), ([3, 9], 2)])
+def test_round_robin_ranges_are_the_megatron_layout_the_exporter_writes(stages, vpp):
+    """The --pipeline-model-parallel-layout the Megatron exporter writes (entry j * pp + r is chunk j of rank r,
+    megatron-core pipeline_parallel_layer_layout.py) puts exactly rank_layer_ranges' layers on each rank."""
+    from planner.frameworks.megatron.export import layout_string  # noqa: PLC0415
+
+    entries = layout_string(stages, vpp).replace("E", "").replace("L", "").replace("m", "").split("|")
+    pp, owner, layer = len(stages), [], 0
+    for index, entry in enumerate(entries):
+        count = sum(int(part.split("*")[1]) if "*" in part else 1 for part in entry.split(",") if part)
+        owner += [index % pp] * count
+        layer += count
+    assert layer == sum(stages)
+    for r in range(pp):
+        assert [i for i in range(layer) if owner[i] == r] == [i for rg in rank_layer_ranges(stages, r, vpp) for i in rg]
 
 
 # ---- Llama 4 -----------------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ def test_planner_tables_match_the_estimate_with_offload_and_fp32(precision, opt,
     k = layout_coefficients(model, cluster, train, lay)
     c = make_context(model, cluster, train, lay)
     for i, (s, mem) in enumerate(zip(k.stages, memory_by_stage(model, cluster, train, lay))):
-        n = stage_layer_mix(model, lay.stage_layers, i)[::-1]
+        n = stage_layer_mix(model, lay.stage_layers, i, lay.vpp)[::-1]
         assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
         assert s.optimizer_s.at(*n) == pytest.approx(optimizer_s(c, _stage_params(c, i)), rel=1e-9)
 

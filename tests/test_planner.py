@@ -97,7 +97,7 @@ def models(draw) -> ModelSpec:
 
 def _min_peak_kib(model, table) -> int:
     """Smallest largest-stage memory of a candidate over all its splits, table units (KiB)."""
-    return min(max(mem.at(*n) for mem, n in zip(table.memory, stage_counts(model, s)))
+    return min(max(mem.at(*n) for mem, n in zip(table.memory, stage_counts(model, s, table.layout.vpp)))
                for s in splits(model.num_layers, table.layout.pp, table.layout.vpp))
 
 
@@ -124,7 +124,7 @@ def problems(draw) -> Problem:
         tables = probe.tables()
         least = min(_min_peak_kib(model, t) for t in tables)
         _, table, stages = brute_force(model, tables)
-        free = max(mem.at(*n) for mem, n in zip(table.memory, stage_counts(model, stages)))
+        free = max(mem.at(*n) for mem, n in zip(table.memory, stage_counts(model, stages, table.layout.vpp)))
         kib = least * (1 + where) if where < 0 else least + where * (free - least)
         hbm_gib = kib / 2**20
     clus = cluster(gpus, per_node=per_node, gpu=_gpu(hbm_gib), memory_reserve_gib=0.0)
@@ -164,7 +164,7 @@ def check_cpsat_equals_brute(p: Problem) -> None:
     assert sol.objective == oracle[0], (sol.objective, sol.table.layout, sol.stage_layers, oracle)
     assert sol.table is tables[sol.index]
     lay = sol.table.layout
-    assert sol.table.objective(stage_counts(model, sol.stage_layers)) == sol.objective
+    assert sol.table.objective(stage_counts(model, sol.stage_layers, lay.vpp)) == sol.objective
     assert len(sol.stage_layers) == lay.pp
     assert sum(sol.stage_layers) == model.num_layers
     assert all(n >= lay.vpp for n in sol.stage_layers)  # uneven virtual chunks allowed (costmodels.pipeline)
@@ -308,7 +308,7 @@ def test_tables_count_the_estimates_device_bytes(stack, pick, cut):
     stages = ways[cut % len(ways)]
     est = estimate(model, clus, train, lay.to_layout(stages))
     assert train.stack_spec.memory.fragmentation > 0
-    for mem, s, n in zip(table.memory, est.memory.stages, stage_counts(model, stages)):
+    for mem, s, n in zip(table.memory, est.memory.stages, stage_counts(model, stages, lay.vpp)):
         assert mem.at(*n) * 1024 >= s.device_bytes - 1024
         if train.stack_spec.memory.optimizer_temp_bytes == 0:
             assert mem.at(*n) * 1024 == pytest.approx(s.device_bytes, abs=(2 + sum(n)) * 1024)  # 1 KiB ceil each

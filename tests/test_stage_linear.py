@@ -65,7 +65,7 @@ def test_coefficients_reproduce_memory_and_time(model, tp, pp, dp, zero, recompu
     lay = resolve_layout(model, clus, train, Layout(tp=tp, sp=tp > 1, pp=pp, vpp=vpp, zero=zero, mbs=2, ep=ep,
                                                     recompute=recompute, stage_layers=stages))
     k = layout_coefficients(model, clus, train, lay)
-    counts = [stage_layer_mix(model, stages, i)[::-1] for i in range(pp)]
+    counts = [stage_layer_mix(model, stages, i, vpp)[::-1] for i in range(pp)]
     for s, mem, n in zip(k.stages, memory_by_stage(model, clus, train, lay), counts):
         assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
         assert s.persistent_bytes.at(*n) == pytest.approx(mem.persistent_bytes, abs=8)

@@ -26,7 +26,7 @@ def best_split(model: ModelSpec, table: Table) -> Optional[tuple[int, list[int]]
     best = None
     fixed = table.layout.fixed_stages
     for stages in [list(fixed)] if fixed else splits(model.num_layers, table.layout.pp, table.layout.vpp):
-        value = table.objective(stage_counts(model, stages))
+        value = table.objective(stage_counts(model, stages, table.layout.vpp))
         if value is not None and (best is None or value < best[0]):
             best = (value, stages)
     return best

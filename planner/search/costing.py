@@ -256,10 +256,10 @@ def first_objective(model: ModelSpec, table: Table) -> tuple[int, list[int]] | N
     v = table.layout.vpp
     u = split_unit(model.num_layers, v)
     for _ in range(4 * len(stages) * v // u):
-        value = table.objective(stage_counts(model, stages))
+        value = table.objective(stage_counts(model, stages, v))
         if value is not None:
             return value, stages
-        counts = stage_counts(model, stages)
+        counts = stage_counts(model, stages, v)
         slack = [table.cap - mem.at(*n) for mem, n in zip(table.memory, counts)]
         worst, best = min(range(len(stages)), key=slack.__getitem__), max(range(len(stages)), key=slack.__getitem__)
         if stages[worst] - u < v or slack[best] <= 0 or table.layout.fixed_stages is not None:

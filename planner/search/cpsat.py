@@ -6,6 +6,10 @@ virtual chunk c_i >= n_i / v (the uneven chunks' extra bubble, planner.search.ta
 variables for max_i t_i (T), the exposed data-parallel term (D) and the optimizer (O). Every
 candidate's constraints are enforced only by its own x_c; the objective Z is the step time in
 planner.search.tables' objective units. All numbers come from the integer tables: no cost logic here.
+
+The dense/MoE mix of each stage (planner.search.cpsat_stages) is exact: with virtual chunks, over each rank's
+round-robin chunks. Interleaved dense and MoE layers over chunks need a boundary per chunk, which leaves a
+joint model unsettled; such candidates are solved one by one, through a relaxation and cuts (_relax_and_cut).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from costmodels.model_spec import ModelSpec
+from planner.search.cpsat_stages import StageGroup
 from planner.search.tables import (OBJ_PER_TIME, Table, capacity_bound, lower_bound, only_split, stage_capacities,
                                    stage_counts)
 
@@ -27,6 +32,10 @@ if TYPE_CHECKING:
 MAX_DOMAIN = 2**62  # CP-SAT integer variables are 64-bit: larger bounds make the model invalid
 GROUP_BUDGET_S = 1.0  # joint model of one pipeline degree; beyond this, candidates one by one
 BUILD_S = (0.001, 0.00006)  # about what building one candidate's constraints takes: fixed, per stage
+# _relax_and_cut: relaxed solves per candidate, and seconds each before the exact model takes over (Llama 4
+# Maverick at pp 4-8, vpp 2-8: a few ms relaxed, 30-50 ms exact; a 10-layer toy at pp 2: 64-173 ms relaxed,
+# 12-23 ms exact)
+RELAX_ROUNDS, RELAX_S = 8, 0.05
 
 
 
@@ -59,75 +68,11 @@ class Solution:
     models: int = 0  # CP-SAT models solved to find it (0: the bounds settled every group)
 
 
-class _Group:
-    """Stage-size variables shared by the candidates with the same pipeline degree."""
-
-    def __init__(self, m: cp_model.CpModel, model: ModelSpec, pp: int, ub: dict[str, int]):
-        L = self.L = model.num_layers
-        self.n = [m.NewIntVar(1, L, f"n{pp}_{i}") for i in range(pp)]
-        m.Add(sum(self.n) == L)
-        self.dense, self.moe = self._split(m, model, pp)
-        self.T = m.NewIntVar(0, ub["T"], f"T{pp}")
-        self.D = m.NewIntVar(0, ub["D"], f"D{pp}")
-        self.O = m.NewIntVar(0, ub["O"], f"O{pp}")
-        self.E = [m.NewIntVar(0, ub["E"], f"E{pp}_{i}") for i in range(pp)]
-        self.F = [m.NewIntVar(0, ub["E"], f"F{pp}_{i}") for i in range(pp)]
-        self.q: dict[int, list] = {}
-
-    def _split(self, m, model: ModelSpec, pp: int):
-        L, k = model.num_layers, (model.first_k_dense_layers if model.is_moe else model.num_layers)
-        if k == L:
-            return self.n, [0] * pp
-        if model.moe_layer_period > 1:  # a dense prefix alone keeps min/max: the table lookup below, tried for
-            return self._interleaved(m, model, pp)  # DeepSeek-V3 on 1,024 H100, ran into the 15 s limit at an
-        # 8.6% gap where this proves the optimum in 8 s
-        if k == 0:
-            return [0] * pp, self.n
-        dense, moe, start = [], [], 0
-        for i, n in enumerate(self.n):
-            end = m.NewIntVar(0, L, f"end{pp}_{i}")
-            m.Add(end == start + n)
-            cap = m.NewIntVar(0, L, f"cap{pp}_{i}")
-            m.AddMinEquality(cap, [end, k])
-            d = m.NewIntVar(0, L, f"dense{pp}_{i}")
-            m.AddMaxEquality(d, [0, cap - start])
-            dense.append(d)
-            moe.append(n - d)
-            start = end
-        return dense, moe
-
-    def _interleaved(self, m, model: ModelSpec, pp: int):
-        """(dense, MoE) layers of each stage when they interleave (ModelSpec.moe_layer_period): the MoE layers
-        below each stage boundary b are looked up in a table of ModelSpec.moe_layers_in(0, b) (an element
-        constraint), exact for any layer pattern."""
-        L = model.num_layers
-        below = [model.moe_layers_in(0, b) for b in range(L + 1)]
-        moe_below, start = [0], 0
-        for i, n in enumerate(self.n[:-1]):
-            end = m.NewIntVar(0, L, f"end{pp}_{i}")
-            m.Add(end == start + n)
-            count = m.NewIntVar(0, model.num_moe_layers, f"moeb{pp}_{i}")
-            m.AddElement(end, below, count)
-            moe_below.append(count)
-            start = end
-        moe_below.append(model.num_moe_layers)
-        moe = [moe_below[i + 1] - moe_below[i] for i in range(pp)]
-        return [n - e for n, e in zip(self.n, moe)], moe
-
-    def chunks(self, m, v: int) -> list:
-        """c_i, the largest virtual chunk of stage i: v * c_i >= n_i, so c_i = ceil(n_i / v) at the
-        optimum (its cost is positive). Created once per v."""
-        if v not in self.q:
-            top = -(-self.L // v)
-            self.q[v] = [m.NewIntVar(1, top, f"c{len(self.n)}_{v}_{i}") for i in range(len(self.n))]
-        return self.q[v]
-
-
 def _affine(a, d, e):
     return a.fixed + a.dense * d + a.moe * e
 
 
-def _add_dp(m, g: _Group, t: Table, i: int, r, gg, ti, x) -> None:
+def _add_dp(m, g: StageGroup, t: Table, i: int, r, gg, ti, x) -> None:
     """Stage i's exposed data-parallel time as the epigraph of Table.dp_term: E, F >= each of the
     table's pieces (and >= 0 by domain), 3v D >= q (E + F)."""
     for var, pieces in ((g.E[i], t.reduce_pieces(r, ti)), (g.F[i], t.gather_pieces(gg, ti))):
@@ -136,11 +81,12 @@ def _add_dp(m, g: _Group, t: Table, i: int, r, gg, ti, x) -> None:
     m.Add(3 * t.v * g.D >= OBJ_PER_TIME * (g.E[i] + g.F[i])).OnlyEnforceIf(x)
 
 
-def _add_candidate(m, g: _Group, t: Table, x, Z) -> None:
+def _add_candidate(m, g: StageGroup, t: Table, x, Z) -> None:
     q = OBJ_PER_TIME
     times = []
+    dense, moe = g.mix(m, t.v)
     for i in range(t.layout.pp):
-        d, e = g.dense[i], g.moe[i]
+        d, e = dense[i], moe[i]
         ti = _affine(t.time[i], d, e)
         times.append(ti)
         m.Add(_affine(t.memory[i], d, e) <= t.cap).OnlyEnforceIf(x)
@@ -212,15 +158,21 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         ids, trimmed = _affordable(ids, bounds, left / 2, pp)
         group_hint = hint if hint is not None and hint[0] in ids else None
         budget = min(max(left - _build_s(len(ids), pp), 0.05), GROUP_BUDGET_S)
+        chunked = [i for i in ids if _chunked(model, tables[i])]  # settled one by one (_relax_and_cut)
+        plain = [i for i in ids if i not in chunked]
         if _bounds([tables[i] for i in ids], model.num_layers)["Z"] > MAX_DOMAIN:
-            sol, proven = None, False  # a joint model would overflow: one by one below
+            sol, proven = None, not plain  # a joint model would overflow: one by one below
         else:
-            sol, proven = _solve_group(model, tables, ids, bounds, budget, workers, group_hint, incumbent)
-            models += 1
+            sol, proven = (_solve_group(model, tables, plain, bounds, budget, workers, group_hint, incumbent)
+                           if plain else (None, True))
+            models += bool(plain)
         if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
             # budget: settle it candidate by candidate with all the time left (a single candidate too)
-            sol, proven, one_each = _one_by_one(model, tables, ids, bounds, end, workers, incumbent, sol)
+            sol, proven, one_each = _one_by_one(model, tables, plain, bounds, end, workers, incumbent, sol)
             models += one_each
+        if chunked:
+            sol, chunks_proven, one_each = _one_by_one(model, tables, chunked, bounds, end, workers, incumbent, sol)
+            proven, models = proven and chunks_proven, models + one_each
         optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
@@ -282,12 +234,61 @@ def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
         left = end - time.perf_counter()
         if left <= 0:
             return best, False, models
-        sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
-        models += 1
+        sol, ok, tried = _screened(model, tables, i, bounds, left, workers, cap)
+        models += tried
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):
             best = sol
     return best, proven, models
+
+
+def _chunked(model: ModelSpec, t: Table) -> bool:
+    """Interleaved dense and MoE layers over virtual chunks: the stage mix needs a boundary per chunk, which
+    leaves a joint model of many such candidates unsettled in its budget; they are settled one by one."""
+    return model.is_moe and model.moe_layer_period > 1 and t.layout.vpp > 1 and t.layout.pp > 1
+
+
+def _screened(model, tables, i, bounds, left, workers, cap):
+    """_solve_group of candidate i alone: (solution, proven, models solved); chunked candidates through
+    _relax_and_cut (their exact model took 30-50 ms to prove on Llama 4 Maverick on 256 H100, against 4 ms
+    for stages without chunks)."""
+    if _chunked(model, tables[i]):
+        return _relax_and_cut(model, tables, i, bounds, left, workers, cap)
+    sol, ok = _solve_group(model, tables, [i], bounds, left, workers, None, cap)
+    return sol, ok, 1
+
+
+def _relax_and_cut(model, tables, i, bounds, left, workers, cap):
+    """Candidate i exactly, through its relaxation first (StageGroup._relaxed_mix, which holds every exact stage mix,
+    so its Z bounds the exact objective of the same split from below): solve it, price the split it picks
+    exactly, forbid that split and solve again under Z below the best exact objective so far, until nothing is
+    left (proven). Most candidates settle in one or two relaxed solves of a few ms; past RELAX_ROUNDS solves or
+    a solve of RELAX_S, the exact model finishes the candidate under the best objective found. Returns
+    (solution, proven, models solved)."""
+    end = time.perf_counter() + left
+    built = _build(model, tables, [i], bounds, cap, relaxed=True)
+    t, best, solves = tables[i], None, 0
+    n = built.groups[t.layout.pp].n if built.groups else []
+    for solves in range(1, RELAX_ROUNDS + 1):
+        found, proven = _run(built, model, tables, min(RELAX_S, end - time.perf_counter()), workers)
+        if found is None and proven:
+            return best, True, solves
+        if found is None or not found.optimal:
+            break
+        exact = t.objective(stage_counts(model, found.stages, t.layout.vpp))
+        if exact is not None and (best is None or exact < best.objective):
+            best = Solution(i, t, found.stages, exact, True, exact)
+            if exact <= found.bound:  # the relaxation's optimum is this split's exact objective
+                return best, True, solves
+            built.m.Add(built.Z <= exact - 1)
+        built.m.AddForbiddenAssignments(n, [found.stages])
+    limit = end - time.perf_counter()
+    if limit <= 0:
+        return best, False, solves
+    if best is not None:
+        cap = best.objective - 1 if cap is None else min(cap, best.objective - 1)
+    sol, ok = _solve_group(model, tables, [i], bounds, limit, workers, None, cap)
+    return (sol if sol is not None else best), ok, solves + 1
 
 
 def _cp_model():
@@ -320,12 +321,31 @@ def _cp_model():
 def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumbent):
     """(solution or None, proven) for the candidates `ids`, which share one pipeline degree. OR-Tools is
     imported here (_cp_model), when a model is first built, never at import."""
+    built = _build(model, tables, ids, bounds, incumbent)
+    if hint is not None:
+        _add_hint(built.m, model, tables, built.xs, built.groups, built.Z, hint)
+    found, proven = _run(built, model, tables, time_limit_s, workers)
+    return (None if found is None else _solution(model, tables, found)), proven
+
+
+@dataclass
+class _Built:
+    """A CP-SAT model of some candidates: the model, its objective variable, (index, chosen) pairs, stage groups."""
+
+    m: object
+    Z: object
+    xs: list
+    groups: dict
+
+
+def _build(model, tables, ids, bounds, incumbent, relaxed: bool = False) -> _Built:
+    """The CP-SAT model of candidates `ids` (one pipeline degree), capped at `incumbent`; `relaxed`: stages of
+    interleaved layers with virtual chunks take StageGroup._relaxed_mix."""
     cp_model = _cp_model()
     m = cp_model.CpModel()
-    sub = [tables[i] for i in ids]
-    ub = _bounds(sub, model.num_layers)
+    ub = _bounds([tables[i] for i in ids], model.num_layers)
     Z = m.NewIntVar(0, ub["Z"], "Z")
-    groups: dict[int, _Group] = {}
+    groups: dict[int, StageGroup] = {}
     xs = []
     for idx in ids:
         t = tables[idx]
@@ -339,32 +359,54 @@ def _solve_group(model, tables, ids, bounds, time_limit_s, workers, hint, incumb
             m.Add(x == 0)
             continue
         if t.layout.pp not in groups:
-            groups[t.layout.pp] = _Group(m, model, t.layout.pp, ub)
+            groups[t.layout.pp] = StageGroup(m, model, t.layout.pp, ub, relaxed)
         g = groups[t.layout.pp]
         for n, cap in zip(g.n, caps):
             m.Add(n <= cap).OnlyEnforceIf(x)
         _add_candidate(m, g, t, x, Z)
     m.AddExactlyOne(x for _, x in xs)
     m.Add(Z >= sum(bounds[i] * x for i, x in xs))
-    if hint is not None:
-        _add_hint(m, model, tables, xs, groups, Z, hint)
     if incumbent is not None:  # only what beats (or ties) the best so far; tight domains also keep
         m.Add(Z <= incumbent)  # propagation over the big integers fast
     m.Minimize(Z)
+    return _Built(m, Z, xs, groups)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What one CP-SAT solve of a built model found: the candidate, its split, Z and the proven bound."""
+
+    index: int
+    stages: list[int]
+    z: int
+    bound: int
+    optimal: bool
+
+
+def _run(built: _Built, model, tables, time_limit_s, workers) -> tuple[Optional[_Found], bool]:
+    """Solve a built model: (what it found or None, proven: optimal, or nothing under its cap)."""
+    cp_model = _cp_model()
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
+    solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
     solver.parameters.num_workers = workers
-    status = solver.Solve(m)
+    status = solver.Solve(built.m)
     if status == cp_model.MODEL_INVALID:  # a bug in the model building, never "nothing fits"
-        raise RuntimeError(f"CP-SAT rejected the model: {m.Validate()}")
+        raise RuntimeError(f"CP-SAT rejected the model: {built.m.Validate()}")
     if status == cp_model.INFEASIBLE:
         return None, True
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False
-    chosen = next(i for i, x in xs if solver.BooleanValue(x))
-    t = tables[chosen]
-    stages = [model.num_layers] if t.layout.pp == 1 else [solver.Value(n) for n in groups[t.layout.pp].n]
-    exact = t.objective(stage_counts(model, stages))
-    sol = Solution(chosen, t, stages, exact if exact is not None else solver.Value(Z), status == cp_model.OPTIMAL,
-                   int(solver.BestObjectiveBound()))
-    return sol, status == cp_model.OPTIMAL
+    chosen = next(i for i, x in built.xs if solver.BooleanValue(x))
+    pp = tables[chosen].layout.pp
+    stages = [model.num_layers] if pp == 1 else [solver.Value(n) for n in built.groups[pp].n]
+    found = _Found(chosen, stages, solver.Value(built.Z), int(solver.BestObjectiveBound()),
+                   status == cp_model.OPTIMAL)
+    return found, found.optimal
+
+
+def _solution(model, tables, found: _Found) -> Solution:
+    """The Solution of what a solve found, priced with its split's exact objective (planner.search.tables)."""
+    t = tables[found.index]
+    exact = t.objective(stage_counts(model, found.stages, t.layout.vpp))
+    return Solution(found.index, t, found.stages, exact if exact is not None else found.z, found.optimal,
+                    found.bound)

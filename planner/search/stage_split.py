@@ -125,7 +125,7 @@ def simplest_equal(model: ModelSpec, table: Table, value: int, stages: list[int]
     shaped = ends_splits(model.num_layers, table.layout.pp, v)
     shaped.sort(key=lambda s: any(n % v for n in s))  # stable: evenness order kept within each class
     for split in shaped:
-        got = table.objective(stage_counts(model, split))
+        got = table.objective(stage_counts(model, split, v))
         if got is not None and got <= value * (1 + TIE_REL):
             return split
     return stages

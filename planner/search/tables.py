@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from costmodels.device_memory import DeviceTerms
 from costmodels.model_spec import ModelSpec
+from costmodels.params import rank_moe_layers
 from costmodels.stage_linear import Affine, LayoutCoefficients, StageCoefficients
 from planner.search.space import Candidate
 
@@ -165,7 +166,7 @@ def lower_bound(table: Table, model: ModelSpec) -> int | None:
     the mean, and the mean of max(0, a_i) is at least max(0, mean a_i) (convexity)."""
     only = only_split(table, model)
     if only is not None:  # one split only: the bound is the objective itself (None: it overflows)
-        return table.objective(stage_counts(model, only))
+        return table.objective(stage_counts(model, only, table.layout.vpp))
     q, p = OBJ_PER_TIME, table.layout.pp
     counts = (model.num_layers - model.num_moe_layers, model.num_moe_layers)
     t, r, g, o = (_sum_over_stages(a, *counts) for a in (table.time, table.reduce, table.gather, table.optimizer))
@@ -280,10 +281,16 @@ def objective_seconds(value: int) -> float:
     return value * TIME_UNIT_S / OBJ_PER_TIME
 
 
-def stage_counts(model: ModelSpec, stage_layers: list[int]) -> list[tuple[int, int]]:
-    """(n_dense, n_moe) of each stage (ModelSpec.moe_layers_in: the dense prefix and any interleaving)."""
+def stage_counts(model: ModelSpec, stage_layers: list[int], vpp: int = 1) -> list[tuple[int, int]]:
+    """(n_dense, n_moe) of each stage: the dense prefix and any interleaving, over each rank's round-robin
+    virtual chunks when vpp > 1 (costmodels.params.stage_layer_mix; the search calls this per split, so the
+    common cases skip the chunk ranges)."""
     if not model.is_moe:
         return [(n, 0) for n in stage_layers]
+    if model.first_k_dense_layers == 0 and model.moe_layer_period == 1:
+        return [(0, n) for n in stage_layers]
+    if vpp > 1:
+        return [(n - moe, moe) for n, moe in zip(stage_layers, rank_moe_layers(model, stage_layers, vpp))]
     out, start = [], 0
     for n in stage_layers:
         moe = model.moe_layers_in(start, start + n)
