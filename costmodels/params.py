@@ -229,6 +229,8 @@ def rank_moe_layers(m: ModelSpec, stage_layers: list[int], vpp: int = 1) -> list
     order once, and with a dense prefix alone only as far as the prefix: what a search pricing many splits
     calls."""
     pp, start = len(stage_layers), 0
+    if not m.is_moe:
+        return [0] * pp
     sizes = [chunk_layers(n, vpp) for n in stage_layers] if vpp > 1 else [[n] for n in stage_layers]
     if m.moe_layer_period == 1:
         dense, k = [0] * pp, m.first_k_dense_layers

@@ -270,6 +270,27 @@ def test_virtual_chunks_are_dealt_round_robin():
     assert [stage_layer_mix(m, stages, r, 2)[0] for r in range(4)] == [6, 6, 6, 6]  # chunks of 6: even
 
 
+@settings(max_examples=60, deadline=None)
+@given(layers=st.integers(4, 40), k=st.integers(0, 6), period=st.integers(1, 4), pp=st.integers(1, 4),
+       vpp=st.integers(1, 4), seed=st.integers(0, 10**6))
+def test_all_ranks_at_once_equal_each_rank(layers, k, period, pp, vpp, seed):
+    """rank_moe_layers (every rank in one walk, what the search calls per split) equals stage_layer_mix rank by
+    rank, for any dense prefix, period and offset, and any split of at least vpp layers per rank."""
+    import random  # noqa: PLC0415
+
+    from costmodels.params import rank_moe_layers  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    offsets = sorted({i % period for i in range(min(k, layers - 1), layers)})
+    if layers < pp * vpp or k >= layers:
+        return
+    m = _tiny(num_layers=layers, first_k_dense_layers=k, moe_layer_period=period, moe_layer_offset=rng.choice(offsets))
+    cuts = sorted(rng.sample(range(1, layers - pp * (vpp - 1)), pp - 1))
+    stages = [b - a + vpp - 1 for a, b in zip([0, *cuts], [*cuts, layers - pp * (vpp - 1)])]
+    assert sum(stages) == layers and min(stages) >= vpp
+    assert rank_moe_layers(m, stages, vpp) == [stage_layer_mix(m, stages, r, vpp)[0] for r in range(pp)]
+
+
 @pytest.mark.parametrize("stages, vpp", [([12] * 4, 4), ([7, 8, 8, 6], 2), ([5, 4, 4], 3), ([3, 9], 2)])
 def test_round_robin_ranges_are_the_megatron_layout_the_exporter_writes(stages, vpp):
     """The --pipeline-model-parallel-layout the Megatron exporter writes (entry j * pp + r is chunk j of rank r,
