@@ -27,6 +27,7 @@ from costmodels import offload
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
+from costmodels.moe_timing import ep_overlap_applies
 from costmodels.params import (ParamCount, embedding_params, head_params, local_layer_params, local_stage_params,
                                stage_layer_mix)
 from costmodels.train_spec import TrainSpec
@@ -150,11 +151,23 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     else:
         per_mb = n_dense * act.layer_bytes(model, x, False) + n_moe * act.layer_bytes(model, x, True)
         working = act.recompute_working_bytes(model, x, model.is_moe)  # MoE models: the larger MoE layer
+    working += paired_forward_bytes(model, x, train, lay)
     offloaded, buffer = offload_split(train, per_mb, n_moe + n_dense)
     if stage == 0:
         per_mb += act.embedding_bytes(model, x)
     inflight = act.inflight_microbatches(lay.schedule, stage, lay.pp, lay.vpp, lay.num_microbatches)
     return (per_mb - offloaded) * inflight + buffer + working + last_chunk_bytes(model, x, lay, stage)
+
+
+def paired_forward_bytes(model: ModelSpec, x, train: TrainSpec, lay: Layout) -> float:
+    """Under Megatron-Core's all-to-all overlap (moe_timing.ep_overlap_applies), the activations of one MoE layer
+    of the paired micro-batch, beside the micro-batches in flight: the combined 1F1B step runs forward layer i
+    of one micro-batch with backward layer L-1-i of another and releases the backward layer's state only after
+    (megatron-core 0.19.2 models/common/model_chunk_schedule_plan.py run(), pipeline_parallel/combined_1f1b.py).
+    Its one extra warm-up chunk (schedules.py get_pp_rank_microbatches) takes the place of the forward that
+    interleaved 1F1B holds before each backward (activations.inflight_microbatches), so the peak grows by a
+    layer, not by a micro-batch."""
+    return act.layer_bytes(model, x, True) if model.is_moe and ep_overlap_applies(train, lay) else 0.0
 
 
 def full_recompute_split(lay: Layout, layers: int) -> tuple[float, int, float]:

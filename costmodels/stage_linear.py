@@ -29,7 +29,7 @@ from costmodels import activations as act
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout
 from costmodels.memory import (expert_dp, fp8_weight_cache, loss_transient_bytes, memory_train, memory_zero, optimizer_temp_bytes,
-                               persistent_state_bytes, zero3_buffer_bytes, zero_state_bytes)
+                               paired_forward_bytes, persistent_state_bytes, zero3_buffer_bytes, zero_state_bytes)
 from costmodels.model_spec import ModelSpec
 from costmodels.params import ParamCount, local_layer_params, local_stage_params
 from costmodels.step import DpOverlap, dp_comm_s, dp_overlap, optimizer_s, pp_comm_s
@@ -102,12 +102,13 @@ def layer_times(c: Context) -> tuple[tuple[float, float], float]:
 
 def layer_acts(c: Context) -> tuple[float, ...]:
     """The activation fields of LayerCosts, in its order after head_time_s (act_bytes first): they
-    depend on the activation shape alone (no ZeRO, pipeline or cp algorithm), so a caller may cache
+    depend on the activation shape and, for the working bytes, on the all-to-all overlap (ep > 1;
+    memory.paired_forward_bytes), not on ZeRO, the pipeline or the cp algorithm, so a caller may cache
     them apart from the times."""
     m, x, k = c.model, c.x, c.train.activation_scale
     return ((k * act.layer_bytes(m, x, False), k * act.layer_bytes(m, x, True) if m.is_moe else 0.0),
             k * act.head_bytes(m, x), k * act.mtp_bytes(m, x), k * act.embedding_bytes(m, x),
-            k * act.recompute_working_bytes(m, x, m.is_moe))
+            k * (act.recompute_working_bytes(m, x, m.is_moe) + paired_forward_bytes(m, x, c.train, c.lay)))
 
 
 def combine_layer_costs(times: tuple, acts: tuple) -> LayerCosts:

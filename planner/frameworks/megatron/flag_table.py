@@ -32,6 +32,8 @@ FIELD_FLAGS: dict[str, str | None] = {
 PRICED: dict[str, str] = {
     "--bf16": "train.precision", "--fp16": "train.precision", "--fp8-format": "train.precision=fp8",
     "--fp8-recipe": "train.fp8_recipe",
+    "--overlap-moe-expert-parallel-comm": "train.ep_comm_overlap (the all-to-all beside the paired micro-batch, and "
+    "its one extra MoE layer of activations)",
     "--accumulate-allreduce-grads-in-fp32": "train.grad_dtype=fp32", "--grad-reduce-in-bf16": "train.grad_dtype=bf16",
     "--main-grads-dtype": "train.grad_dtype (with --use-precision-aware-optimizer)",
     "--use-precision-aware-optimizer": "train.master_dtype, exp_avg_dtype, exp_avg_sq_dtype",
@@ -129,8 +131,6 @@ WARNED: dict[str, str] = {
     "--moe-extended-tp": "experts split over tp", "--moe-latent-size": "MoE latent projection",
     "--moe-enable-deepep": "DeepEP buffers (the dispatch itself is priced)",
     "--moe-flex-dispatcher-backend": "DeepEP/HybridEP buffers (the dispatch itself is priced)",
-    "--overlap-moe-expert-parallel-comm": "an extra micro-batch in flight (1F1B A2A overlap; the overlap itself "
-    "is priced: train.ep_comm_overlap)",
     "--ep-overlap-early-attn-memory-release": "early release of attention memory",
     "--delay-wgrad-compute": "weight gradients kept for later", "--cache-mla-latents": "MLA latents cached",
     "--moe-layer-recompute": "MoE layers recomputed (legacy)", "--mlp-chunks-for-prefill": "inference",
