@@ -120,7 +120,7 @@ PERF_RECIPES = {
     "mb2509-h100-deepseek-v3": {
         "train": dict(moe_load_balancing="forced", overlap_grad_reduce=False),
         "layout": dict(recompute="selective", recompute_modules=["mla_up_proj", "mlp"],
-                       stage_layers=[7, 8, 8, 8, 8, 8, 8, 6]),
+                       stage_layers=[7, 8, 8, 8, 8, 8, 8, 6], vpp=4, chunk_layers=[1] + [2] * 30 + [0]),
         "model": dict(mtp_num_layers=1)},
     "mb2604-h100-qwen3-30b-ep16": {"train": dict(moe_load_balancing="forced")},
 }

@@ -74,6 +74,12 @@ class Layout(BaseModel):
     stage_layers: Optional[list[int]] = Field(
         None, description="Transformer layers on each pipeline rank, first to last; null = uniform split."
     )
+    chunk_layers: Optional[list[int]] = Field(
+        None, max_length=MAX_LAYERS, description="With vpp > 1: transformer layers of each virtual stage in model "
+        "order, pp * vpp entries, entry j * pp + r chunk j of rank r (Megatron --pipeline-model-parallel-layout; a "
+        "chunk may hold none); null = each rank's layers split as evenly as possible, larger chunks first. Given "
+        "alone, it sets stage_layers."
+    )
     num_microbatches: Optional[int] = Field(
         None, ge=1, description="Micro-batches per step; derived as global_batch / (mbs * dp), checked if given."
     )
@@ -121,7 +127,7 @@ def resolve_layout(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay
     if problems:
         raise LayoutError("; ".join(problems))
     dp = layout.dp or world // layout.model_parallel_size
-    stage_layers = layout.stage_layers or _uniform_stages(model.num_layers, layout.pp)
+    stage_layers = layout.stage_layers or _chunk_stages(layout) or _uniform_stages(model.num_layers, layout.pp)
     problems = (_stage_problems(model, layout, stage_layers) + _batch_problems(train, layout, dp)
                 + _shard_problems(layout, dp))
     if problems:
@@ -209,8 +215,31 @@ def _suggest_stages(num_layers: int, pp: int) -> str:
     return ",".join(str(base + (1 if i >= pp - extra else 0)) for i in range(pp))
 
 
+def _chunk_stages(lay: Layout) -> Optional[list[int]]:
+    """stage_layers from chunk_layers (each rank's chunks summed), or None."""
+    chunks = lay.chunk_layers
+    if chunks is None or len(chunks) != lay.pp * lay.vpp:
+        return None
+    return [sum(chunks[r::lay.pp]) for r in range(lay.pp)]
+
+
+def _chunk_problems(lay: Layout, stages: list[int]) -> list[str]:
+    chunks = lay.chunk_layers
+    if chunks is None:
+        return []
+    if lay.vpp < 2:
+        return [f"chunk_layers={chunks} needs virtual stages (vpp={lay.vpp})"]
+    if len(chunks) != lay.pp * lay.vpp:
+        return [f"chunk_layers has {len(chunks)} entries but pp*vpp={lay.pp * lay.vpp}"]
+    if any(n < 0 for n in chunks):
+        return [f"chunk_layers={chunks} has a negative entry"]
+    if _chunk_stages(lay) != list(stages):
+        return [f"chunk_layers={chunks} gives {_chunk_stages(lay)} layers per rank but stage_layers={stages}"]
+    return []
+
+
 def _stage_problems(model: ModelSpec, lay: Layout, stages: list[int]) -> list[str]:
-    out: list[str] = []
+    out: list[str] = _chunk_problems(lay, stages)
     if len(stages) != lay.pp:
         out.append(f"stage_layers has {len(stages)} entries but pp={lay.pp}")
     if any(n < 1 for n in stages):
@@ -220,7 +249,7 @@ def _stage_problems(model: ModelSpec, lay: Layout, stages: list[int]) -> list[st
     if lay.vpp > 1:
         if lay.pp < 2:
             out.append(f"vpp={lay.vpp} (interleaving) needs pp > 1 (pp={lay.pp})")
-        if any(n < lay.vpp for n in stages):  # fewer leaves a virtual chunk empty (pipeline.chunk_layers)
+        if lay.chunk_layers is None and any(n < lay.vpp for n in stages):  # fewer: an empty chunk_layers chunk
             out.append(f"stage_layers={stages}: every stage needs at least vpp={lay.vpp} layers (one per chunk)")
     if lay.schedule == "interleaved" and lay.vpp == 1:
         out.append("schedule=interleaved needs vpp > 1 (vpp=1)")

@@ -141,7 +141,7 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     less what activation offloading keeps on the host (offload_kept_share; one layer's activations
     stay as its transfer buffer)."""
     x = act_shape(model, train, lay)
-    n_moe, n_dense = stage_layer_mix(model, lay.stage_layers, stage, lay.vpp)
+    n_moe, n_dense = stage_layer_mix(model, lay.stage_layers, stage, lay.vpp, lay.chunk_layers)
     whole, rebuilt, inputs = full_recompute_split(lay, n_moe + n_dense)
     if rebuilt:  # Megatron --recompute-num-layers / --recompute-method: some layers kept whole
         xn = replace(x, recompute="none")
@@ -264,7 +264,7 @@ def fp8_weight_cache(train: TrainSpec, lay: Layout, local: ParamCount) -> float:
 def stage_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, stage: int) -> StageMemory:
     """Memory of one GPU on pipeline rank `stage`; `lay` must come from resolve_layout."""
     local: ParamCount = local_stage_params(
-        model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model), lay.vpp
+        model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, train.seq_len(model), lay.vpp, lay.chunk_layers
     )
     zero, mtrain, edp = memory_zero(lay), memory_train(train, lay), expert_dp(cluster, lay)
     dense = zero_state_bytes(local.dense, lay.dense_shards, zero, mtrain)

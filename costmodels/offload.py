@@ -185,7 +185,8 @@ def offload_time(owned_params: float, cluster: ClusterSpec, train, zero: int, mi
 def owned_params(model, cluster: ClusterSpec, lay, stage: int, seq: int) -> float:
     """Parameters whose optimizer states one GPU of pipeline rank `stage` owns: its local parameters
     divided by the ZeRO shards (dense over dp*cp, experts over edp), all of them at ZeRO-0."""
-    local = local_stage_params(model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, seq, lay.vpp)
+    local = local_stage_params(model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, seq, lay.vpp,
+                               lay.chunk_layers)
     if lay.zero == 0:
         return float(local.total)
     edp = max(cluster.num_gpus // (lay.etp * lay.ep * lay.pp), 1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodels.model_spec import ModelSpec
-from costmodels.pipeline import chunk_layers
+from costmodels.pipeline import rank_chunks
 
 
 @dataclass(frozen=True)
@@ -199,14 +199,15 @@ def stage_layer_indices(stage_layers: list[int], stage: int) -> range:
     return range(start, start + stage_layers[stage])
 
 
-def rank_layer_ranges(stage_layers: list[int], stage: int, vpp: int = 1) -> list[range]:
+def rank_layer_ranges(stage_layers: list[int], stage: int, vpp: int = 1,
+                      chunks: list[int] | None = None) -> list[range]:
     """Global indices of the layers on pipeline rank `stage`, one range per virtual chunk. Chunks are dealt
     round-robin: virtual stage v of rank r is model chunk v * pp + r (megatron-core
-    pipeline_parallel_layer_layout.py; torchtitan's "loop" stage placement), each rank's layers split by
-    costmodels.pipeline.chunk_layers (larger chunks first)."""
+    pipeline_parallel_layer_layout.py; torchtitan's "loop" stage placement), each rank's chunks as
+    costmodels.pipeline.rank_chunks sizes them (`chunks`, Layout.chunk_layers, else larger chunks first)."""
     if vpp == 1:
         return [stage_layer_indices(stage_layers, stage)]
-    sizes = [chunk_layers(n, vpp) for n in stage_layers]
+    sizes = rank_chunks(stage_layers, vpp, chunks)
     out, start = [], 0
     for v in range(vpp):
         for r, rank_sizes in enumerate(sizes):
@@ -216,22 +217,24 @@ def rank_layer_ranges(stage_layers: list[int], stage: int, vpp: int = 1) -> list
     return out
 
 
-def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int, vpp: int = 1) -> tuple[int, int]:
+def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int, vpp: int = 1,
+                    chunks: list[int] | None = None) -> tuple[int, int]:
     """(MoE layers, dense layers) on pipeline rank `stage` with `vpp` virtual chunks (rank_layer_ranges)."""
     if not m.is_moe:
         return 0, stage_layers[stage]
-    n_moe = sum(m.moe_layers_in(idx.start, idx.stop) for idx in rank_layer_ranges(stage_layers, stage, vpp))
+    ranges = rank_layer_ranges(stage_layers, stage, vpp, chunks)
+    n_moe = sum(m.moe_layers_in(idx.start, idx.stop) for idx in ranges)
     return n_moe, stage_layers[stage] - n_moe
 
 
 def rank_moe_layers(m: ModelSpec, stage_layers: list[int], vpp: int = 1) -> list[int]:
-    """MoE layers on every pipeline rank at once (stage_layer_mix of each rank), walking the model's chunks in
-    order once, and with a dense prefix alone only as far as the prefix: what a search pricing many splits
-    calls."""
+    """MoE layers on every pipeline rank at once (stage_layer_mix of each rank, chunks as chunk_layers sizes
+    them), walking the model's chunks in order once, and with a dense prefix alone only as far as the prefix:
+    what a search pricing many splits calls."""
     pp, start = len(stage_layers), 0
     if not m.is_moe:
         return [0] * pp
-    sizes = [chunk_layers(n, vpp) for n in stage_layers] if vpp > 1 else [[n] for n in stage_layers]
+    sizes = rank_chunks(stage_layers, vpp) if vpp > 1 else [[n] for n in stage_layers]
     if m.moe_layer_period == 1:
         dense, k = [0] * pp, m.first_k_dense_layers
         for v in range(vpp):
@@ -254,16 +257,16 @@ def _scaled(count: ParamCount, n: int) -> ParamCount:
 
 
 def local_stage_params(m: ModelSpec, stage_layers: list[int], stage: int, tp: int, ep: int, etp: int,
-                       seq_length: int, vpp: int = 1) -> ParamCount:
+                       seq_length: int, vpp: int = 1, chunks: list[int] | None = None) -> ParamCount:
     """Parameters held by one GPU of pipeline rank `stage`.
 
     The first rank adds the embedding (vocabulary split by tp; a learned position table is
     replicated), the last rank the final norm, the output layer and any multi-token prediction
     modules. With tied embeddings and pp > 1 the last rank keeps its own copy of the embedding for
     the output layer, as Megatron does. With `vpp` virtual chunks the rank's layers are its round-robin chunks
-    (rank_layer_ranges).
+    (rank_layer_ranges; `chunks`: Layout.chunk_layers).
     """
-    n_moe, n_dense = stage_layer_mix(m, stage_layers, stage, vpp)
+    n_moe, n_dense = stage_layer_mix(m, stage_layers, stage, vpp, chunks)
     count = ParamCount()
     if n_dense:
         count = count + _scaled(local_layer_params(m, False, tp, ep, etp), n_dense)

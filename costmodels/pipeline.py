@@ -46,10 +46,21 @@ def chunk_layers(layers: int, vpp: int) -> list[int]:
     return [base + 1] * extra + [base] * (vpp - extra)
 
 
-def chunk_excess_layers(stage_layers: list[int], vpp: int) -> list[float]:
-    """Per rank, layers by which its largest chunk exceeds the even share: ceil(n_i / v) - n_i / v
-    (0 when v divides n_i). Times the slowest layer's seconds, the rank's extra bubble."""
-    return [math.ceil(n / vpp) - n / vpp for n in stage_layers]
+def rank_chunks(stage_layers: list[int], vpp: int, chunks: list[int] | None = None) -> list[list[int]]:
+    """Each rank's virtual chunks, first to last: from `chunks` (Layout.chunk_layers: model order, entry
+    j * pp + r is chunk j of rank r, as Megatron's --pipeline-model-parallel-layout lists them) when given,
+    else chunk_layers of each rank's layers."""
+    if chunks is None:
+        return [chunk_layers(n, vpp) for n in stage_layers]
+    pp = len(stage_layers)
+    return [chunks[r::pp] for r in range(pp)]
+
+
+def chunk_excess_layers(stage_layers: list[int], vpp: int, chunks: list[int] | None = None) -> list[float]:
+    """Per rank, layers by which its largest chunk exceeds the even share: max chunk - n_i / v (ceil(n_i / v) -
+    n_i / v for chunk_layers' split; 0 when v divides n_i evenly). Times the slowest layer's seconds, the
+    rank's extra bubble."""
+    return [max(sizes) - n / vpp for n, sizes in zip(stage_layers, rank_chunks(stage_layers, vpp, chunks))]
 
 
 def bubble_share(pp: int, num_microbatches: int, vpp: int = 1) -> float:

@@ -66,7 +66,8 @@ def reductions(c: Context) -> int:
 
 def _stage_params(c: Context, stage: int) -> ParamCount:
     lay = c.lay
-    return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq, lay.vpp)
+    return local_stage_params(c.model, lay.stage_layers, stage, lay.tp, lay.ep, lay.etp, c.x.seq, lay.vpp,
+                              lay.chunk_layers)
 
 
 def expert_dp_size(c: Context) -> int:
@@ -227,7 +228,7 @@ def chunk_excess_s(c: Context) -> list[float]:
     if lay.vpp <= 1:
         return [0.0] * lay.pp
     slowest = max(t.total_s for t in _layer_times(c))
-    return [slowest * e for e in chunk_excess_layers(lay.stage_layers, lay.vpp)]
+    return [slowest * e for e in chunk_excess_layers(lay.stage_layers, lay.vpp, lay.chunk_layers)]
 
 
 def model_flops_per_step(c: Context) -> tuple[float, float]:

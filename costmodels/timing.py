@@ -273,7 +273,7 @@ def mtp_time(c: Context) -> MicroTime:
 
 def stage_time(c: Context, stage: int) -> MicroTime:
     """One micro-batch through pipeline rank `stage`, forward + backward."""
-    n_moe, n_dense = stage_layer_mix(c.model, c.lay.stage_layers, stage, c.lay.vpp)
+    n_moe, n_dense = stage_layer_mix(c.model, c.lay.stage_layers, stage, c.lay.vpp, c.lay.chunk_layers)
     t = MicroTime()
     if n_dense:
         t = t + layer_time(c, False).scaled(n_dense)

@@ -91,7 +91,7 @@ def _compare(prob, plan: ExportPlan) -> list[str]:
     except Exception as err:  # LayoutError or SpecError: report, don't raise
         return [f"the exported layout does not resolve: {err}"]
     keys = ("tp", "sp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs", "recompute", "recompute_modules", "stage_layers",
-            "num_microbatches")
+            "chunk_layers", "num_microbatches")
     out = [f"{k}={getattr(lay, k)} but the plan has {getattr(plan.layout, k)}"
            for k in keys if getattr(lay, k) != getattr(plan.layout, k)]
     if prob.train.global_batch_size != plan.train.global_batch_size:

@@ -130,6 +130,8 @@ def layout_string(lay: Layout) -> str:
         text += f",recompute_modules={':'.join(lay.recompute_modules)}"
     if lay.recompute_num_layers:
         text += f",recompute_num_layers={lay.recompute_num_layers},recompute_method={lay.recompute_method}"
+    if lay.chunk_layers is not None:
+        text += f",chunk_layers={':'.join(str(n) for n in lay.chunk_layers)}"
     return text
 
 

@@ -161,7 +161,7 @@ def load_cluster(arg: str, nodes: Optional[int] = None, gpus: Optional[int] = No
 
 def parse_layout(text: str) -> Layout:
     """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout; lists
-    (stage_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
+    (stage_layers, chunk_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
     data: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
@@ -181,7 +181,7 @@ def _layout_value(key: str, value: str) -> Any:
         return value
     if key == "recompute_modules":
         return [v for v in value.replace(" ", ":").split(":") if v]
-    if key == "stage_layers":
+    if key in ("stage_layers", "chunk_layers"):
         return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]
     if key == "sp" and value.lower() in ("true", "false", "on", "off"):
         return value.lower() in ("true", "on")

@@ -187,6 +187,9 @@ def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[
     if not split_runs(fw, lay):
         why.append(f"stage_layers={','.join(map(str, lay.stage_layers))}: {name}'s partitioner "
                    f"({fw.stage_split}) does not build this split")
+    if getattr(lay, "chunk_layers", None) is not None and name != "megatron":
+        why.append(f"chunk_layers={','.join(map(str, lay.chunk_layers))}: only Megatron's "
+                   "--pipeline-model-parallel-layout sizes virtual stages so")
     return why
 
 

@@ -39,9 +39,10 @@ TIE_REL = 1e-3  # step times within 0.1% of the optimum count as equal (module d
 
 
 def needs_split(model: ModelSpec, layout: Layout) -> bool:
-    """True when the layout gives no stage_layers and pp does not divide the layers (otherwise the
-    uniform split stands, as before)."""
-    return layout.stage_layers is None and layout.pp > 1 and model.num_layers % layout.pp != 0
+    """True when the layout gives neither stage_layers nor chunk_layers (which sets them) and pp does not
+    divide the layers (otherwise the uniform split stands, as before)."""
+    return (layout.stage_layers is None and layout.chunk_layers is None and layout.pp > 1
+            and model.num_layers % layout.pp != 0)
 
 
 def complete(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: Layout) -> tuple[Layout, bool]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from costmodels.memory import memory_train
 
-from costmodels.pipeline import chunk_layers
+from costmodels.pipeline import rank_chunks
 from costmodels.layer_comm import tp_overlap_applies
 from costmodels.moe_timing import ep_overlap_applies
 from planner.exporters.common import (
@@ -161,6 +161,8 @@ def stage_args(plan: ExportPlan) -> list:
     stages = lay.stage_layers
     if lay.pp == 1:
         return []
+    if lay.chunk_layers is not None:  # chunks sized otherwise than chunk_layers: only the layout states them
+        return [("--pipeline-model-parallel-layout", layout_string(stages, lay.vpp, lay.chunk_layers))]
     even_chunks = all(n % lay.vpp == 0 for n in stages)
     if plan.uniform_stages and even_chunks:
         if lay.vpp > 1:
@@ -186,12 +188,12 @@ def uneven_ends(stages: list[int]):
     return None
 
 
-def layout_string(stages: list[int], vpp: int) -> str:
+def layout_string(stages: list[int], vpp: int, chunks: list[int] | None = None) -> str:
     """Megatron's --pipeline-model-parallel-layout: virtual stage v of rank r is entry v*pp + r
     (megatron/core/transformer/pipeline_parallel_layer_layout.py); a rank's chunks as
-    costmodels.pipeline.chunk_layers sizes them (larger first)."""
+    costmodels.pipeline.rank_chunks sizes them (Layout.chunk_layers, else larger first)."""
     pp = len(stages)
-    sizes = [chunk_layers(n, vpp) for n in stages]
+    sizes = rank_chunks(stages, vpp, chunks)
     chunks = []
     for v in range(vpp):
         for r in range(pp):

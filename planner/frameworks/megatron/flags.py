@@ -227,10 +227,12 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
             "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}
-    stages, vpp = stage_split(a, model["num_layers"], pp)
+    stages, vpp, chunks = stage_split(a, model["num_layers"], pp)
     data["vpp"] = vpp
     if stages is not None:
         data["stage_layers"] = stages
+    if chunks is not None:
+        data["chunk_layers"] = chunks
     return data
 
 

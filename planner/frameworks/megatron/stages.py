@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Optional
 
+from costmodels.pipeline import rank_chunks
 from planner.errors import UserError
 
 if TYPE_CHECKING:
@@ -20,8 +21,9 @@ VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stage
                  "--pipeline-model-parallel-layout")
 
 
-def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int]:
-    """(layers per pipeline rank or None for an even split, virtual stages per rank)."""
+def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int, Optional[list[int]]]:
+    """(layers per pipeline rank or None for an even split, virtual stages per rank, layers per virtual stage in
+    model order where a layout string sizes them otherwise than costmodels.pipeline.chunk_layers, else None)."""
     given = [f for f in VIRTUAL_FLAGS if a.has(f)]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: Megatron accepts only one of them")
@@ -36,7 +38,7 @@ def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[in
         vpp = layers // pp // per
     elif a.has("--num-virtual-stages-per-pipeline-rank"):
         vpp = a.int("--num-virtual-stages-per-pipeline-rank")
-    return uneven_stages(a, layers, pp), vpp
+    return uneven_stages(a, layers, pp), vpp, None
 
 
 def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
@@ -64,8 +66,9 @@ def _repeat(part: str, times: str, text: str) -> str:
     return part * int(times)
 
 
-def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
-    """Per-rank layer counts and vpp from a --pipeline-model-parallel-layout string."""
+def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int, Optional[list[int]]]:
+    """Per-rank layer counts, vpp and, where they are not chunk_layers' even split (larger chunks first), the
+    layers of each virtual stage in model order, from a --pipeline-model-parallel-layout string."""
     flat = text.replace(",", "").replace(" ", "")
     for pattern in (r"\(([^)]+)\)\*([0-9]+)", r"(.)\*([0-9]+)"):
         flat = re.sub(pattern, lambda m: _repeat(m.group(1), m.group(2), text), flat)
@@ -76,4 +79,6 @@ def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int]:
         raise UserError(f"--pipeline-model-parallel-layout {text!r}: needs E first, L last, {layers} t's and a "
                         f"multiple of pp={pp} stages separated by '|'")
     vpp = len(chunks) // pp
-    return [sum(chunks[v * pp + r].count("t") for v in range(vpp)) for r in range(pp)], vpp
+    sizes = [chunk.count("t") for chunk in chunks]
+    stages = [sum(sizes[r::pp]) for r in range(pp)]
+    return stages, vpp, (None if vpp == 1 or rank_chunks(stages, vpp) == rank_chunks(stages, vpp, sizes) else sizes)
