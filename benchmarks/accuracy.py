@@ -224,9 +224,9 @@ shipped GPU and stack profiles. Step time predicted by `costmodels` against publ
   (docs/accuracy-test.md), and its numbers are never tuned on.
 vTrain is split by whole model-size blocks (the old alternating rows measured interpolation).
 A regime is stack / sharding (ddp, zero1-2, zero3, hsdp) / scale (<=64, <=512, >512 GPUs) /
-GPU generation (ampere, hopper, blackwell, volta). The band an estimate prints (`Estimate.uncertainty`) is the 90% split-conformal
-quantile (benchmarks/uncertainty_table.py band_quantile) of the out-of-sample
-errors of its regime: validation rows and the rows each leave-one-regime-out fold predicted after
+GPU generation (ampere, hopper, blackwell, volta). The band an estimate prints (`Estimate.uncertainty`) is the
+90% split-conformal quantile (benchmarks/uncertainty_table.py band_quantile) of the out-of-sample errors of its
+regime: validation rows and the rows each leave-one-regime-out fold predicted after
 refitting without them; a GPU generation a stack has no rows on takes the leave-one-GPU-generation-out
 band (basis says so). The vTrain-multi max target is retired: rows 17 and 19 (3.6B GPT on 64 A100,
 micro-batch 64 against 16) conflict, and no subadditive time model gets both within 32.5%; the

@@ -37,7 +37,8 @@ def band_quantile(signed: list[float], level: float = BAND_LEVEL) -> float:
     return errs[min(len(errs), math.ceil(level * (len(errs) + 1))) - 1]
 
 
-def _entry(summary: dict, signed: list[float]) -> dict:
+def _entry(signed: list[float], summarize) -> dict:
+    summary = summarize(signed)
     return {"rows": summary["n"], "mean": round(summary["mean"], 4), "p50": round(summary["median"], 4),
             "p90": round(band_quantile(signed), 4), "bias": round(summary["bias"], 4)}
 
@@ -65,12 +66,12 @@ def held_out_by_stack(samples, loro: dict, summary_errs) -> tuple[dict[str, dict
         for key in keys:
             parts.setdefault(stack, {}).setdefault(key, []).append(err)
     every_errs = [e for _, e in samples]
-    every = _entry(summary_errs(every_errs), every_errs) if samples else None
+    every = _entry(every_errs, summary_errs) if samples else None
     gen_errs = [x["predicted_s"] / x["measured_s"] - 1 for name, res in loro.items() if name.startswith("gpu:")
                 for x in res["rows"]]
-    extra = {**({"loro:gpu-generation": _entry(summary_errs(gen_errs), gen_errs)} if gen_errs else {}),
+    extra = {**({"loro:gpu-generation": _entry(gen_errs, summary_errs)} if gen_errs else {}),
              **({"all-stacks": every} if every else {})}
-    return {stack: {**{k: _entry(summary_errs(v), v) for k, v in sorted(keyed.items())}, **extra}
+    return {stack: {**{k: _entry(v, summary_errs) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 
 

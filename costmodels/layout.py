@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from costmodels.errors import SpecError
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import MAX_LAYERS, ModelSpec
+from costmodels.pipeline import stages_of_chunks
 from costmodels.train_spec import TrainSpec
 
 MAX_DEGREE = 1_000_000
@@ -220,7 +221,7 @@ def _chunk_stages(lay: Layout) -> Optional[list[int]]:
     chunks = lay.chunk_layers
     if chunks is None or len(chunks) != lay.pp * lay.vpp:
         return None
-    return [sum(chunks[r::lay.pp]) for r in range(lay.pp)]
+    return stages_of_chunks(chunks, lay.pp)
 
 
 def _chunk_problems(lay: Layout, stages: list[int]) -> list[str]:

@@ -159,7 +159,7 @@ def stage_activation_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stag
     return (per_mb - offloaded) * inflight + buffer + working + last_chunk_bytes(model, x, lay, stage)
 
 
-def paired_forward_bytes(model: ModelSpec, x, train: TrainSpec, lay: Layout) -> float:
+def paired_forward_bytes(model: ModelSpec, x: act.ActShape, train: TrainSpec, lay: Layout) -> float:
     """Under Megatron-Core's all-to-all overlap (moe_timing.ep_overlap_applies), the activations of one MoE layer
     of the paired micro-batch, beside the micro-batches in flight: the combined 1F1B step runs forward layer i
     of one micro-batch with backward layer L-1-i of another and releases the backward layer's state only after

@@ -213,7 +213,7 @@ class ModelSpec(BaseModel):
             return 0
         stop = max(0, stop)
         low = min(max(start, self.first_k_dense_layers, 0), stop)
-        return _periodic_below(stop, self.moe_layer_period, self.moe_layer_offset) - _periodic_below(
+        return periodic_below(stop, self.moe_layer_period, self.moe_layer_offset) - periodic_below(
             low, self.moe_layer_period, self.moe_layer_offset)
 
     @property
@@ -285,7 +285,7 @@ def _check_mla(m: "ModelSpec") -> None:
                          f"{m.mla.qk_head_dim}")
 
 
-def _periodic_below(stop: int, period: int, offset: int) -> int:
+def periodic_below(stop: int, period: int, offset: int) -> int:
     """How many i in 0 .. stop - 1 have i % period == offset (stop >= 0, 0 <= offset < period)."""
     return (stop - offset + period - 1) // period
 

@@ -199,22 +199,25 @@ def stage_layer_indices(stage_layers: list[int], stage: int) -> range:
     return range(start, start + stage_layers[stage])
 
 
-def rank_layer_ranges(stage_layers: list[int], stage: int, vpp: int = 1,
-                      chunks: list[int] | None = None) -> list[range]:
-    """Global indices of the layers on pipeline rank `stage`, one range per virtual chunk. Chunks are dealt
-    round-robin: virtual stage v of rank r is model chunk v * pp + r (megatron-core
-    pipeline_parallel_layer_layout.py; torchtitan's "loop" stage placement), each rank's chunks as
-    costmodels.pipeline.rank_chunks sizes them (`chunks`, Layout.chunk_layers, else larger chunks first)."""
-    if vpp == 1:
-        return [stage_layer_indices(stage_layers, stage)]
-    sizes = rank_chunks(stage_layers, vpp, chunks)
-    out, start = [], 0
+def _chunk_spans(stage_layers: list[int], vpp: int, chunks: list[int] | None = None):
+    """(rank, first layer, layers) of every virtual chunk in model order: chunk j of rank r is the model's
+    (j * pp + r)-th (megatron-core pipeline_parallel_layer_layout.py; torchtitan's "loop" stage placement),
+    each rank's chunks as costmodels.pipeline.rank_chunks sizes them (`chunks`, Layout.chunk_layers, else
+    larger chunks first)."""
+    sizes = rank_chunks(stage_layers, vpp, chunks) if vpp > 1 else [[n] for n in stage_layers]
+    start = 0
     for v in range(vpp):
         for r, rank_sizes in enumerate(sizes):
-            if r == stage:
-                out.append(range(start, start + rank_sizes[v]))
+            yield r, start, rank_sizes[v]
             start += rank_sizes[v]
-    return out
+
+
+def rank_layer_ranges(stage_layers: list[int], stage: int, vpp: int = 1,
+                      chunks: list[int] | None = None) -> list[range]:
+    """Global indices of the layers on pipeline rank `stage`, one range per virtual chunk (_chunk_spans)."""
+    if vpp == 1:
+        return [stage_layer_indices(stage_layers, stage)]
+    return [range(start, start + n) for r, start, n in _chunk_spans(stage_layers, vpp, chunks) if r == stage]
 
 
 def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int, vpp: int = 1,
@@ -229,27 +232,20 @@ def stage_layer_mix(m: ModelSpec, stage_layers: list[int], stage: int, vpp: int 
 
 def rank_moe_layers(m: ModelSpec, stage_layers: list[int], vpp: int = 1) -> list[int]:
     """MoE layers on every pipeline rank at once (stage_layer_mix of each rank, chunks as chunk_layers sizes
-    them), walking the model's chunks in order once, and with a dense prefix alone only as far as the prefix:
-    what a search pricing many splits calls."""
-    pp, start = len(stage_layers), 0
+    them), in one walk over the model's chunks, which a dense prefix alone ends at the prefix: what a search
+    pricing many splits calls."""
+    pp = len(stage_layers)
     if not m.is_moe:
         return [0] * pp
-    sizes = rank_chunks(stage_layers, vpp) if vpp > 1 else [[n] for n in stage_layers]
-    if m.moe_layer_period == 1:
-        dense, k = [0] * pp, m.first_k_dense_layers
-        for v in range(vpp):
-            for r in range(pp):
-                if start >= k:
-                    return [n - d for n, d in zip(stage_layers, dense)]
-                dense[r] += min(start + sizes[r][v], k) - start
-                start += sizes[r][v]
-        return [n - d for n, d in zip(stage_layers, dense)]
-    out = [0] * pp
-    for v in range(vpp):
-        for r in range(pp):
-            out[r] += m.moe_layers_in(start, start + sizes[r][v])
-            start += sizes[r][v]
-    return out
+    k, moe, dense = m.first_k_dense_layers, [0] * pp, [0] * pp
+    for r, start, n in _chunk_spans(stage_layers, vpp):
+        if m.moe_layer_period > 1:
+            moe[r] += m.moe_layers_in(start, start + n)
+        elif start >= k:  # a dense prefix alone: every layer from here on is MoE
+            break
+        else:
+            dense[r] += min(start + n, k) - start
+    return moe if m.moe_layer_period > 1 else [n - d for n, d in zip(stage_layers, dense)]
 
 
 def _scaled(count: ParamCount, n: int) -> ParamCount:

@@ -23,8 +23,6 @@ the simulated span; the even-chunk formula underestimates such splits by up to 7
 
 from __future__ import annotations
 
-import math
-
 
 def pipeline_span_s(stage_s: list[float], num_microbatches: int, vpp: int = 1,
                     chunk_excess_s: list[float] | None = None) -> float:
@@ -54,6 +52,11 @@ def rank_chunks(stage_layers: list[int], vpp: int, chunks: list[int] | None = No
         return [chunk_layers(n, vpp) for n in stage_layers]
     pp = len(stage_layers)
     return [chunks[r::pp] for r in range(pp)]
+
+
+def stages_of_chunks(chunks: list[int], pp: int) -> list[int]:
+    """Layers per rank of virtual chunks listed in model order (rank r holds entries r, r + pp, ...)."""
+    return [sum(chunks[r::pp]) for r in range(pp)]
 
 
 def chunk_excess_layers(stage_layers: list[int], vpp: int, chunks: list[int] | None = None) -> list[float]:

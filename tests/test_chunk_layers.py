@@ -94,6 +94,7 @@ def test_chunk_layers_checks_and_framework_rules():
     from planner.search.stage_split import needs_split  # noqa: PLC0415
 
     odd = gpt(256, 4, layers=9)  # pp 2 does not divide 9 layers: without chunk_layers the search picks a split
-    assert needs_split(odd, Layout(pp=2, vpp=2)) and not needs_split(odd, Layout(pp=2, vpp=2, chunk_layers=[1, 3, 2, 3]))
+    assert needs_split(odd, Layout(pp=2, vpp=2))
+    assert not needs_split(odd, Layout(pp=2, vpp=2, chunk_layers=[1, 3, 2, 3]))
     with pytest.raises(UserError, match="chunk_layers"):
         parse_layout("pp=2,vpp=2,chunk_layers=1:x")

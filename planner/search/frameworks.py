@@ -162,12 +162,27 @@ def runners(lay: Any, train: TrainSpec) -> list[str]:
     return out
 
 
-def split_runs(fw: FrameworkCaps, lay: Any) -> bool:
-    """The layout's stage split is one `fw`'s partitioner builds (any split where it takes counts)."""
+CHUNK_SIZERS = ("megatron",)  # whose files state each virtual stage's layers (--pipeline-model-parallel-layout)
+
+
+def split_refusal(fw: FrameworkCaps, lay: Any) -> str:
+    """Why `fw`'s partitioner does not build the layout's stage split or virtual-stage sizes, or ''."""
+    chunks = getattr(lay, "chunk_layers", None)  # a search Candidate has none: even chunks
+    if chunks is not None and fw.name not in CHUNK_SIZERS:
+        return (f"chunk_layers={','.join(map(str, chunks))}: only Megatron's --pipeline-model-parallel-layout "
+                "sizes virtual stages so")
     splitter = SPLITTERS.get(fw.stage_split)
     if lay.pp == 1 or splitter is None or not lay.stage_layers:
-        return True
-    return tuple(lay.stage_layers) in splitter(sum(lay.stage_layers), lay.pp, lay.vpp)
+        return ""
+    if tuple(lay.stage_layers) in splitter(sum(lay.stage_layers), lay.pp, lay.vpp):
+        return ""
+    return (f"stage_layers={','.join(map(str, lay.stage_layers))}: {fw.name}'s partitioner "
+            f"({fw.stage_split}) does not build this split")
+
+
+def split_runs(fw: FrameworkCaps, lay: Any) -> bool:
+    """The layout's stage split is one `fw`'s partitioner builds (any split where it takes counts)."""
+    return not split_refusal(fw, lay)
 
 
 def export_format(fw: Optional[FrameworkCaps], fmt: Optional[str], default: str) -> str:
@@ -183,14 +198,8 @@ def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[
     if name is None or name not in FRAMEWORKS:
         return []
     fw = hp.load_framework(name)
-    why = refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap)
-    if not split_runs(fw, lay):
-        why.append(f"stage_layers={','.join(map(str, lay.stage_layers))}: {name}'s partitioner "
-                   f"({fw.stage_split}) does not build this split")
-    if getattr(lay, "chunk_layers", None) is not None and name != "megatron":
-        why.append(f"chunk_layers={','.join(map(str, lay.chunk_layers))}: only Megatron's "
-                   "--pipeline-model-parallel-layout sizes virtual stages so")
-    return why
+    split = split_refusal(fw, lay)
+    return refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap) + ([split] if split else [])
 
 
 def priced_frameworks(train: TrainSpec, stack_given: bool) -> list[tuple[FrameworkCaps, TrainSpec]]:

@@ -283,17 +283,10 @@ def objective_seconds(value: int) -> float:
 
 def stage_counts(model: ModelSpec, stage_layers: list[int], vpp: int = 1) -> list[tuple[int, int]]:
     """(n_dense, n_moe) of each stage: the dense prefix and any interleaving, over each rank's round-robin
-    virtual chunks when vpp > 1 (costmodels.params.stage_layer_mix; the search calls this per split, so the
-    common cases skip the chunk ranges)."""
+    virtual chunks when vpp > 1 (costmodels.params.rank_moe_layers; the search calls this per split, so a
+    model of one layer kind skips the walk)."""
     if not model.is_moe:
         return [(n, 0) for n in stage_layers]
     if model.first_k_dense_layers == 0 and model.moe_layer_period == 1:
         return [(0, n) for n in stage_layers]
-    if vpp > 1:
-        return [(n - moe, moe) for n, moe in zip(stage_layers, rank_moe_layers(model, stage_layers, vpp))]
-    out, start = [], 0
-    for n in stage_layers:
-        moe = model.moe_layers_in(start, start + n)
-        out.append((n - moe, moe))
-        start += n
-    return out
+    return [(n - moe, moe) for n, moe in zip(stage_layers, rank_moe_layers(model, stage_layers, vpp))]

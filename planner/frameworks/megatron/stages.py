@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Optional
 
-from costmodels.pipeline import rank_chunks
+from costmodels.pipeline import rank_chunks, stages_of_chunks
 from planner.errors import UserError
 
 if TYPE_CHECKING:
@@ -80,5 +80,5 @@ def layout_stages(text: str, layers: int, pp: int) -> tuple[list[int], int, Opti
                         f"multiple of pp={pp} stages separated by '|'")
     vpp = len(chunks) // pp
     sizes = [chunk.count("t") for chunk in chunks]
-    stages = [sum(sizes[r::pp]) for r in range(pp)]
+    stages = stages_of_chunks(sizes, pp)
     return stages, vpp, (None if vpp == 1 or rank_chunks(stages, vpp) == rank_chunks(stages, vpp, sizes) else sizes)
