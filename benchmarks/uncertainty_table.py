@@ -29,6 +29,7 @@ import math
 from benchmarks.stack_yaml import STACKS, read_profile, write_profile
 
 BAND_LEVEL = 0.9
+CONFORMAL_MIN_ROWS = 9  # smallest n whose conformal rank ceil(0.9 (n + 1)) is at most n
 
 
 def band_quantile(signed: list[float], level: float = BAND_LEVEL) -> float:

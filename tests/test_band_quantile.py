@@ -56,3 +56,15 @@ def test_stack_tables_print_the_conformal_band():
     for key in ("hopper/zero1-2/<=64", "hopper/*/*", "zero1-2/<=64", "*/*", "all-stacks"):
         assert table[key]["p90"] == 0.15, key
     assert extra["all-stacks"]["rows"] == 15
+
+
+def test_leave_one_out_coverage_leaves_each_sample_out_of_its_own_band():
+    """benchmarks/band_loo.py: ten errors of 1% and one of 50% in one regime. Left out, the 50% row meets the
+    band of the other ten (their largest, 1%) and is missed; each 1% row meets a band that holds the 50%
+    (the 10th smallest of 10 is 50%) and is covered. With the row itself in its band, all 11 would be."""
+    from benchmarks.band_loo import loo  # noqa: PLC0415
+
+    samples = [("st/zero1-2/<=64/hopper", 0.01)] * 10 + [("st/zero1-2/<=64/hopper", -0.5)]
+    out = loo(samples, {}, _summary)
+    assert [covered for covered, _, _ in out] == [True] * 10 + [False]
+    assert out[-1][1:] == (0.01, 10) and out[0][1:] == (0.5, 10)
