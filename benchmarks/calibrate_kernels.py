@@ -28,6 +28,10 @@ WAVES = Path(__file__).parent / "data" / "measured" / "gpu_waves_h100.csv"
 H100_SMS = 132  # NVIDIA H100 SXM5: 132 SMs (H100 Tensor Core GPU architecture whitepaper)
 H100_PEAK = {"gemm": 989e12, "gemm_fp8": 1979e12}
 H100_RIDGE = 989e12 / (3350e9 * 0.85)  # 16-bit peak over achieved HBM (hardware_profiles h100-sxm)
+# The same script's run on one H200 (2026-11-27): the H100's SMs and peaks, HBM3e at 4.8 TB/s
+# (hardware_profiles h200). Never fitted: printed beside the H100's errors as an out-of-sample check.
+H200 = Path(__file__).parent / "data" / "measured" / "gpu_kernels_h200.csv"
+H200_RIDGE = 989e12 / (4800e9 * 0.85)
 K_HALF_GRID = [2.0 ** (i / 4) for i in range(0, 49)]  # 1 .. 4096
 LAUNCH_GRID = [i * 1e-6 for i in range(0, 101, 2)]  # 0 .. 100 us
 # Below 2,048 keys the measured fwd+bwd is host-bound (512 keys took longer than 1,024: 0.43 vs 0.32 ms),
@@ -43,20 +47,21 @@ def _read(path: Path) -> tuple[dict, ...]:
         return tuple(csv.DictReader(f))
 
 
-def rows(kind: str) -> list[dict]:
+def rows(kind: str, path: Path = DATA) -> list[dict]:
     """The CSV rows of one kind without an error."""
-    return [r for r in _read(DATA) if r["kind"] == kind and not r["error"]]
+    return [r for r in _read(path) if r["kind"] == kind and not r["error"]]
 
 
-def gemm_errors(k_half: float, kind: str = "gemm", launch_s: float = 0.0) -> list[float]:
+def gemm_errors(k_half: float, kind: str = "gemm", launch_s: float = 0.0, path: Path = DATA,
+                ridge: float = H100_RIDGE) -> list[float]:
     """log(predicted / measured) time of each GEMM row of `kind` (CSV columns m, n, k); `launch_s` is the
     timing loop's fixed cost per call (host dispatch of one torch.mm, measured with the kernel), which
     the kernel model leaves out: in training, kernels launch asynchronously (timing.layer_overhead_s)."""
     gen = replace(GENERATIONS["hopper"], k_half=k_half)
     fp8 = kind == "gemm_fp8"
-    spec = KernelSpec(gen, H100_SMS, fp8=fp8, flops_per_byte=H100_RIDGE * (2 if fp8 else 1))
+    spec = KernelSpec(gen, H100_SMS, fp8=fp8, flops_per_byte=ridge * (2 if fp8 else 1))
     out = []
-    for r in rows(kind):
+    for r in rows(kind, path):
         m, n, k = float(r["m"]), float(r["n"]), float(r["k"])
         flops = 2 * m * n * k
         pred_s = flops / (gemm_kernel_efficiency(spec, m, k, n) * H100_PEAK[kind]) + launch_s
@@ -75,11 +80,11 @@ def wave_errors(k_half: float) -> list[float]:
     return out
 
 
-def attn_errors(seq_half: float, launch_s: float = 0.0) -> list[float]:
+def attn_errors(seq_half: float, launch_s: float = 0.0, path: Path = DATA) -> list[float]:
     """log(predicted / measured) time of causal fwd+bwd attention rows (`launch_s` as in gemm_errors)."""
     spec = KernelSpec(replace(GENERATIONS["hopper"], attn_half_seq=seq_half), H100_SMS)
     out = []
-    for r in rows("attn"):
+    for r in rows("attn", path):
         if r["pass"] != "fwd_bwd" or float(r["seq"]) < MIN_ATTN_SEQ:
             continue
         seq, bh = float(r["seq"]), float(r["batch"]) * float(r["heads"])
@@ -119,6 +124,9 @@ def main(argv: list[str]) -> int:
     print(_report("bf16 gemm across wave boundaries", wave_errors(gen.k_half)))
     print(_report("fp8 tensorwise gemm (not fitted)", gemm_errors(gen.k_half, "gemm_fp8", g_launch)))
     print(_report("attention fwd+bwd", attn_errors(gen.attn_half_seq, a_launch)))
+    for kind in ("gemm", "gemm_fp8"):
+        print(_report(f"H200 {kind} (out of sample)", gemm_errors(gen.k_half, kind, g_launch, H200, H200_RIDGE)))
+    print(_report("H200 attention fwd+bwd (out of sample)", attn_errors(gen.attn_half_seq, a_launch, H200)))
     if "--check" in argv:
         off = [k for k in ("k_half", "attn_half_seq") if abs(fitted[k] / getattr(gen, k) - 1) > 0.10]
         if off:
