@@ -225,10 +225,12 @@ shipped GPU and stack profiles. Step time predicted by `costmodels` against publ
 vTrain is split by whole model-size blocks (the old alternating rows measured interpolation).
 A regime is stack / sharding (ddp, zero1-2, zero3, hsdp) / scale (<=64, <=512, >512 GPUs) /
 GPU generation (ampere, hopper, blackwell, volta). The band an estimate prints (`Estimate.uncertainty`) is the
-90% split-conformal quantile (benchmarks/uncertainty_table.py band_quantile) of the out-of-sample errors of its
+split-conformal quantile (benchmarks/uncertainty_table.py band_quantile) of the out-of-sample errors of its
 regime: validation rows and the rows each leave-one-regime-out fold predicted after
-refitting without them; a GPU generation a stack has no rows on takes the leave-one-GPU-generation-out
-band (basis says so). The vTrain-multi max target is retired: rows 17 and 19 (3.6B GPT on 64 A100,
+refitting without them. Its nominal level, 0.91, is the smallest whose coverage reaches 90% when a whole
+group of rows (a data set and model, or a fold) is left out at a time, since rows of one block err together
+(benchmarks/band_loo.py: 89.7% at 0.90, 90.5% at 0.91). A GPU generation a stack has no rows on takes
+the leave-one-GPU-generation-out band (basis says so). The vTrain-multi max target is retired: rows 17 and 19 (3.6B GPT on 64 A100,
 micro-batch 64 against 16) conflict, and no subadditive time model gets both within 32.5%; the
 conflicting pairs are listed beside the bands.
 

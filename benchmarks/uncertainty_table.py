@@ -20,6 +20,14 @@ free predictive inference for regression", JASA 113, Theorem 2.1). The plug-in o
 accuracy tables print, the (floor(0.9 n) + 1)-th, covers (floor(0.9 n) + 1) / (n + 1) on average: 87.5% at
 n = 7 or 15. Below n = 9 the conformal rank exceeds n: the cap makes the band the largest error seen, which
 guarantees only n / (n + 1).
+
+The guarantee needs exchangeable errors, and rows of one sweep block or one source are not: they err
+together. A new family is covered less than a new row. Left out a whole group (data set and model, or a
+leave-one-regime-out fold) at a time, the nominal 0.9 band covers 89.7% of the 2,412 samples (vTrain's h2048
+blocks 80% and 84%). The step-time bands therefore take the nominal level STEP_LEVEL: the smallest of 0.90,
+0.91, ... whose leave-one-group-out coverage of these samples reaches BAND_LEVEL (benchmarks/band_loo.py
+calibrated_level; tests/test_band_quantile.py checks the constant against it). Kept in [0.90, 0.99]: 0.90 is
+the target itself, and a level above 0.99 would mean the bands cannot hold new families at all.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import math
 from benchmarks.stack_yaml import STACKS, read_profile, write_profile
 
 BAND_LEVEL = 0.9
+STEP_LEVEL = 0.91  # nominal level of the step-time bands (module docstring), in [0.90, 0.99]
 CONFORMAL_MIN_ROWS = 9  # smallest n whose conformal rank ceil(0.9 (n + 1)) is at most n
 
 
@@ -38,18 +47,25 @@ def band_quantile(signed: list[float], level: float = BAND_LEVEL) -> float:
     return errs[min(len(errs), math.ceil(level * (len(errs) + 1))) - 1]
 
 
-def _entry(signed: list[float], summarize) -> dict:
+def _entry(signed: list[float], summarize, level: float = STEP_LEVEL) -> dict:
     summary = summarize(signed)
     return {"rows": summary["n"], "mean": round(summary["mean"], 4), "p50": round(summary["median"], 4),
-            "p90": round(band_quantile(signed), 4), "bias": round(summary["bias"], 4)}
+            "p90": round(band_quantile(signed, level), 4), "bias": round(summary["bias"], 4)}
 
 
 def band_samples(rows, loro: dict) -> list[tuple[str, float]]:
     """(regime 'stack/sharding/scale/generation', signed error) of every out-of-sample prediction."""
-    out = [(r.regime, r.err) for r in rows if r.regime and r.role == "validation" and not r.excluded]
+    return [(regime, err) for regime, err, _ in grouped_samples(rows, loro)]
+
+
+def grouped_samples(rows, loro: dict) -> list[tuple[str, float, str]]:
+    """band_samples() with each sample's group: 'data set:model' for a validation row, 'loro:fold' for a
+    leave-one-regime-out row (the units whose errors move together)."""
+    out = [(r.regime, r.err, f"{r.dataset}:{r.model}") for r in rows
+           if r.regime and r.role == "validation" and not r.excluded]
     for name, res in loro.items():
         if not name.startswith("gpu:"):  # a generation left out entirely bands only unseen generations
-            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1) for x in res["rows"]]
+            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1, f"loro:{name}") for x in res["rows"]]
     return out
 
 
@@ -59,7 +75,7 @@ def _keys(regime: str) -> tuple[str, list[str]]:
                    f"{sharding}/{scale}", f"{sharding}/*", "*/*"]
 
 
-def held_out_by_stack(samples, loro: dict, summary_errs) -> tuple[dict[str, dict], dict | None]:
+def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEVEL) -> tuple[dict[str, dict], dict | None]:
     """({stack: {key: entry}}, the all-stacks entry) from band_samples()."""
     parts: dict[str, dict[str, list[float]]] = {}
     for regime, err in samples:
@@ -67,12 +83,12 @@ def held_out_by_stack(samples, loro: dict, summary_errs) -> tuple[dict[str, dict
         for key in keys:
             parts.setdefault(stack, {}).setdefault(key, []).append(err)
     every_errs = [e for _, e in samples]
-    every = _entry(every_errs, summary_errs) if samples else None
+    every = _entry(every_errs, summary_errs, level) if samples else None
     gen_errs = [x["predicted_s"] / x["measured_s"] - 1 for name, res in loro.items() if name.startswith("gpu:")
                 for x in res["rows"]]
-    extra = {**({"loro:gpu-generation": _entry(gen_errs, summary_errs)} if gen_errs else {}),
+    extra = {**({"loro:gpu-generation": _entry(gen_errs, summary_errs, level)} if gen_errs else {}),
              **({"all-stacks": every} if every else {})}
-    return {stack: {**{k: _entry(v, summary_errs) for k, v in sorted(keyed.items())}, **extra}
+    return {stack: {**{k: _entry(v, summary_errs, level) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 
 
