@@ -15,7 +15,9 @@ Steps (each a script that also runs on its own; a step that fails stops the run 
 4. memory    benchmarks/calibrate_memory.py, then benchmarks/memory_accuracy.py --write.
 5. accuracy  benchmarks/loro.py --no-cache (leave-one-regime-out refits, ~1 minute), then
              benchmarks/accuracy.py --write: docs/accuracy.md's time sections and every stack's held_out
-             bands; benchmarks/fit_verdicts.py --write (the fit-verdict section).
+             bands; benchmarks/band_loo.py --check (stops the run when the bands' nominal level,
+             uncertainty_table.STEP_LEVEL, is no longer the one leave-one-group-out coverage calibrates);
+             benchmarks/fit_verdicts.py --write (the fit-verdict section).
 6. examples  docs/examples/*.json re-planned with `parplan plan ... --save --force` (tests/test_examples_current.py).
 7. docs      benchmarks/accuracy.py --write again, so docs/accuracy.md quotes the profiles as finally written.
 Never run: `accuracy.py --final` (the frozen test split is reported by hand, not refitted on).
@@ -63,7 +65,7 @@ STEPS = {
     "stacks": lambda: [_py(str(BENCH / "calibrate.py"), "--write")],
     "memory": lambda: [_py(str(BENCH / "calibrate_memory.py")), _py(str(BENCH / "memory_accuracy.py"), "--write")],
     "accuracy": lambda: [_py(str(BENCH / "loro.py"), "--no-cache"), _py(str(BENCH / "accuracy.py"), "--write"),
-                         _py(str(BENCH / "fit_verdicts.py"), "--write")],
+                         _py(str(BENCH / "band_loo.py"), "--check"), _py(str(BENCH / "fit_verdicts.py"), "--write")],
     "examples": example_commands,
     "docs": lambda: [_py(str(BENCH / "accuracy.py"), "--write")],
 }
