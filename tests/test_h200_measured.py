@@ -93,8 +93,8 @@ def test_memory_peaks_are_the_same_bytes_on_an_h100_and_an_h200():
 def test_one_gpu_steps_are_priced_on_both_gpus():
     """benchmarks/single_gpu_steps.py, 12 eager steps: mean |error| 7.3% on the H100 and 6.6% on the H200 (max
     18.7% and 14.8%). Every step is faster on the H200, measured and priced; the priced speed-up (6-10%) is
-    below the measured one (9-16%) by 4 points on average: the H200's skinny and memory-bound kernels gain more
-    than the priced HBM ratio gives (test_the_kernel_model_carries_to_the_h200_through_its_spec_sheet)."""
+    below the measured one (9-16%) by 4 points on average. A candidate, not measured apart: the H200's skinny
+    GEMMs gain more than the model gives them (test_the_kernel_model_carries_to_the_h200_through_its_spec_sheet)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from single_gpu_steps import rows  # noqa: PLC0415
 
