@@ -253,14 +253,11 @@ def ordering_text(pairs) -> str:
 def coverage(samples, tables: dict) -> tuple[int, int]:
     """(covered, total): how many (regime, signed error) samples the printed p90 band of their regime
     covers, the band looked up as an estimate looks it up (costmodels.uncertainty.band)."""
-    from costmodels.stack import RegimeError
-    from costmodels.uncertainty import band
+    from uncertainty_table import printed_band
 
     hit = 0
     for regime, err in samples:
-        stack, sharding, scale, gen = regime.split("/")
-        held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
-        entry, _ = band(held, sharding, scale, gen)
+        entry, _ = printed_band(tables, regime)
         hit += entry is not None and abs(err) <= entry.p90
     return hit, len(samples)
 

@@ -30,19 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from costmodels.stack import RegimeError  # noqa: E402
-from costmodels.uncertainty import band  # noqa: E402
-from uncertainty_table import BAND_LEVEL, CONFORMAL_MIN_ROWS, STEP_LEVEL, held_out_by_stack  # noqa: E402
+from uncertainty_table import (BAND_LEVEL, STEP_LEVEL, conformal_min_rows, held_out_by_stack,  # noqa: E402
+                               printed_band)
 
 LEVELS = [round(0.90 + i / 100, 2) for i in range(10)]  # 0.90 .. 0.99
-
-
-def _printed(tables: dict, regime: str) -> tuple[RegimeError | None, int]:
-    """(the band an estimate in `regime` prints from `tables`, its own regime's rows)."""
-    stack, sharding, scale, gen = regime.split("/")
-    held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
-    own = held.get(f"{gen}/{sharding}/{scale}")
-    return band(held, sharding, scale, gen)[0], own.rows if own else 0
 
 
 def left_out(samples: list[tuple[str, float, str]], loro: dict, summarize, level: float = STEP_LEVEL,
@@ -55,7 +46,7 @@ def left_out(samples: list[tuple[str, float, str]], loro: dict, summarize, level
         rest = [(r, e) for i, (r, e, _) in enumerate(samples) if i not in inside]
         tables, _ = held_out_by_stack(rest, loro, summarize, level)
         for i in sorted(inside):
-            entry, rows = _printed(tables, samples[i][0])
+            entry, rows = printed_band(tables, samples[i][0])
             p90 = entry.p90 if entry else float("nan")
             out.append((entry is not None and abs(samples[i][1]) <= p90, p90, rows))
     return out
@@ -89,7 +80,8 @@ def main(argv: list[str]) -> int:
     if "--rows" in argv:
         rows = left_out(samples, loro, accuracy.summary_errs, STEP_LEVEL, by_group=False)
         print(line(f"one row at a time, nominal {STEP_LEVEL:.2f}", rows))
-        print(line(f"one row, own regime under {CONFORMAL_MIN_ROWS} rows", [r for r in rows if 0 < r[2] < CONFORMAL_MIN_ROWS]))
+        few = conformal_min_rows(STEP_LEVEL)
+        print(line(f"one row, own regime under {few} rows", [r for r in rows if 0 < r[2] < few]))
     level = calibrated_level(samples, loro, accuracy.summary_errs)
     print(f"\ncalibrated nominal level {level:.2f}; uncertainty_table.STEP_LEVEL {STEP_LEVEL:.2f}")
     return int("--check" in argv and level != STEP_LEVEL)

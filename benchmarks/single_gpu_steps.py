@@ -46,9 +46,15 @@ def _price_ms(row: dict, cluster_name: str) -> float:
     return estimate(model, cluster, train, lay).time.step_s * 1e3
 
 
+def _measured(name: str) -> dict[str, dict]:
+    """A measure_memory.py CSV's rows by configuration name."""
+    with (DATA / name).open() as f:
+        return {r["name"]: r for r in csv.DictReader(f)}
+
+
 def rows() -> list[tuple[str, float, float, float, float]]:
     """(config, measured H100 ms, priced H100 ms, measured H200 ms, priced H200 ms) per priced configuration."""
-    measured = {gpu: {r["name"]: r for r in csv.DictReader((DATA / name).open())} for gpu, (name, _) in GPUS.items()}
+    measured = {gpu: _measured(name) for gpu, (name, _) in GPUS.items()}
     out = []
     for name, row in measured["h100"].items():
         if row["mode"] not in PRICED_MODES or name not in measured["h200"]:

@@ -18,8 +18,8 @@ ceil(0.9 (n + 1))-th smallest, capped at the largest (`band_quantile`). A new ru
 falls inside it with probability at least 0.9 (Vovk, Gammerman & Shafer 2005; Lei et al. 2018, "Distribution-
 free predictive inference for regression", JASA 113, Theorem 2.1). The plug-in order statistic the
 accuracy tables print, the (floor(0.9 n) + 1)-th, covers (floor(0.9 n) + 1) / (n + 1) on average: 87.5% at
-n = 7 or 15. Below n = 9 the conformal rank exceeds n: the cap makes the band the largest error seen, which
-guarantees only n / (n + 1).
+n = 7 or 15. Below n = 9 (11 at the step bands' level below: conformal_min_rows) the conformal rank exceeds
+n: the cap makes the band the largest error seen, which guarantees only n / (n + 1).
 
 The guarantee needs exchangeable errors, and rows of one sweep block or one source are not: they err
 together. A new family is covered less than a new row. Left out a whole group (data set and model, or a
@@ -38,13 +38,29 @@ from benchmarks.stack_yaml import STACKS, read_profile, write_profile
 
 BAND_LEVEL = 0.9
 STEP_LEVEL = 0.91  # nominal level of the step-time bands (module docstring), in [0.90, 0.99]
-CONFORMAL_MIN_ROWS = 9  # smallest n whose conformal rank ceil(0.9 (n + 1)) is at most n
 
 
 def band_quantile(signed: list[float], level: float = BAND_LEVEL) -> float:
     """The split-conformal `level` quantile of |signed| (module docstring), as a fraction."""
     errs = sorted(abs(e) for e in signed)
     return errs[min(len(errs), math.ceil(level * (len(errs) + 1))) - 1]
+
+
+def conformal_min_rows(level: float) -> int:
+    """The smallest n whose conformal rank ceil(level (n + 1)) is at most n: 9 at 0.90, 11 at 0.91."""
+    return next(n for n in range(1, 10_000) if math.ceil(level * (n + 1)) <= n)
+
+
+def printed_band(tables: dict, regime: str):
+    """(the entry an estimate in `regime` prints from held_out_by_stack's `tables`, looked up as
+    costmodels.uncertainty.band looks it up, or None; the rows of the regime's own entry)."""
+    from costmodels.stack import RegimeError
+    from costmodels.uncertainty import band
+
+    stack, sharding, scale, gen = regime.split("/")
+    held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
+    own = held.get(f"{gen}/{sharding}/{scale}")
+    return band(held, sharding, scale, gen)[0], own.rows if own else 0
 
 
 def _entry(signed: list[float], summarize, level: float = STEP_LEVEL) -> dict:
@@ -75,7 +91,8 @@ def _keys(regime: str) -> tuple[str, list[str]]:
                    f"{sharding}/{scale}", f"{sharding}/*", "*/*"]
 
 
-def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEVEL) -> tuple[dict[str, dict], dict | None]:
+def held_out_by_stack(samples, loro: dict, summary_errs,
+                      level: float = STEP_LEVEL) -> tuple[dict[str, dict], dict | None]:
     """({stack: {key: entry}}, the all-stacks entry) from band_samples()."""
     parts: dict[str, dict[str, list[float]]] = {}
     for regime, err in samples:

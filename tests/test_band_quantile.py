@@ -92,3 +92,11 @@ def test_the_step_level_is_the_calibrated_one():
 
     assert 0.9 <= STEP_LEVEL <= 0.99
     assert band_loo.main(["--check"]) == 0
+
+
+def test_conformal_min_rows_hand_worked():
+    """ceil(0.9 x 10) = 9 <= 9 but ceil(0.9 x 9) = 9 > 8; at 0.91, ceil(0.91 x 12) = 11 <= 11 but
+    ceil(0.91 x 11) = 11 > 10."""
+    from benchmarks.uncertainty_table import conformal_min_rows  # noqa: PLC0415
+
+    assert conformal_min_rows(0.9) == 9 and conformal_min_rows(0.91) == 11

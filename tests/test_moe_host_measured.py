@@ -22,7 +22,8 @@ GAP_MS = {"qwen3-30b-a3b": 2.8, "gpt-oss-120b": 6.7}  # docs/moe.md: missing ms 
 RECIPE_PATH = {"qwen3-30b-a3b": "mcore_fp8", "gpt-oss-120b": "mcore"}  # Qwen3's recipe runs FP8, GPT-OSS's BF16
 PEAK = 989e12  # H100 SXM dense BF16, FLOP/s
 # (tokens, hidden, q heads, kv heads, head dim, local experts, rows per expert, expert ffn) as the script runs them
-SHAPES = {"qwen3-30b-a3b": (4096, 2048, 32, 4, 128, 8, 4096, 768), "gpt-oss-120b": (4096, 2880, 64, 8, 64, 16, 1024, 2880)}
+SHAPES = {"qwen3-30b-a3b": (4096, 2048, 32, 4, 128, 8, 4096, 768),
+          "gpt-oss-120b": (4096, 2880, 64, 8, 64, 16, 1024, 2880)}
 SPEC = KernelSpec(GENERATIONS["hopper"], 132, flops_per_byte=989e12 / (3350e9 * 0.85))
 
 
