@@ -64,7 +64,8 @@ class Row:
 
 
 def _regime(case, lay) -> str:
-    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus, case.cluster.gpu_profile.name)
+    return regime_key(case.train.stack_spec.regime_name, lay, case.cluster.num_gpus, case.cluster.gpu_profile.name,
+                      case.model.is_moe)
 
 
 def collect(final: bool = False, prof=None) -> list[Row]:

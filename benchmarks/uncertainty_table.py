@@ -7,10 +7,12 @@ test rows never enter. For every stack, entries keyed (costmodels.uncertainty.ba
 - 'generation/sharding/scale', 'generation/sharding/*', 'generation/*/*': the regime with its GPU
   generation (ampere, hopper, ...), so an A100 layout never borrows an H100 band;
 - 'sharding/scale', 'sharding/*', '*/*': any generation, for callers that give no GPU;
-- 'all-stacks': every stack's errors (the last fallback);
-- 'loro:gpu-generation': the errors of the folds that left a whole GPU generation out, the band of a
+- 'all-stacks': every stack's dense errors (the last fallback);
+- 'loro:gpu-generation': the dense errors of the folds that left a whole GPU generation out, the band of a
   generation the stack has no rows on (its nearest held-out regime). Those folds band nothing else: the
-  shipped profiles are fitted on rows of every generation a regime names.
+  shipped profiles are fitted on rows of every generation a regime names;
+- the same keys prefixed 'moe:' and 'all-stacks:moe' from the MoE samples alone (a regime ending in '/moe'):
+  an MoE estimate is banded by MoE rows, a dense one by dense rows (costmodels.uncertainty).
 Rows excluded from the bands (unknown hardware, accuracy.EXCLUDED) never count.
 
 An entry's `p90` (the band an estimate prints) is the split-conformal quantile of its n |errors|: the
@@ -35,6 +37,7 @@ from __future__ import annotations
 import math
 
 from benchmarks.stack_yaml import STACKS, read_profile, write_profile
+from costmodels.uncertainty import ALL_MOE, MOE_PREFIX, band, parse_regime
 
 BAND_LEVEL = 0.9
 STEP_LEVEL = 0.91  # nominal level of the step-time bands (module docstring), in [0.90, 0.99]
@@ -55,12 +58,11 @@ def printed_band(tables: dict, regime: str):
     """(the entry an estimate in `regime` prints from held_out_by_stack's `tables`, looked up as
     costmodels.uncertainty.band looks it up, or None; the rows of the regime's own entry)."""
     from costmodels.stack import RegimeError
-    from costmodels.uncertainty import band
 
-    stack, sharding, scale, gen = regime.split("/")
+    stack, sharding, scale, gen, moe = parse_regime(regime)
     held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
-    own = held.get(f"{gen}/{sharding}/{scale}")
-    return band(held, sharding, scale, gen)[0], own.rows if own else 0
+    own = held.get(f"{MOE_PREFIX if moe else ''}{gen}/{sharding}/{scale}")
+    return band(held, sharding, scale, gen, moe)[0], own.rows if own else 0
 
 
 def _entry(signed: list[float], summarize, level: float = STEP_LEVEL) -> dict:
@@ -86,9 +88,11 @@ def grouped_samples(rows, loro: dict) -> list[tuple[str, float, str]]:
 
 
 def _keys(regime: str) -> tuple[str, list[str]]:
-    stack, sharding, scale, gen = regime.split("/")
-    return stack, [f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*",
-                   f"{sharding}/{scale}", f"{sharding}/*", "*/*"]
+    """(stack, the held_out keys a sample of `regime` counts in): an MoE sample's are the 'moe:' keys only."""
+    stack, sharding, scale, gen, moe = parse_regime(regime)
+    keys = [f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*", f"{sharding}/{scale}", f"{sharding}/*",
+            "*/*"]
+    return stack, [MOE_PREFIX + k for k in keys] if moe else keys
 
 
 def held_out_by_stack(samples, loro: dict, summary_errs,
@@ -99,12 +103,13 @@ def held_out_by_stack(samples, loro: dict, summary_errs,
         stack, keys = _keys(regime)
         for key in keys:
             parts.setdefault(stack, {}).setdefault(key, []).append(err)
-    every_errs = [e for _, e in samples]
-    every = _entry(every_errs, summary_errs, level) if samples else None
+    dense = [e for regime, e in samples if not parse_regime(regime)[4]]
+    moe = [e for regime, e in samples if parse_regime(regime)[4]]
     gen_errs = [x["predicted_s"] / x["measured_s"] - 1 for name, res in loro.items() if name.startswith("gpu:")
-                for x in res["rows"]]
+                for x in res["rows"] if not parse_regime(x["regime"])[4]]
     extra = {**({"loro:gpu-generation": _entry(gen_errs, summary_errs, level)} if gen_errs else {}),
-             **({"all-stacks": every} if every else {})}
+             **({"all-stacks": _entry(dense, summary_errs, level)} if dense else {}),
+             **({ALL_MOE: _entry(moe, summary_errs, level)} if moe else {})}
     return {stack: {**{k: _entry(v, summary_errs, level) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 

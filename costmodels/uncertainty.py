@@ -13,6 +13,13 @@ generation the stack has no validation rows on takes the band that leaving a who
 out of the fit earned (`loro:gpu-generation`, benchmarks/loro.py): the error of its nearest
 held-out regime, said in `basis`. Without a GPU (old callers), or for a held_out table written
 without generations (a user's stack file), the generation-free 'sharding/scale' keys are used.
+
+Dense and MoE models are apart: an MoE model's regime ends in '/moe', and its band comes from MoE rows only
+(the 'moe:' entries: its regime, the same generation and sharding at any scale, the same generation, the
+stack's MoE rows, every stack's MoE rows), never from a dense regime beside it. MoE step times err in their
+own way (routing, dispatch, grouped GEMMs: docs/moe.md), so a dense band of 5% on a DeepSeek-V3 estimate, or
+an MoE recipe's -34% in a dense Llama band, told the user nothing true. A held_out table without MoE entries
+(a user's stack file) still bands an MoE model from its dense rows, and `basis` says so.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ MIN_ROWS = 5
 MAX_MEAN_ERROR = 0.15
 SCALES = ((64, "<=64"), (512, "<=512"))
 ANY = "*"
+MOE = "moe"
+MOE_PREFIX = "moe:"  # held_out keys of MoE rows: 'moe:hopper/zero1-2/<=64', 'moe:*/*'; and 'all-stacks:moe'
+ALL_MOE = "all-stacks:moe"
 
 
 def scale_class(num_gpus: int) -> str:
@@ -50,11 +60,20 @@ def gpu_generation(gpu_profile: str) -> str:
     return next((gen for prefix, gen in GENERATIONS if gpu_profile.startswith(prefix)), gpu_profile)
 
 
-def regime_key(stack: str, lay, num_gpus: int, gpu: str | None = None) -> str:
-    """'stack/sharding/scale/generation' ('stack/sharding/scale' when no GPU is given): the stack first,
-    so that the regime of the JSON contract still starts with the stack and its old form is a prefix."""
-    tail = f"/{gpu_generation(gpu)}" if gpu else ""
+def regime_key(stack: str, lay, num_gpus: int, gpu: str | None = None, moe: bool = False) -> str:
+    """'stack/sharding/scale/generation' ('stack/sharding/scale' when no GPU is given), with '/moe' last for
+    an MoE model: the stack first, so that the regime of the JSON contract still starts with the stack and
+    its old form is a prefix."""
+    tail = (f"/{gpu_generation(gpu)}" if gpu else "") + ("/moe" if moe else "")
     return f"{stack}/{sharding_class(lay)}/{scale_class(num_gpus)}{tail}"
+
+
+def parse_regime(regime: str) -> tuple[str, str, str, str | None, bool]:
+    """(stack, sharding, scale, generation or None, moe) of a regime_key() string."""
+    parts = regime.split("/")
+    moe = parts[-1] == MOE
+    stack, sharding, scale, *gen = parts[:-1] if moe else parts
+    return stack, sharding, scale, (gen[0] if gen else None), moe
 
 
 def validated(err: RegimeError) -> bool:
@@ -63,9 +82,12 @@ def validated(err: RegimeError) -> bool:
 
 
 def validated_regimes(stack: Stack) -> list[str]:
-    """The 'sharding/scale' regimes of `stack.held_out` that validate (fallback keys with ANY, or the
-    all-stacks entry, never do)."""
-    return sorted(k for k, e in stack.held_out.items() if ANY not in k and "/" in k and ":" not in k and validated(e))
+    """The regimes of `stack.held_out` that validate ('hopper/zero1-2/<=64', 'moe:hopper/zero1-2/<=64'; fallback
+    keys with ANY, the all-stacks entries and the leave-one-regime-out entries never do)."""
+    def own(key: str) -> bool:
+        bare = key.removeprefix(MOE_PREFIX)
+        return ANY not in bare and "/" in bare and ":" not in bare
+    return sorted(k for k, e in stack.held_out.items() if own(k) and validated(e))
 
 
 def _generation_band(held: dict, gen: str, sharding: str, scale: str) -> tuple[RegimeError | None, str]:
@@ -81,9 +103,30 @@ def _generation_band(held: dict, gen: str, sharding: str, scale: str) -> tuple[R
     return None, ""
 
 
-def band(held: dict, sharding: str, scale: str, gen: str | None = None) -> tuple[RegimeError | None, str]:
+def _moe_band(held: dict, sharding: str, scale: str, gen: str | None) -> tuple[RegimeError | None, str]:
+    """The MoE chain of band() (module docstring); (None, "") when the table has no MoE entries."""
+    own = [(f"{gen}/{sharding}/{scale}", "regime"),
+           (f"{gen}/{sharding}/{ANY}", "MoE rows of the same GPU generation, stack and sharding, any scale"),
+           (f"{gen}/{ANY}/{ANY}", "MoE rows of the same GPU generation and stack, any regime")] if gen else \
+          [(f"{sharding}/{scale}", "regime"), (f"{sharding}/{ANY}", "MoE rows of the stack and sharding, any scale")]
+    chain = [(MOE_PREFIX + k, why) for k, why in own + [(f"{ANY}/{ANY}", "the stack's MoE rows, any regime")]]
+    for key, why in chain + [(ALL_MOE, "every stack's MoE held-out rows")]:
+        if key in held and held[key].rows:
+            return held[key], why
+    return None, ""
+
+
+def band(held: dict, sharding: str, scale: str, gen: str | None = None,
+         moe: bool = False) -> tuple[RegimeError | None, str]:
     """(error entry, basis) of a regime in a stack's `held_out` table (module docstring); basis
-    "regime" only for the regime's own entry."""
+    "regime" only for the regime's own entry. An MoE model's band comes from MoE entries only, when the
+    table has any."""
+    if moe:
+        err, basis = _moe_band(held, sharding, scale, gen)
+        if err is not None:
+            return err, basis
+        err, basis = band(held, sharding, scale, gen)
+        return err, (f"{basis} (dense rows: this table has no MoE held-out rows)" if err is not None else basis)
     legacy = not any(k.count("/") == 2 for k in held)  # a table without generations (a user's stack file)
     err, basis = _generation_band(held, gen, sharding, scale) if gen and not legacy else (None, "")
     if err is None and (not gen or legacy):
@@ -97,12 +140,13 @@ def band(held: dict, sharding: str, scale: str, gen: str | None = None) -> tuple
     return err, basis
 
 
-def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None) -> UncertaintyOut:
-    """The error band of a layout's step time under `stack` on GPU profile `gpu` (module docstring)."""
+def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: bool = False) -> UncertaintyOut:
+    """The error band of a layout's step time under `stack` on GPU profile `gpu`, for a dense or an MoE
+    model (module docstring)."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
     legacy = not any(k.count("/") == 2 for k in stack.held_out)
-    key = regime_key(stack.regime_name, lay, num_gpus, None if legacy else gpu)
-    err, basis = band(stack.held_out, sharding, scale, gpu_generation(gpu) if gpu else None)
+    key = regime_key(stack.regime_name, lay, num_gpus, None if legacy else gpu, moe)
+    err, basis = band(stack.held_out, sharding, scale, gpu_generation(gpu) if gpu and not legacy else None, moe)
     if err is None:
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,
                               validated=False, basis=basis)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from costmodels.uncertainty import parse_regime
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 accuracy = pytest.importorskip("accuracy")
 
@@ -149,6 +151,6 @@ def test_fitting_validation_and_test_sets_are_disjoint_and_cover_every_row(froze
 def test_every_regime_that_can_spare_rows_has_test_rows(frozen):
     """A GPU generation x framework the data covers with >= 5 rows keeps some for the test split."""
     final = accuracy.collect(final=True)
-    test = {r.regime.split("/")[-1] + "/" + r.regime.split("/")[0] for r in final if r.role == "test" and r.regime}
+    test = {f"{parse_regime(r.regime)[3]}/{parse_regime(r.regime)[0]}" for r in final if r.role == "test" and r.regime}
     for key in ("ampere/megatron-2021", "hopper/torchtitan", "hopper/megatron-core", "hopper/automodel"):
         assert key in test, key

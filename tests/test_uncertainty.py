@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from helpers import cluster, gpt
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hardware_profiles as hp
 from costmodels.estimate import estimate
@@ -103,3 +105,53 @@ def test_validated_only_asks_the_band_of_the_plans_own_gpu_generation():
     for gpu, want in answers.items():
         assert validated_filter(stack, 256, gpu)(lay) is want, gpu
     assert len(set(answers.values())) == 2  # the generations disagree: the GPU decides
+
+
+def test_an_moe_model_is_banded_by_moe_rows_and_a_dense_one_by_dense_rows():
+    """Issue 35: a DeepSeek-V3 estimate on 256 H100 printed the 5% band of the dense GPT rows beside it, and the
+    dense Llama estimates on 8-64 H100 carried the 36% band that two MoE recipes' -30% and -34% gave their regime.
+    MoE regimes end in '/moe' and read the 'moe:' entries only (then every stack's MoE rows), dense ones never do."""
+    base = hp.load_stack("megatron-core")
+    lay = Layout(zero=1, dp=8)
+    held = {"hopper/zero1-2/<=64": _err(9, 0.03), "hopper/*/*": _err(9, 0.03), "*/*": _err(9, 0.03),
+            "all-stacks": _err(90, 0.05), "moe:hopper/zero1-2/*": _err(6, 0.3), "all-stacks:moe": _err(14, 0.2)}
+    stack = base.model_copy(update={"held_out": held})
+    dense, moe = uncertainty(stack, lay, 256, "h100-sxm"), uncertainty(stack, lay, 256, "h100-sxm", moe=True)
+    assert dense.rows == 9 and dense.regime == "megatron-core/zero1-2/<=512/hopper"
+    assert moe.rows == 6 and moe.regime == "megatron-core/zero1-2/<=512/hopper/moe" and not moe.validated
+    assert moe.basis.startswith("MoE rows of the same GPU generation")
+    blackwell = uncertainty(stack, lay, 8, "b200", moe=True)  # no MoE rows of its own generation or stack
+    assert blackwell.rows == 14 and blackwell.basis == "every stack's MoE held-out rows"
+    held["moe:hopper/zero1-2/<=64"] = _err(5, 0.1)
+    assert uncertainty(stack.model_copy(update={"held_out": held}), lay, 8, "h100-sxm", moe=True).validated
+
+
+def test_a_table_without_moe_rows_bands_an_moe_model_from_dense_rows_and_says_so():
+    """A user's stack file written before MoE regimes: the dense band, with the basis naming the borrowing."""
+    base = hp.load_stack("megatron-core")
+    stack = base.model_copy(update={"held_out": {"hopper/zero1-2/<=64": _err(9, 0.03)}})
+    band = uncertainty(stack, Layout(zero=1, dp=8), 8, "h100-sxm", moe=True)
+    assert band.rows == 9 and "no MoE held-out rows" in band.basis and not band.validated
+
+
+@settings(max_examples=60, deadline=None)
+@given(stack=st.sampled_from(["megatron-core", "torchtitan", "deepspeed"]), zero=st.integers(0, 3),
+       gpus=st.sampled_from([8, 64, 256, 1024]), gpu=st.sampled_from([None, "a100-80gb", "h100-sxm", "b200"]),
+       moe=st.booleans())
+def test_parse_regime_inverts_regime_key(stack, zero, gpus, gpu, moe):
+    """The band tables and leave-one-regime-out folds read a regime back into its parts."""
+    from costmodels.uncertainty import gpu_generation, parse_regime
+
+    lay = Layout(zero=zero, dp=gpus)
+    parts = parse_regime(regime_key(stack, lay, gpus, gpu, moe))
+    assert parts == (stack, sharding_class(lay), scale_class(gpus), gpu_generation(gpu) if gpu else None, moe)
+
+
+def test_shipped_bands_keep_moe_and_dense_samples_apart():
+    """The shipped Megatron-Core table: its MoE entries hold the MoE samples (the Megatron-Bridge MoE recipes,
+    validation and leave-one-regime-out), and its dense entries none of them: the dense Hopper regime's p90 band
+    is under half the MoE samples' median |error|."""
+    held = hp.load_stack("megatron-core").held_out
+    assert [k for k in held if k.startswith("moe:")] and "all-stacks:moe" in held
+    assert held["hopper/zero1-2/<=64"].p90 < held["moe:*/*"].p50 / 2
+    assert held["moe:hopper/zero1-2/<=64"].p90 >= 0.3  # the MoE recipes err by -30% and -34%
