@@ -36,14 +36,15 @@ from uncertainty_table import (BAND_LEVEL, STEP_LEVEL, conformal_min_rows, held_
 LEVELS = [round(0.90 + i / 100, 2) for i in range(10)]  # 0.90 .. 0.99
 
 
-def left_out(samples: list[tuple[str, float, str]], loro: dict, summarize, level: float = STEP_LEVEL,
+def left_out(samples: list[tuple], loro: dict, summarize, level: float = STEP_LEVEL,
              by_group: bool = True) -> list[tuple[bool, float, int]]:
-    """(covered, printed p90, own regime's rows) per sample, each group (or each sample) left out in turn."""
-    keys = sorted({g for _, _, g in samples}) if by_group else range(len(samples))
+    """(covered, printed p90, own regime's samples) per (regime, error, group[, run]) sample, each group (or each
+    sample) left out in turn."""
+    keys = sorted({s[2] for s in samples}) if by_group else range(len(samples))
     out = []
     for key in keys:
         inside = {i for i, s in enumerate(samples) if (s[2] == key if by_group else i == key)}
-        rest = [(r, e) for i, (r, e, _) in enumerate(samples) if i not in inside]
+        rest = [(s[0], s[1], *s[3:]) for i, s in enumerate(samples) if i not in inside]  # (regime, error[, run])
         tables, _ = held_out_by_stack(rest, loro, summarize, level)
         for i in sorted(inside):
             entry, rows = printed_band(tables, samples[i][0])

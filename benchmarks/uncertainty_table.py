@@ -56,35 +56,43 @@ def conformal_min_rows(level: float) -> int:
 
 def printed_band(tables: dict, regime: str):
     """(the entry an estimate in `regime` prints from held_out_by_stack's `tables`, looked up as
-    costmodels.uncertainty.band looks it up, or None; the rows of the regime's own entry)."""
+    costmodels.uncertainty.band looks it up, or None; the samples of the regime's own entry)."""
     from costmodels.stack import RegimeError
 
     stack, sharding, scale, gen, moe = parse_regime(regime)
     held = {k: RegimeError(**v) for k, v in tables.get(stack, {}).items()}
     own = held.get(f"{MOE_PREFIX if moe else ''}{gen}/{sharding}/{scale}")
-    return band(held, sharding, scale, gen, moe)[0], own.rows if own else 0
+    return band(held, sharding, scale, gen, moe)[0], (own.samples or own.rows) if own else 0
 
 
-def _entry(signed: list[float], summarize, level: float = STEP_LEVEL) -> dict:
+def _entry(signed: list[float], runs: list, summarize, level: float = STEP_LEVEL) -> dict:
+    """A held_out entry: `rows` counts distinct runs, `samples` the errors the quantiles are taken over."""
     summary = summarize(signed)
-    return {"rows": summary["n"], "mean": round(summary["mean"], 4), "p50": round(summary["median"], 4),
-            "p90": round(band_quantile(signed, level), 4), "bias": round(summary["bias"], 4)}
+    return {"rows": len(set(runs)), "samples": summary["n"], "mean": round(summary["mean"], 4),
+            "p50": round(summary["median"], 4), "p90": round(band_quantile(signed, level), 4),
+            "bias": round(summary["bias"], 4)}
 
 
-def band_samples(rows, loro: dict) -> list[tuple[str, float]]:
-    """(regime 'stack/sharding/scale/generation', signed error) of every out-of-sample prediction."""
-    return [(regime, err) for regime, err, _ in grouped_samples(rows, loro)]
+def band_samples(rows, loro: dict) -> list[tuple[str, float, str]]:
+    """(regime 'stack/sharding/scale/generation[/moe]', signed error, run 'data set:row') of every out-of-sample
+    prediction."""
+    return [(regime, err, run) for regime, err, _, run in grouped_samples(rows, loro)]
 
 
-def grouped_samples(rows, loro: dict) -> list[tuple[str, float, str]]:
-    """band_samples() with each sample's group: 'data set:model' for a validation row, 'loro:fold' for a
-    leave-one-regime-out row (the units whose errors move together)."""
-    out = [(r.regime, r.err, f"{r.dataset}:{r.model}") for r in rows
+def grouped_samples(rows, loro: dict) -> list[tuple[str, float, str, str]]:
+    """(regime, signed error, group, run) of every out-of-sample prediction; the group is 'data set:model' for a
+    validation row and 'loro:fold' for a leave-one-regime-out row (the units whose errors move together)."""
+    out = [(r.regime, r.err, f"{r.dataset}:{r.model}", f"{r.dataset}:{r.label}") for r in rows
            if r.regime and r.role == "validation" and not r.excluded]
     for name, res in loro.items():
         if not name.startswith("gpu:"):  # a generation left out entirely bands only unseen generations
-            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1, f"loro:{name}") for x in res["rows"]]
+            out += [(x["regime"], x["predicted_s"] / x["measured_s"] - 1, f"loro:{name}", _run(x))
+                    for x in res["rows"]]
     return out
+
+
+def _run(loro_row: dict) -> str:
+    return f"{loro_row['dataset']}:{loro_row['label']}"
 
 
 def _keys(regime: str) -> tuple[str, list[str]]:
@@ -97,20 +105,24 @@ def _keys(regime: str) -> tuple[str, list[str]]:
 
 def held_out_by_stack(samples, loro: dict, summary_errs,
                       level: float = STEP_LEVEL) -> tuple[dict[str, dict], dict | None]:
-    """({stack: {key: entry}}, the all-stacks entry) from band_samples()."""
-    parts: dict[str, dict[str, list[float]]] = {}
-    for regime, err in samples:
+    """({stack: {key: entry}}, the all-stacks entries) from band_samples(): (regime, error, run) triples; a
+    (regime, error) pair is a run of its own."""
+    runs = [(s[0], s[1], s[2] if len(s) > 2 else i) for i, s in enumerate(samples)]
+    parts: dict[str, dict[str, list]] = {}
+    for regime, err, run in runs:
         stack, keys = _keys(regime)
         for key in keys:
-            parts.setdefault(stack, {}).setdefault(key, []).append(err)
-    dense = [e for regime, e in samples if not parse_regime(regime)[4]]
-    moe = [e for regime, e in samples if parse_regime(regime)[4]]
-    gen_errs = [x["predicted_s"] / x["measured_s"] - 1 for name, res in loro.items() if name.startswith("gpu:")
-                for x in res["rows"] if not parse_regime(x["regime"])[4]]
-    extra = {**({"loro:gpu-generation": _entry(gen_errs, summary_errs, level)} if gen_errs else {}),
-             **({"all-stacks": _entry(dense, summary_errs, level)} if dense else {}),
-             **({ALL_MOE: _entry(moe, summary_errs, level)} if moe else {})}
-    return {stack: {**{k: _entry(v, summary_errs, level) for k, v in sorted(keyed.items())}, **extra}
+            parts.setdefault(stack, {}).setdefault(key, []).append((err, run))
+    pools = {"all-stacks": [(e, r) for g, e, r in runs if not parse_regime(g)[4]],
+             ALL_MOE: [(e, r) for g, e, r in runs if parse_regime(g)[4]],
+             "loro:gpu-generation": [(x["predicted_s"] / x["measured_s"] - 1, _run(x)) for name, res in loro.items()
+                                     if name.startswith("gpu:") for x in res["rows"]
+                                     if not parse_regime(x["regime"])[4]]}
+
+    def entry(pool: list) -> dict:
+        return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level)
+    extra = {key: entry(pool) for key, pool in sorted(pools.items()) if pool}
+    return {stack: {**{k: entry(v) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 
 

@@ -132,10 +132,13 @@ class UncertaintyOut(_Out):
     rel_error_p50: Optional[float] = Field(..., description="Median |relative error| of held-out runs; null = none.")
     rel_error_p90: Optional[float] = Field(..., description="90th percentile |relative error| of held-out runs.")
     bias: Optional[float] = Field(..., description="Median signed error (negative: predictions too fast).")
-    rows: int = Field(..., description="Held-out published runs behind the band.")
+    rows: int = Field(..., description="Held-out published runs behind the band, each counted once.")
+    samples: Optional[int] = Field(None, description="Out-of-sample errors behind the band's quantiles (a run "
+                                   "predicted by the shipped profiles and by leave-one-regime-out refits counts "
+                                   "once per prediction); null = rows.")
     regime: str = Field(..., description="stack/sharding/scale/GPU generation of this layout (e.g. "
                         "megatron-core/zero1-2/<=512/hopper; no generation for a stack file whose bands have none).")
-    validated: bool = Field(..., description="At least 5 held-out rows in this very regime, mean error <= 15%.")
+    validated: bool = Field(..., description="At least 5 held-out runs in this very regime, mean error <= 15%.")
     basis: str = Field("regime", description="Which rows the band comes from: the regime, or a fallback.")
     mean: Optional[float] = Field(None, description="Mean |relative error| of those rows.")
 

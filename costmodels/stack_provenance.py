@@ -15,7 +15,11 @@ class RegimeError(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-    rows: int = Field(..., ge=0, le=1_000_000, description="Held-out published runs behind the numbers.")
+    rows: int = Field(..., ge=0, le=1_000_000, description="Held-out published runs behind the numbers, each "
+                      "counted once.")
+    samples: Optional[int] = Field(
+        None, ge=0, le=10_000_000, description="Out-of-sample errors behind the quantiles: a run predicted by the "
+        "shipped profiles and again by leave-one-regime-out refits counts once per prediction; null = rows.")
     mean: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Mean |predicted/measured - 1|.")
     p50: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Median |relative error|.")
     p90: float = Field(..., ge=0, le=MAX_REL_ERROR, description="90th percentile |relative error|.")

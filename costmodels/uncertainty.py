@@ -77,7 +77,8 @@ def parse_regime(regime: str) -> tuple[str, str, str, str | None, bool]:
 
 
 def validated(err: RegimeError) -> bool:
-    """Enough held-out rows and a small enough mean error."""
+    """Enough held-out runs (distinct runs: a run predicted again by leave-one-regime-out refits counts once)
+    and a small enough mean error."""
     return err.rows >= MIN_ROWS and err.mean <= MAX_MEAN_ERROR
 
 
@@ -151,7 +152,8 @@ def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: b
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,
                               validated=False, basis=basis)
     return UncertaintyOut(rel_error_p50=err.p50, rel_error_p90=err.p90, bias=err.bias, rows=err.rows, regime=key,
-                          validated=basis == "regime" and validated(err), basis=basis, mean=err.mean)
+                          validated=basis == "regime" and validated(err), basis=basis, mean=err.mean,
+                          samples=err.samples)
 
 
 def memory_uncertainty(stack: Stack, kind: str = "device") -> MemoryUncertaintyOut:

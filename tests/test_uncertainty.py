@@ -93,17 +93,17 @@ def test_a_generation_without_rows_takes_the_leave_one_generation_out_band():
 def test_validated_only_asks_the_band_of_the_plans_own_gpu_generation():
     """plan --validated-only keeps a layout when its regime is validated on the cluster's GPU generation
     (the regime key ends in it): the filter's answer is the band of that generation, which for Megatron-Core
-    ZeRO-1 on 65-512 GPUs differs between generations (validated on Hopper only: its rows are H100 runs), so a
-    filter that dropped the GPU would fail here."""
+    ZeRO-1 on more than 512 GPUs differs between generations (validated on Hopper only: its 5 runs are H100
+    runs), so a filter that dropped the GPU would fail here."""
     import hardware_profiles as hp
     from costmodels.layout import Layout
     from costmodels.uncertainty import uncertainty
     from planner.search.engine import validated_filter
 
-    stack, lay = hp.load_stack("megatron-core"), Layout(tp=8, pp=1, dp=32, zero=1, mbs=1)
-    answers = {gpu: uncertainty(stack, lay, 256, gpu).validated for gpu in ("h100-sxm", "a100-80gb", "b200")}
+    stack, lay = hp.load_stack("megatron-core"), Layout(tp=8, pp=1, dp=128, zero=1, mbs=1)
+    answers = {gpu: uncertainty(stack, lay, 1024, gpu).validated for gpu in ("h100-sxm", "a100-80gb", "b200")}
     for gpu, want in answers.items():
-        assert validated_filter(stack, 256, gpu)(lay) is want, gpu
+        assert validated_filter(stack, 1024, gpu)(lay) is want, gpu
     assert len(set(answers.values())) == 2  # the generations disagree: the GPU decides
 
 
@@ -155,3 +155,22 @@ def test_shipped_bands_keep_moe_and_dense_samples_apart():
     assert [k for k in held if k.startswith("moe:")] and "all-stacks:moe" in held
     assert held["hopper/zero1-2/<=64"].p90 < held["moe:*/*"].p50 / 2
     assert held["moe:hopper/zero1-2/<=64"].p90 >= 0.3  # the MoE recipes err by -30% and -34%
+
+
+def test_a_run_predicted_by_several_refits_counts_once():
+    """A regime's `rows` are distinct published runs; `samples` the errors behind its quantiles. Three runs,
+    each predicted by the shipped profiles and by two leave-one-regime-out refits, are 3 runs and 9 samples:
+    not the 5 runs a validated regime needs (counted per prediction, 9 would have validated it)."""
+    from benchmarks.uncertainty_table import held_out_by_stack
+
+    def summary(errs):
+        a = sorted(abs(e) for e in errs)
+        return {"n": len(a), "mean": sum(a) / len(a), "median": a[len(a) // 2], "bias": 0.0}
+    regime = "megatron-core/zero1-2/<=64/hopper"
+    samples = [(regime, 0.01 * (run + 1), f"set:{run}") for run in range(3) for _ in range(3)]
+    tables, _ = held_out_by_stack(samples, {}, summary)
+    entry = RegimeError(**tables["megatron-core"]["hopper/zero1-2/<=64"])
+    assert (entry.rows, entry.samples) == (3, 9)
+    stack = hp.load_stack("megatron-core").model_copy(update={"held_out": {"hopper/zero1-2/<=64": entry}})
+    band = uncertainty(stack, Layout(zero=1, dp=8), 8, "h100-sxm")
+    assert band.rows == 3 and band.samples == 9 and not band.validated

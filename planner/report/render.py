@@ -73,7 +73,8 @@ def band_warning(u: UncertaintyOut | None) -> str | None:
         return (f"not validated: no held-out runs in regime {u.regime}; the band comes from {u.basis} "
                 f"({u.rows} runs)")
     if u.rows < MIN_ROWS:
-        return f"not validated: only {u.rows} held-out runs in this regime (at least {MIN_ROWS} needed)"
+        runs = f"{u.rows} held-out run{'s' if u.rows != 1 else ''}"
+        return f"not validated: only {runs} in this regime (at least {MIN_ROWS} needed)"
     mean = u.mean if u.mean is not None else u.rel_error_p50
     return f"not validated: held-out mean error {pct(mean)} > {pct(MAX_MEAN_ERROR)}"
 
