@@ -118,3 +118,35 @@ def test_cli_check_reads_it_and_a_plan_yaml_is_still_a_plan(tmp_path):
                              "layout": {"zero": 1}}, "plan.yaml")
     assert not is_native(plan)
     assert runner.invoke(app, ["check", str(plan)]).exit_code in (0, 1)
+
+
+def test_defaults_the_file_leaves_to_the_launch_are_named(tmp_path):
+    """A config without `mixed_precision` trains in fp32 (accelerate's default "no") and no Accelerate or DeepSpeed
+    file states the sequence length (the training script's max_seq_length / block_size does): both were taken
+    silently, the fp32 default costing 4-byte activations and 13x the step time of bf16 on one 7B row."""
+    bare = {k: v for k, v in BASE.items() if k != "mixed_precision"}
+    (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"}}))
+    for doc in ({**bare, "distributed_type": "FSDP", "fsdp_config": FSDP1["fsdp_config"]},
+                {**bare, "distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": "ds.json"}}):
+        prob, read = _load(tmp_path, doc)
+        assert prob.train.precision == "fp32"
+        assert any(a.startswith("mixed_precision not set: fp32") for a in read.assumed), doc["distributed_type"]
+        assert any(a.startswith(f"sequence length {prob.train.seq_length} ") for a in read.assumed)
+        _, told = _load(tmp_path, doc, TrainerFlags(micro_batch=1, precision="bf16", seq_len=2048))
+        assert not any(a.startswith(("mixed_precision", "sequence length")) for a in told.assumed)
+    _, read = _load(tmp_path, FSDP1)  # bf16 stated: no precision assumption
+    assert not any(a.startswith("mixed_precision") for a in read.assumed)
+
+
+def test_a_deepspeed_json_names_the_sequence_length_it_assumes(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True},
+                                "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}))
+    read = ReadNotes()
+    prob = load_native(path, "llama3-8b", "dgx-h100", 1, TrainerFlags(), read)
+    assert f"sequence length {prob.train.seq_length} (the model's" in " ".join(read.assumed)
+    told = ReadNotes()
+    load_native(path, "llama3-8b", "dgx-h100", 1, TrainerFlags(seq_len=2048), told)
+    assert not any(a.startswith("sequence length") for a in told.assumed)
+    result = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"])
+    assert any(a.startswith("sequence length") for a in json.loads(result.stdout)["assumed"])

@@ -20,13 +20,14 @@ Source: accelerate 1.15 commands/config/cluster.py (the questions that write the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Callable
 
 from planner.errors import UserError
 from planner.files.safe_read import parse_json
-from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags
+from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags, seq_note
 
 ACCELERATE_KEYS = {"distributed_type", "compute_environment", "num_processes", "mixed_precision", "num_machines"}
 TYPES = ("DEEPSPEED", "FSDP", "MULTI_GPU", "NO")
@@ -53,6 +54,7 @@ def world(cfg: dict, path: Path) -> int:
 
 
 def precision(cfg: dict, path: Path, flags: TrainerFlags) -> str:
+    """--precision, else `mixed_precision` (a file without it: accelerate's default "no", fp32)."""
     if flags.precision is not None:
         return flags.precision
     value = cfg.get("mixed_precision", "no")
@@ -163,8 +165,10 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
             read.notes.append("mixed_precision fp8 with DeepSpeed: priced as bf16 (Transformer Engine's FP8 GEMMs "
                               "under DeepSpeed are not priced)")
             prec = "bf16"
-        flags = TrainerFlags(flags.micro_batch, flags.grad_accum, flags.global_batch, prec, flags.recompute)
-        return native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, flags, read)
+        given = dataclasses.replace(flags, precision=prec)
+        prob = native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, given, read)
+        _note_defaults(cfg, flags, prob.train, read)
+        return prob
     spec = native._need_model(model, path, "Accelerate")
     lay = fsdp_layout(cfg, path, clus.gpus_per_node) if run == "FSDP" else {"zero": 0, "recompute": "none"}
     if flags.recompute is not None:
@@ -174,10 +178,21 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
                             "not in this file; set --recompute full if the run uses it)")
     micro, gas, total = batch(flags, clus.num_gpus, read)
     note_unpriced(cfg, read)
-    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": prec, "stack": "fsdp",
-             **offload(cfg)}
+    train = native._train({"global_batch_size": total, "seq_length": spec.seq_length, "precision": prec,
+                           "stack": "fsdp", **offload(cfg)}, str(path))
+    _note_defaults(cfg, flags, train, read)
     layout = native._layout({**lay, "mbs": micro, "num_microbatches": gas}, str(path))
-    return native.loading.Problem(spec, clus, native._train(train, str(path)), layout)
+    return native.loading.Problem(spec, clus, train, layout)
+
+
+def _note_defaults(cfg: dict, flags: TrainerFlags, train, read: ReadNotes) -> None:
+    """Say what the run took from defaults rather than the file: fp32 when neither `mixed_precision` nor the
+    DeepSpeed file set a 16-bit mode (accelerate's default "no"), and the model's sequence length."""
+    if train.precision == "fp32" and "mixed_precision" not in cfg and flags.precision is None:
+        read.assumed.append("mixed_precision not set: fp32 training (Accelerate's default 'no'; set --precision "
+                            "bf16|fp16 if the launch passes --mixed_precision)")
+    if flags.seq_len is None:
+        read.assumed.append(seq_note(train.seq_length))
 
 
 def _read_json(path: Path, native) -> dict:

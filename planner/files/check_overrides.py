@@ -34,7 +34,8 @@ class CheckOptions:
 
     def trainer_flags(self) -> TrainerFlags:
         """The Trainer's arguments these options stand for (a DeepSpeed JSON's "auto" values)."""
-        return TrainerFlags(self.micro_batch, self.grad_accum, self.global_batch, self.precision, self.recompute)
+        return TrainerFlags(self.micro_batch, self.grad_accum, self.global_batch, self.precision, self.recompute,
+                            self.seq_len)
 
 
 def apply_train(train: TrainSpec, opts: CheckOptions) -> TrainSpec:

@@ -130,6 +130,8 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     kind = detect(path, text)
     prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes, gpus)
     seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
+    if kind == "deepspeed" and seq is None and flags.seq_len is None and notes is not None:
+        notes.assumed.append(ds_auto.seq_note(prob.train.seq_length))
     return parplan_launch.with_seq(prob, seq)  # a DeepSpeed JSON has no sequence length: its launcher's
 
 

@@ -51,6 +51,7 @@ class TrainerFlags:
     global_batch: Optional[int] = None
     precision: Optional[str] = None
     recompute: Optional[str] = None  # --gradient_checkpointing: full
+    seq_len: Optional[int] = None  # check's --seq-len (the Trainer's max_seq_length / block_size)
 
 
 def auto_keys(cfg: dict, prefix: str = "") -> list[str]:
@@ -138,3 +139,10 @@ def _drop(cfg: dict, dotted: str) -> None:
     for name in parents:
         cfg = cfg[name]
     cfg.pop(leaf, None)
+
+
+def seq_note(seq_length: int) -> str:
+    """The assumption behind a DeepSpeed JSON's or an Accelerate config's sequence length: neither file has one
+    (the Trainer's max_seq_length / block_size, or the data collator, sets it), so the model's is used."""
+    return (f"sequence length {seq_length} (the model's; a DeepSpeed or Accelerate config has none, the "
+            "training script's max_seq_length / block_size sets it; set --seq-len)")
