@@ -128,7 +128,10 @@ def band(held: dict, sharding: str, scale: str, gen: str | None = None,
             return err, basis
         err, basis = band(held, sharding, scale, gen)
         return err, (f"{basis} (dense rows: this table has no MoE held-out rows)" if err is not None else basis)
-    legacy = not any(k.count("/") == 2 for k in held)  # a table without generations (a user's stack file)
+    own = [k for k in held if "/" in k and not k.startswith(MOE_PREFIX)]
+    if not own and "all-stacks" in held:  # a stack with MoE rows only (automodel) bands a dense model
+        return held["all-stacks"], "every stack's held-out rows (the stack has no dense held-out rows)"
+    legacy = not any(k.count("/") == 2 for k in own)  # a table without generations (a user's stack file)
     err, basis = _generation_band(held, gen, sharding, scale) if gen and not legacy else (None, "")
     if err is None and (not gen or legacy):
         err, basis = held.get(f"{sharding}/{scale}"), "regime"

@@ -174,3 +174,14 @@ def test_a_run_predicted_by_several_refits_counts_once():
     stack = hp.load_stack("megatron-core").model_copy(update={"held_out": {"hopper/zero1-2/<=64": entry}})
     band = uncertainty(stack, Layout(zero=1, dp=8), 8, "h100-sxm")
     assert band.rows == 3 and band.samples == 9 and not band.validated
+
+
+def test_a_stack_with_moe_rows_only_bands_a_dense_model_from_every_stacks_dense_rows():
+    """NeMo AutoModel's held-out rows are all MoE: a dense model under it takes every stack's dense rows and says
+    so, rather than its MoE band or the band of a GPU generation left out (which its Hopper rows are not)."""
+    held = {"moe:hopper/zero3/<=64": _err(4, 0.06), "moe:*/*": _err(4, 0.06), "all-stacks": _err(1400, 0.08),
+            "all-stacks:moe": _err(6, 0.18), "loro:gpu-generation": _err(1400, 0.08 * 1.1)}
+    stack = hp.load_stack("automodel").model_copy(update={"held_out": held})
+    dense = uncertainty(stack, Layout(zero=3, dp=8), 8, "h100-sxm")
+    assert dense.rows == 1400 and "no dense held-out rows" in dense.basis and not dense.validated
+    assert uncertainty(stack, Layout(zero=3, dp=8), 8, "h100-sxm", moe=True).rows == 4
