@@ -155,6 +155,15 @@ def report_cmd(
     err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
 
 
+def read_echo(spec, clus, train: TrainSpec) -> dict:
+    """What `check` read from the config (and its overrides), for --json: the model, the cluster's size and GPU,
+    and the training settings (batch, sequence, precision, stack, offload), so a misread is visible."""
+    return {"model": spec.model_dump(mode="json"),
+            "train": {**train.model_dump(mode="json", exclude={"stack"}), "stack": train.stack_spec.name},
+            "cluster": {"name": clus.name, "gpu": clus.gpu_profile.name, "num_nodes": clus.num_nodes,
+                        "gpus_per_node": clus.gpus_per_node, "num_gpus": clus.num_gpus}}
+
+
 @user_errors
 @with_train_options
 def check_cmd(
@@ -212,5 +221,5 @@ def check_cmd(
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings,
-         extra={"assumed": read.assumed, "notes": read.notes})
+         extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

@@ -150,3 +150,15 @@ def test_a_deepspeed_json_names_the_sequence_length_it_assumes(tmp_path):
     assert not any(a.startswith("sequence length") for a in told.assumed)
     result = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"])
     assert any(a.startswith("sequence length") for a in json.loads(result.stdout)["assumed"])
+
+
+def test_check_json_echoes_what_it_read(tmp_path):
+    """--json shows what check read besides the layout (the model, the cluster's size, batch, sequence, precision
+    and stack), so a silently misread setting can be seen: before, a wrong sequence or precision was invisible."""
+    doc = {**FSDP1, "mixed_precision": "fp16", "num_processes": 16, "num_machines": 2}
+    result = runner.invoke(app, ["check", str(_write(tmp_path, doc)), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                 "--micro-batch", "1", "--seq-len", "2048", "--json"])
+    read = json.loads(result.stdout)["read"]
+    assert (read["cluster"]["num_gpus"], read["cluster"]["gpu"], read["model"]["hidden_size"]) == (16, "h100-sxm", 4096)
+    assert (read["train"]["seq_length"], read["train"]["precision"], read["train"]["stack"]) == (2048, "fp16", "fsdp")
+    assert read["train"]["global_batch_size"] == 16
