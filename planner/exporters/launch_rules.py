@@ -77,6 +77,8 @@ def _counts(pairs) -> dict:
 
 
 def _gqa(model: dict, tp: int) -> list[str]:
+    """megatron-core 0.19.2 transformer_config.py lines 1338-1345: num_query_groups must be a multiple or a divisor
+    of tp (a divisor replicates each KV head over tp/groups ranks: attention.py lines 353-358)."""
     groups = model.get("num_kv_heads")
     if groups and groups % tp and tp % groups:
         return [f"--num-query-groups {groups} is neither a multiple nor a divisor of TP {tp}"]

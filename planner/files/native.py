@@ -33,16 +33,18 @@ from planner.frameworks.megatron import deepspeed_dialect as mds
 from planner.frameworks.torchtitan import flavors
 from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
+from planner.frameworks.megatron import runnable
 from planner.frameworks.deepspeed import auto as ds_auto
 from planner.files import accelerate_yaml, parplan_launch
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_toml as tr
+from planner.frameworks.torchtitan import config_old as titan_keys
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
 from planner.frameworks.deepspeed.partition import ds_stages
 from planner.frameworks.deepspeed import config_json as dsc
 from planner.frameworks.torchtitan import config_values as ttc
 from planner.frameworks.torchtitan.config_values import titan_split  # noqa: F401  (re-exported)
-from planner.files.shellread import sbatch_options
+from planner.files.shell_sbatch import fewest_nodes, nodes_note, sbatch_options
 from planner.files.safe_read import parse_json, parse_toml, read_text
 
 __all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
@@ -142,7 +144,7 @@ def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
     config that does not fix its GPU count needs --nodes (with them, the cluster's size is assumed and said).
     `gpus` (--gpus) is honoured for Megatron scripts."""
     if kind == "megatron":
-        return _megatron(path, text, model, cluster, nodes, gpus)
+        return _megatron(path, text, model, cluster, nodes, gpus, flags.precision)
     if kind == "deepspeed":
         return _deepspeed(path, text, model, cluster, nodes, flags, notes)
     return _torchtitan(path, text, model, cluster, nodes, notes)
@@ -163,15 +165,15 @@ def _named(path: Path):
 
 
 def _sbatch_nodes(text, path: Path) -> Optional[int]:
-    """`#SBATCH --nodes N` (or `sbatch --nodes=N` in the script) as a count; None when absent or a range
-    (2-4) or a variable. `text`: the script, or its sbatch options already read."""
+    """`#SBATCH --nodes N` / `-N N` (or `sbatch --nodes=N` in the script) as a count: the fewest sbatch allocates
+    for a range or list (`2-4`: 2, said on stderr); None when absent or a variable. `text`: the script, or its
+    sbatch options already read."""
     with _named(path):
         value = (text if isinstance(text, dict) else sbatch_options(text)).get("--nodes", "")
-    if not value.isdigit():
-        return None
-    if not value.isascii() or len(value) > 7:
-        raise UserError(f"{path}: #SBATCH --nodes={value[:20]!r} must be a node count (at most 7 ASCII digits)")
-    return int(value)
+        count = fewest_nodes(value)
+    if nodes_note(value):
+        note(str(path), nodes_note(value))
+    return count
 
 
 def _need_cluster(cluster, path: Path, kind: str):
@@ -257,8 +259,9 @@ def _layout(data: dict, where: str) -> Layout:
 # ---- Megatron -----------------------------------------------------------------------------------
 
 def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
-              gpus: Optional[int] = None) -> loading.Problem:
-    """A Megatron-LM (or Megatron-DeepSpeed) launch script. With --model its shape flags are not read."""
+              gpus: Optional[int] = None, precision: Optional[str] = None) -> loading.Problem:
+    """A Megatron-LM (or Megatron-DeepSpeed) launch script. With --model its shape flags are not read;
+    `precision`: check's --precision, which replaces the script's (so its --fp8-format needs no FP8 GPU)."""
     with _named(path):
         args = mf.read_megatron(text, path if path.is_file() else None)
     warnings = args.shell.warnings if args.shell else []
@@ -288,11 +291,14 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
         lay_data, train = mf.layout_data(args, shape), megatron_train.train_data(args)
         mds.legacy(args, lay_data, train)
         if mds.is_megatron_deepspeed(args):
-            mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"])
+            mds.apply(args, lay_data, train, lambda m: note(str(path), m), shape["num_layers"], clus.num_gpus)
     lay = _layout(lay_data, str(path))
+    sized = any(n is not None for n in (nodes, gpus, script_nodes))
+    runnable.require(args, spec, lay, clus, str(path), not model, sized, precision)
     train.setdefault("stack", "nemo" if train.get("tp_comm_overlap") else "megatron-core")
-    if "global_batch_size" not in train:
-        train["global_batch_size"] = lay.mbs * clus.num_gpus // (lay.tp * lay.cp * lay.pp)
+    if "global_batch_size" not in train:  # a DeepSpeed JSON's gradient_accumulation_steps sets num_microbatches
+        dp = clus.num_gpus // (lay.tp * lay.cp * lay.pp)
+        train["global_batch_size"] = lay.mbs * dp * (lay.num_microbatches or 1)
     return loading.Problem(spec, clus, _train(train, str(path)), lay, mf.unpriced_warnings(args))
 
 
@@ -343,6 +349,9 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
         model = found[0]
         notes.notes.append(found[1])
     spec = _need_model(model, path, "torchtitan")
+    warnings = []
+    if not titan_cli.is_titan_cli(text):  # pre-0.1.0 keys moved, unknown keys named (frameworks/torchtitan)
+        cfg, warnings = titan_keys.read(cfg, path, spec.num_layers, notes.notes)
     par, training = ttc.section(cfg, "parallelism", path), ttc.section(cfg, "training", path)
     world = ttc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
@@ -361,7 +370,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
         train["fused_loss"] = True
     if tr.async_tp(cfg, path, compile_on, notes.notes):
         train["tp_comm_overlap"] = True
-    return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)))
+    return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)), warnings)
 
 
 def describe(kind: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from planner.errors import UserError
 from planner.files.shell_expand import expand, expand_fields
 from planner.files.shell_parse import parse, quiet
+from planner.files.shell_sbatch import option_pairs
 from planner.files.shell_tokens import statements, tokens
 
 MAX_DEPTH = 6
@@ -38,7 +39,12 @@ def run(sh, text: str, where: str) -> None:
     saved = sh.text, sh.where
     sh.text, sh.where, sh.depth = text, where, sh.depth + 1
     try:
-        _exec_list(sh, parse(statements(tokens(text, sh.budget))))
+        cut: list = []
+        words = tokens(text, sh.budget, cut)
+        for comment, begun in cut:
+            sh.warn(f"{sh.line(comment)}: a comment ends the command begun on {sh.line(begun)} (bash ends it there, "
+                    "a backslash at the comment's end included); the flags after it are not part of it")
+        _exec_list(sh, parse(statements(words)))
     finally:
         (sh.text, sh.where), sh.depth = saved, sh.depth - 1
 
@@ -222,17 +228,9 @@ def _run(sh, argv: list[str], redirs: list, heredoc, word, known: bool):
 
 
 def sbatch_pairs(words: list[str]) -> list[tuple[str, str]]:
-    """`--key=value`, `--key value`, `-N 2` options of an sbatch command line, up to the script name."""
-    out, i = [], 0
-    while i < len(words) and words[i].startswith("-"):
-        w = words[i]
-        if "=" in w:
-            out.append(tuple(w.split("=", 1)))
-        elif i + 1 < len(words):
-            out.append((w, words[i + 1]))
-            i += 1
-        i += 1
-    return [({"-N": "--nodes"}.get(k, k), v) for k, v in out]
+    """`--key=value`, `--key value`, `-N 2`, `-N2` options of an sbatch command line, up to the script name,
+    with sbatch's long names (planner.files.shell_sbatch)."""
+    return option_pairs(words, stop_at_script=True)
 
 
 def _source(sh, args: list[str], word):

@@ -77,8 +77,10 @@ def closing(text: str, i: int, open_: str, close: str) -> int:
 class _Lexer:
     """One pass over the text; `words` is the result."""
 
-    def __init__(self, text: str, budget: list):
+    def __init__(self, text: str, budget: list, notes: list):
         self.text, self.i, self.words = text, 0, []
+        self.notes = notes  # (comment offset, offset of the command it ends): see comment_ends_command
+        self.parens = 0  # `(` open (an array's items may hold comments)
         self.segs: list = []
         self.buf: list[str] = []
         self.start = 0
@@ -121,6 +123,7 @@ class _Lexer:
             elif c == '"':
                 self.double_quote()
             elif c == "#" and not self.buf and not self.segs:
+                self.comment_ends_command()
                 j = text.find("\n", self.i)
                 self.i = n if j < 0 else j
             elif c in " \t\r":
@@ -141,6 +144,22 @@ class _Lexer:
         if self.heredocs:
             self.read_heredocs()
         return self.words
+
+    def comment_ends_command(self):
+        """Note a comment on a continuation line of a command (`cmd \\` then `  # --flag \\`): bash ends the
+        command at that line, a backslash inside the comment included, so the lines after it are not part of it.
+        Noted when the comment ends in a backslash or the next line starts with '-' (flags were meant)."""
+        text, i = self.text, self.i
+        start = text.rfind("\n", 0, i) + 1
+        last = self.words[-1] if self.words else None
+        if text[start:i].strip() or start < 2 or text[start - 2] != "\\" or self.parens > 0 or last is None \
+                or last.plain and (last.text in SEPARATORS or last.text == "\n"):
+            return
+        end = text.find("\n", i)
+        rest = text[end + 1:].lstrip(" \t") if end >= 0 else ""
+        if text[i:end if end >= 0 else len(text)].rstrip().endswith("\\") or rest.startswith("-"):
+            ends = [k for k, w in enumerate(self.words) if w.plain and (w.text in SEPARATORS or w.text == "\n")]
+            self.notes.append((i, self.words[ends[-1] + 1 if ends else 0].pos))
 
     def single_quote(self):
         self.flush_seg()
@@ -248,6 +267,7 @@ class _Lexer:
             self.read_heredocs()
             self.emit((("\n", "bare"),), self.i - 1)
             return
+        self.parens += (tok == "(") - (tok == ")" and self.parens > 0)
         self.emit(((tok, "bare"),), self.i)
         self.i += len(tok)
 
@@ -273,9 +293,11 @@ class _Lexer:
         self.heredocs = []
 
 
-def tokens(text: str, budget: list = None) -> list:
-    """The words of `text` (see the module docstring); `budget` = [words left] shared across nested scripts."""
-    return _Lexer(text, budget if budget is not None else [MAX_WORDS]).run()
+def tokens(text: str, budget: list = None, notes: list = None) -> list:
+    """The words of `text` (see the module docstring); `budget` = [words left] shared across nested scripts;
+    `notes` receives (offset of a comment, offset of the command it ends) per comment that cuts a continued
+    command (_Lexer.comment_ends_command)."""
+    return _Lexer(text, budget if budget is not None else [MAX_WORDS], notes if notes is not None else []).run()
 
 
 def statements(words: list) -> list[tuple[list, str]]:

@@ -17,13 +17,13 @@ unclosed quote, a UserError names the line.
 from __future__ import annotations
 
 import posixpath
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
 from planner.files import shell_eval
+from planner.files.shell_sbatch import fewest_nodes, sbatch_options  # noqa: F401  (sbatch_options re-exported)
 from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields  # noqa: F401  (re-exported)
 from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401  (Word re-exported)
 
@@ -91,10 +91,13 @@ SLURM_FROM_SBATCH = {"--nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
 def slurm_env(options: dict[str, str]) -> dict[str, str]:
     """SLURM's output environment variables implied by #SBATCH options (sbatch(1), OUTPUT ENVIRONMENT
     VARIABLES): a node count `--nodes=24` gives SLURM_NNODES=SLURM_JOB_NUM_NODES=24, `--gres=gpu:8` or
-    `--gpus-per-node=8` gives SLURM_GPUS_ON_NODE=8. A range (`2-4`) or a placeholder sets nothing."""
+    `--gpus-per-node=8` gives SLURM_GPUS_ON_NODE=8. A node range (`2-4`) or list gives the fewest nodes sbatch
+    allocates (planner.files.shell_sbatch.fewest_nodes); a placeholder sets nothing."""
     env = {}
     for flag, names in SLURM_FROM_SBATCH.items():
         value = options.get(flag, "")
+        if flag == "--nodes" and fewest_nodes(value) is not None:
+            value = str(fewest_nodes(value))
         if value and (flag == "--job-name" or value.isdigit()):
             env.update({name: value for name in names})
     gres = options.get("--gres", "")
@@ -200,18 +203,3 @@ def _number(word: str) -> bool:
 def flag_dict(pairs: list[tuple[str, Optional[str]]]) -> dict[str, Optional[str]]:
     """Last value wins (argparse's rule)."""
     return {flag: value for flag, value in pairs}
-
-
-def sbatch_options(text: str) -> dict[str, str]:
-    """`#SBATCH --key=value` / `#SBATCH --key value` lines before the first command."""
-    out: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.startswith("#SBATCH"):
-            continue
-        try:
-            words = shlex.split(line[len("#SBATCH"):], comments=True)
-        except ValueError as err:  # shlex: "No closing quotation", "No escaped character"
-            raise UserError(f"cannot read the script: line {number}: #SBATCH options: {str(err).lower()}") from None
-        for flag, value in parse_flags(words):
-            out[flag] = value if value is not None else ""
-    return out

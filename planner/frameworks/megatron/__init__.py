@@ -3,7 +3,9 @@
 Readers (for `check`): `flags` (pretrain_gpt.py arguments to specs, over planner.files.shellread),
 `flag_table` (every known flag and its verdict), `names` (flag spellings), `stages` (uneven stages),
 `train` (training flags), `vocab` (padded vocabulary), `deepspeed_dialect` (Megatron-DeepSpeed and 2021
-flags). Log reader: `log`. Exporters: `export` (launch_megatron.sh), `export_slurm` (the sbatch wrapper).
+flags), `ds_json` (the DeepSpeed JSON it names), `known_flags` and `mcore_flags` (the flags Megatron accepts;
+unknown ones warned or refused), `nemo_hydra` (NeMo launchers, refused by name), `world` (node counts),
+`tp_split` and `runnable` (launches Megatron refuses at start-up). Log reader: `log`. Exporters: `export` (launch_megatron.sh), `export_slurm` (the sbatch wrapper).
 
 May import: as planner.frameworks says (readers as planner.files, `export*` as planner.exporters).
 """

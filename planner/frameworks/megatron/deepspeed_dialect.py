@@ -3,6 +3,8 @@ Megatron's flags plus `--deepspeed --deepspeed_config FILE --zero-stage N`, the 
 often written by the script itself (`cat <<EOT > $config_json ... EOT`), 2021 Megatron flags.
 
 What it maps to parplan's fields (layout and training dicts of planner.frameworks.megatron.flags):
+- the DeepSpeed config: the script's here-document, else the named file beside the script or in the current
+  directory (planner.frameworks.megatron.ds_json, which also says what wins when the flags disagree).
 - ZeRO stage: the config's `zero_optimization.stage` (what DeepSpeed uses), else `--zero-stage`.
 - `bf16.enabled` with stage 0 runs DeepSpeed's BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py,
   0.19.8, lines 166-225): bf16 weights whole, an fp32 gradient buffer as large as the weights
@@ -15,8 +17,8 @@ What it maps to parplan's fields (layout and training dicts of planner.framework
 - `--pp-partition-method 'type:transformer|embedding'`: DeepSpeed's partitioner (planner.frameworks.deepspeed.partition).
 - attention: unfused (scores stored) unless `--use-flash-attn[-v1|-v2|-triton|-builder]`; DeepSpeed-Ulysses
   `--ds-sequence-parallel-size N`: cp = N with all-to-all (cp_comm a2a).
-- micro and global batch: the config's train_micro_batch_size_per_gpu / train_batch_size when they are
-  numbers, else the flags. `--rampup-batch-size` is priced at the final batch (warned).
+- micro and global batch, gradient accumulation, precision, offload: the config's, else the flags.
+  `--rampup-batch-size` is priced at the final batch (warned).
 - stack `megatron-2021` (blocking TP all-reduces, no gradient-reduce overlap: Megatron of 2021).
 - model flags in Microsoft's spelling (examples_deepspeed/pretrain_llama2_distributed.sh):
   `--normalization layernorm|rmsnorm` (lower case; Megatron-LM writes LayerNorm / RMSNorm),
@@ -32,11 +34,11 @@ What it maps to parplan's fields (layout and training dicts of planner.framework
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Callable, Optional
 
 from planner.errors import UserError
+from planner.frameworks.megatron import ds_json
 from planner.frameworks.deepspeed.partition import PARTITIONS, ds_split
 
 LEGACY_RECOMPUTE = ("--checkpoint-activations", "--activations-checkpoint-method",
@@ -139,53 +141,40 @@ def _bad(flag: str, value: str):
 
 
 def ds_config(a) -> Optional[dict]:
-    """The DeepSpeed config the launch names, from the script's here-documents (None when not written there)."""
-    name = a.str("--deepspeed_config") or a.str("--deepspeed-config")
-    files = a.shell.files if a.shell else {}
-    text = files.get(name) if name else None
-    if text is None:
-        return None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"--deepspeed_config {name[:60]}: its here-document is not JSON ({err.msg}, line {err.lineno})")
-    if not isinstance(cfg, dict):
-        raise UserError(f"--deepspeed_config {name[:60]}: its here-document is not a JSON object")
-    return cfg
+    """The DeepSpeed config the launch names: its here-document, else the file beside the script or in the
+    current directory (planner.frameworks.megatron.ds_json); None when neither has it."""
+    return ds_json.find(a)[0]
 
 
-def _int(cfg: dict, key: str, where: str) -> Optional[int]:
-    value = cfg.get(key)
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**9:
-        raise UserError(f"{where}.{key}={str(value)[:30]!r}: expected a whole number")
-    return value
-
-
-def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int) -> None:
-    """Adjust the layout and training dicts read by megatron_flags for the Megatron-DeepSpeed dialect."""
-    cfg = ds_config(a)
-    if cfg is None:
-        warn(f"--deepspeed_config {str(a.str('--deepspeed_config'))[:60]} is not written by the script; its "
-             "ZeRO stage and precision are taken from the flags")
-        cfg = {}
-    zero = cfg.get("zero_optimization") if isinstance(cfg.get("zero_optimization"), dict) else {}
-    stage = _int(zero, "stage", "zero_optimization")
+def _stage(a, warn: Callable[[str], None]) -> int:
+    """The ZeRO stage: the config's zero_optimization.stage (what DeepSpeed uses; a disagreeing --zero-stage is
+    warned of), else --zero-stage (default 0)."""
+    stage = ds_json.stage(a)
     if stage is None:
         stage = a.int("--zero-stage", 0, minimum=0)
-    if stage > 3:
-        raise UserError(f"zero_optimization.stage {stage}: DeepSpeed has stages 0 to 3")
-    bf16 = isinstance(cfg.get("bf16"), dict) and cfg["bf16"].get("enabled") is True or a.has("--bf16")
-    bf16_optimizer = bf16 and stage == 0  # DeepSpeed's BF16_Optimizer: its own stage-1 equivalent
+        if stage > 3:
+            raise UserError(f"--zero-stage {stage}: DeepSpeed has stages 0 to 3")
+        return stage
+    conflict = ds_json.stage_conflict(a, stage)
+    if conflict:
+        warn(conflict)
+    return stage
+
+
+def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int,
+          world: Optional[int] = None) -> None:
+    """Adjust the layout and training dicts read by megatron_flags for the Megatron-DeepSpeed dialect.
+    `world`: the GPU count (the config's batch keys are resolved on its data-parallel size)."""
+    if ds_config(a) is None:
+        where = (f"--deepspeed_config {ds_json.name(a)[:60]} is not written by the script nor found beside it or in "
+                 "the current directory" if ds_json.name(a) else "no --deepspeed_config is given")
+        warn(f"{where}; the ZeRO stage, precision and batch are taken from the flags")
+    stage = _stage(a, warn)
+    ds_json.merge(a, layout, train, warn, world)
+    bf16_optimizer = train.get("precision") == "bf16" and stage == 0  # DeepSpeed's BF16_Optimizer: its own ZeRO-1
     layout["zero"] = 1 if bf16_optimizer else stage
     train["grad_dtype"] = "fp32" if bf16_optimizer else None  # ZeRO 1-3 keep the weights' dtype
     legacy(a, layout, train)
-    micro, total = _int(cfg, "train_micro_batch_size_per_gpu", "ds_config"), _int(cfg, "train_batch_size", "ds_config")
-    if micro:
-        layout["mbs"] = micro
-    if total:
-        train["global_batch_size"] = total
     if a.has("--rampup-batch-size"):
         warn(f"--rampup-batch-size {a.str('--rampup-batch-size')}: priced at the final global batch")
     _partition(a, layout, layers)

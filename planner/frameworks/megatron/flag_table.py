@@ -136,8 +136,8 @@ WARNED: dict[str, str] = {
     "--moe-layer-recompute": "MoE layers recomputed (legacy)", "--mlp-chunks-for-prefill": "inference",
     "--partition-activations": "activations partitioned over tp (Megatron-DeepSpeed)",
     "--cpu-optimizer": "Megatron-DeepSpeed CPU optimizer",
-    "--deepspeed_config": "Megatron-DeepSpeed: settings in the DeepSpeed JSON beyond --zero-stage (check that file "
-    "too)",
+    "--deepspeed_config": "Megatron-DeepSpeed: the DeepSpeed JSON's settings beyond its ZeRO stage, precision, batch "
+    "and offload (check that file too)",
 }
 
 # Legacy and Megatron-DeepSpeed flags not among the config fields.

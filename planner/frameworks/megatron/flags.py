@@ -18,11 +18,12 @@ from typing import Optional
 from costmodels.layout import RECOMPUTE_MODULES
 from costmodels.model_spec import MAX_LAYERS
 from planner.errors import UserError
-from planner.frameworks.megatron import deepspeed_dialect, flag_table, layer_freq
+from planner.frameworks.megatron import deepspeed_dialect, flag_table, known_flags, layer_freq, nemo_hydra
 from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.frameworks.megatron.stages import stage_split
 from planner.frameworks.megatron.vocab import vocab_size
+from planner.frameworks.megatron.world import torchrun_size  # noqa: F401  (re-exported)
 from planner.files.shellread import (
     ShellScript, flag_dict, parse_flags, read_script, split_at_script,
 )
@@ -100,16 +101,23 @@ def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str]]]:
 def read_megatron(text: str, path=None) -> MegatronArgs:
     """The launch of Megatron's training script (the first whose script is pretrain_*.py or that gives
     --num-layers; else the first torchrun, then python launch), or every flag of an argument file.
-    `path`: the script's file, whose folder `source`d files are read from."""
+    `path`: the script's file, whose folder `source`d files are read from. A NeMo hydra launch is refused
+    (nemo_hydra); flags Megatron would refuse are warned of, or refused (known_flags.vet)."""
     sh = read_script(text, path, every_branch=False)
     found = launches(sh)
     main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
-    for launcher, opts, _, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
-        return MegatronArgs(parse_flags(args, SWITCHES, LIST_FLAGS), opts if launcher == "torchrun" else None, sh.env,
-                            launcher, opts, sh)
+    for launcher, opts, script, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
+        nemo_hydra.refuse(script, args)
+        read = MegatronArgs(parse_flags(args, SWITCHES, LIST_FLAGS), opts if launcher == "torchrun" else None,
+                            sh.env, launcher, opts, sh)
+        known_flags.vet(read.pairs, sh.warn, deepspeed_dialect.is_megatron_deepspeed(read))
+        return read
     words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
     words += [w for value in sh.scalars.values() if "--num-layers" in value for w in value.split()]
-    return MegatronArgs(parse_flags(words, SWITCHES, LIST_FLAGS), None, sh.env, None, [], sh)
+    read = MegatronArgs(parse_flags(words, SWITCHES, LIST_FLAGS), None, sh.env, None, [], sh)
+    if sh.commands and all(cmd[0].startswith("--") for cmd in sh.commands if cmd):  # an argument file
+        known_flags.vet(read.pairs, sh.warn)
+    return read
 
 
 def model_data(a: MegatronArgs) -> dict:
@@ -321,23 +329,3 @@ def unpriced_warnings(a: MegatronArgs) -> list[str]:
     from planner.frameworks.megatron.train import balance_warnings  # train imports this module
 
     return flag_table.unpriced(a.flags) + balance_warnings(a)
-
-
-def torchrun_size(opts: Optional[list[str]]) -> tuple[Optional[int], Optional[int]]:
-    """(nodes, GPUs per node) from torchrun options, when they are literal numbers."""
-    if not opts:
-        return None, None
-    flags = flag_dict(parse_flags(opts))
-    nodes = flags.get("--nnodes") or flags.get("--nnode")
-    per = flags.get("--nproc-per-node") or flags.get("--nproc_per_node")
-    nodes_n = (_count("--nnodes", nodes.split(":")[-1]) if nodes and re.fullmatch(r"[0-9]+(:[0-9]+)?", nodes)
-               else None)
-    per_n = _count("--nproc-per-node", per) if per and re.fullmatch(r"[0-9]+", per) else None
-    return nodes_n, per_n
-
-
-def _count(flag: str, digits: str) -> int:
-    """A torchrun count in ASCII digits, at most 7 of them (int() of 5,000 digits raises)."""
-    if len(digits) > 7:
-        raise UserError(f"torchrun {flag} {digits[:20]}...: a node or GPU count has at most 7 digits")
-    return int(digits)

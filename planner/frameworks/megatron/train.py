@@ -12,16 +12,18 @@ from __future__ import annotations
 from typing import Optional
 
 from planner.errors import UserError
-from planner.frameworks.megatron import deepspeed_dialect
+from planner.frameworks.megatron import deepspeed_dialect, ds_json
 from planner.frameworks.megatron.flags import MegatronArgs, choice, seq_length
 
 def train_data(a: MegatronArgs) -> dict:
     """TrainSpec fields (global batch may be absent: Megatron then uses micro * dp)."""
     if a.has("--bf16") and a.has("--fp16"):
         raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
-    if not (a.has("--bf16") or a.has("--fp16")):
+    json_precision = ds_json.precision(a) if deepspeed_dialect.is_megatron_deepspeed(a) else None
+    if not (a.has("--bf16") or a.has("--fp16") or json_precision):
         raise UserError("neither --bf16 nor --fp16 is given: parplan models 16-bit mixed-precision training")
-    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else "fp16")
+    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else
+                                                     "fp16" if a.has("--fp16") else json_precision)
     optimizer = a.str("--optimizer", "adam")
     if optimizer not in ("adam", "sgd"):
         raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
@@ -140,10 +142,11 @@ def optimizer_dtypes(a: MegatronArgs) -> dict:
 
 
 def offload_data(a: MegatronArgs) -> dict:
-    """Activation offload (--cpu-offloading, --cpu-offloading-num-layers, Megatron default 0) and
+    """Activation offload (--cpu-offloading, --cpu-offloading-num-layers, Megatron default 0; megatron-core 0.19.2
+    has no --cpu-offloading flag: arguments.py lines 1869-1870 turn it on when --cpu-offloading-num-layers > 0) and
     optimizer offload (--optimizer-cpu-offload, --optimizer-offload-fraction, default 1.0)."""
     out: dict = {}
-    if a.has("--cpu-offloading"):
+    if a.has("--cpu-offloading") or a.int("--cpu-offloading-num-layers", 0, minimum=0):
         out["activation_offload_layers"] = a.int("--cpu-offloading-num-layers", 0, minimum=0)
     if a.has("--optimizer-cpu-offload"):
         out["offload_optimizer"] = "cpu"
@@ -155,6 +158,17 @@ def offload_data(a: MegatronArgs) -> dict:
         if not 0.0 <= out["offload_optimizer_fraction"] <= 1.0:
             raise UserError(f"--optimizer-offload-fraction {fraction!r}: expected a number from 0 to 1")
     return out
+
+
+def require_fp8_peak(a: MegatronArgs, cluster, where: str) -> None:
+    """UserError naming the file and the flag when --fp8-format (the only flag that sets FP8 training: megatron-core
+    0.19.2 arguments.py, dest `fp8`) meets a GPU whose profile has no FP8 peak (fp8_tflops null: no FP8 tensor
+    cores, e.g. A100). Transformer Engine runs FP8 only from compute capability 8.9 (Ada, Hopper) on."""
+    if not a.has("--fp8-format") or cluster.gpu.fp8_tflops is not None:
+        return
+    raise UserError(f"{where}: --fp8-format {a.str('--fp8-format')}: gpu {cluster.gpu.name!r} of cluster "
+                    f"{cluster.name!r} has no fp8 peak (fp8_tflops is null: no FP8 tensor cores), so this run cannot "
+                    "train in FP8 there; drop --fp8-format from the script, or give check --precision bf16")
 
 
 def expandable_segments(conf: str) -> bool:

@@ -2,8 +2,11 @@
 
 Readers (for `check`): `config_toml` (the 0.2.x job file: converters, float8, checkpointing),
 `config_cli` (0.3.x `--section.key` launch lines), `config_values` (the [parallelism] and [training]
-numbers, the stage split and the splits torchtitan can run). Log reader: `log`. Exporter: `export` (job TOML and
-launch_torchtitan.sh).
+numbers, the stage split and the splits torchtitan can run), `config_old` and `config_old_pp` (job files of
+the releases before 0.1.0, [training] batch_size / tensor_parallel_degree, [experimental]
+pipeline_parallel_degree ..., moved to their 0.1/0.2 keys), `config_keys` (one warning per key torchtitan
+does not define, against `known_keys`, which `known_keys_build` generates from torchtitan's own config code).
+Log reader: `log`. Exporter: `export` (job TOML and launch_torchtitan.sh).
 
 May import: as planner.frameworks says (readers as planner.files, `export*` as planner.exporters).
 """

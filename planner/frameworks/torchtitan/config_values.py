@@ -2,7 +2,8 @@
 stage split, [training] numbers; for planner.files.native, the torchtitan exporter and the search.
 
 Source: benchmarks/data/launch_formats.md, section "torchtitan" (the degree keys, dp_shard -1 = the rest,
-the stage split of torchtitan's generate_llm_fqn_per_model_part). Every problem is a UserError naming the
+the stage split of torchtitan's generate_llm_fqn_per_model_part, or torchtitan 0.1.0's explicit
+pipeline_parallel_split_points, where the older layouts' reader, config_old, puts its splits). Every problem is a UserError naming the
 key and its value: types are strict, degrees at least 1 and of sane size (planner.files.config_values).
 Moved here from planner.files.read_configs (which re-exports it for one release).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -85,6 +87,19 @@ def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int
 
 def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
     name = _tt_choice(par, "pipeline_parallel_schedule", path, "1F1B", [*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])
+    points = par.get("pipeline_parallel_split_points")
+    counts = split_counts(points, layers, path) if points else _titan_counts(par, path, layers, pp, name)
+    stages = len(counts)
+    if stages % pp:
+        raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
+    vpp = stages // pp
+    per_rank = [sum(counts[v * pp + r] for v in range(vpp)) for r in range(pp)]
+    schedule = TT_SCHEDULES_SINGLE.get(name) or TT_SCHEDULES_LOOPED[name]
+    return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
+
+
+def _titan_counts(par: dict, path: Path, layers: int, pp: int, name: str) -> list[int]:
+    """Layers per virtual stage from 0.2's layers_per_stage and first/last_stage_less_layers."""
     first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0, maximum=layers)
     last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0, maximum=layers)
     per = par.get("pipeline_parallel_layers_per_stage")
@@ -93,13 +108,22 @@ def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
     else:
         per = tt_int(par, "pipeline_parallel_layers_per_stage", path, 1, maximum=layers)
         stages = math.ceil((layers + first + last) / per)
-    if stages % pp:
-        raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
-    counts = titan_split(stages, layers, first, last)
-    vpp = stages // pp
-    per_rank = [sum(counts[v * pp + r] for v in range(vpp)) for r in range(pp)]
-    schedule = TT_SCHEDULES_SINGLE.get(name) or TT_SCHEDULES_LOOPED[name]
-    return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
+    return titan_split(stages, layers, first, last)
+
+
+def split_counts(points, layers: int, path: Path) -> list[int]:
+    """Layers per virtual stage of explicit split points, each the first layer of the next stage, e.g.
+    ["layers.20", "layers.40"]: torchtitan 0.1.0 parallelism.pipeline_parallel_split_points and the early-2025
+    experimental.pipeline_parallel_split_points (custom-torchtitan 0.0.2.1 models/llama/pipeline_llama.py keeps
+    layers from one split's name, inclusive, to the next, exclusive)."""
+    key = "parallelism.pipeline_parallel_split_points"
+    if not isinstance(points, list) or not all(isinstance(p, str) and re.fullmatch(r"layers\.\d+", p) for p in points):
+        raise UserError(f"{path}: {key}={short(points)} must be a list of layer names such as \"layers.20\"")
+    starts = [int(p.split(".")[1]) for p in points]
+    if starts != sorted(set(starts)) or not 0 < starts[0] <= starts[-1] < layers:
+        raise UserError(f"{path}: {key}={short(points)} must name rising layers from 1 to {layers - 1}")
+    bounds = [0, *starts, layers]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
 
 
 def titan_split(stages: int, layers: int, first: int, last: int) -> list[int]:
