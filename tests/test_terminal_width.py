@@ -143,3 +143,22 @@ def test_into_a_pipe_each_sentence_stays_on_one_line(monkeypatch):
     result = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2"], env={"COLUMNS": None})
     line = next(text for text in result.stdout.splitlines() if text.startswith("memory: "))
     assert len(line) > 120 and line.endswith("runs)")
+
+
+def test_a_narrow_table_keeps_the_largest_memory_term():
+    """The memory table leaves out small terms first: an FSDP run whose transients (the fp32 logits and their
+    gradient) are most of its memory keeps `transient` at 80 columns and drops the small sharded `grads`; a fixed
+    order had dropped `transient` first, so the visible columns summed to a third of `allocated`."""
+    from costmodels.estimate import estimate
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    import hardware_profiles as hp
+    from planner.report.render import memory_optional, memory_table
+
+    model, clus = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=8192), "fsdp")
+    e = estimate(model, clus, train, Layout(zero=3, mbs=8))
+    order = memory_optional(e)
+    assert order.index("grads") < order.index("reserved") < order.index("transient")
+    caption = memory_table(e, 80).caption or ""
+    assert "transient" not in caption.split("not shown at")[-1] and "grads" in caption

@@ -105,15 +105,27 @@ def shown_stages(stages: list, peak: int) -> list:
 
 MEMORY_COLUMNS = ("stage", "layers", "weights", "grads", "optimizer", "activations", "other", "transient",
                   "allocated", "reserved", "device", "")
-MEMORY_OPTIONAL = ("transient", "other", "reserved", "grads", "layers", "weights", "optimizer")  # left out first
+MEMORY_PARTS = ("transient", "other", "grads", "weights", "optimizer")  # the terms `allocated` sums (with activations)
+BIG_PART = 0.1  # a term at least this share of the allocated peak is left out only after reserved and layers
+
+
+def memory_optional(e: Estimate) -> tuple[str, ...]:
+    """The columns a narrow terminal may leave out, least useful first: the memory terms under BIG_PART of the
+    allocated peak (smallest first), then reserved and layers, then the big terms (smallest first). A fixed
+    order had dropped `transient` first, which under FSDP can be the largest term (86 of 128 GiB)."""
+    peak = max(e.memory.peak_bytes, 1)
+    size = {c: max(getattr(s, f"{c}_bytes") for s in e.memory.stages) for c in MEMORY_PARTS}
+    ranked = sorted(MEMORY_PARTS, key=lambda c: (size[c], MEMORY_PARTS.index(c)))
+    return (*[c for c in ranked if size[c] < BIG_PART * peak], "reserved", "layers",
+            *[c for c in ranked if size[c] >= BIG_PART * peak])
 
 
 def memory_table(e: Estimate, width: int | None = None) -> Table:
     """Per-stage memory of one GPU, GiB, against the device budget; at `width` columns the least useful
-    columns are left out (planner.report.fit) rather than cut."""
+    columns are left out (planner.report.fit, memory_optional) rather than cut."""
     from planner.report.fit import fit_table
 
-    return fit_table(lambda out: _memory_table(e, out), width or 10_000, MEMORY_OPTIONAL)
+    return fit_table(lambda out: _memory_table(e, out), width or 10_000, memory_optional(e))
 
 
 def _memory_table(e: Estimate, left_out: frozenset) -> Table:
