@@ -39,6 +39,7 @@ class PointJob:
     train: TrainSpec
     framework: Optional[str]
     time_limit_s: float
+    any_mode: bool = False  # no --framework and no stack named: each framework's layouts, its own stack (plan's)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Point:
     cut: list[str] = field(default_factory=list)
     reason: Optional[str] = None
     layouts_considered: int = 0  # the search's work (planner.search.engine.SearchStats), not its clock
+    framework: Optional[str] = None  # the framework whose search found the winner (any mode), else the --framework
     run: dict = field(default_factory=dict)  # days, gpu_hours, cost_usd, goodput, ... (run_numbers)
 
     @property
@@ -66,22 +68,50 @@ class Point:
 
 
 def plan_point(job: PointJob) -> Point:
-    """The search of `plan` on one point: the fastest layout that fits, or why none was found."""
+    """The search of `plan` on one point: the fastest layout that fits, or why none was found. In any mode
+    (no --framework, no stack), as `plan` does: each framework searched over the layouts it runs, priced with
+    its own stack, the time limit shared (planner.search.frameworks.priced_frameworks). A single search priced
+    every layout as Megatron-Core, so a sweep's H100 rows were ZeRO-2 with pp > 1, which Megatron cannot run
+    (and `plan` of the same point picked another layout)."""
     start = time.perf_counter()
-    fw = fws.load(job.framework)
-    space = fws.space_options(fw, job.model, job.cluster, job.train)
-    result = search(job.model, job.cluster, job.train, top=1, time_limit_s=job.time_limit_s, opts=space,
-                    keep=fws.keep(fw, job.train), deadline=start + job.time_limit_s)
+    pairs = _cheap_first(fws.priced_frameworks(job.train, False)) if job.any_mode else \
+        [(fws.load(job.framework), job.train)]
+    found = [(fw, tr, _search(job, fw, tr, start)) for fw, tr in pairs]
+    ranked = [(res.plans[0].time.step_s, i) for i, (_, _, res) in enumerate(found) if res.plans]
+    fw, train, result = found[min(ranked)[1]] if ranked else _default_search(found, job.train)
     best = result.plans[0] if result.plans else None
     reason = None
     if best is None:
-        reasons = why_nothing_fits(job.model, job.cluster, job.train, result, opts=space, deadline=start)
+        space = fws.space_options(fw, job.model, job.cluster, train)
+        reasons = why_nothing_fits(job.model, job.cluster, train, result, opts=space, deadline=start)
         reason = (reasons or ["nothing fits"])[0]
     elif result.stats.cut:
         reason = time_limit_note(result)[0]
     return Point(job.index, job.cluster_arg, job.cluster.name, job.cluster.gpu_profile.name, job.cluster.num_nodes,
                  job.cluster.num_gpus, job.train.global_batch_size, result.status, best,
-                 time.perf_counter() - start, list(result.stats.cut), reason, result.stats.layouts_considered)
+                 time.perf_counter() - start, list(result.stats.cut), reason,
+                 sum(res.stats.layouts_considered for _, _, res in found), fw.name if fw else job.framework)
+
+
+def _cheap_first(pairs: list) -> list:
+    """The frameworks' searches, the smallest space first (planner.plan_pool.COST_ORDER reversed), each given
+    what is left of the point's time limit: the large Megatron search is not cut to an equal share."""
+    from planner.plan_pool import COST_ORDER
+
+    return sorted(pairs, key=lambda pair: -COST_ORDER.index(pair[0].name) if pair[0].name in COST_ORDER else 0)
+
+
+def _search(job: PointJob, fw, train: TrainSpec, start: float):
+    """One search of the point, until the point's deadline (start + its --time-limit)."""
+    space = fws.space_options(fw, job.model, job.cluster, train)
+    left = max(start + job.time_limit_s - time.perf_counter(), 0.1)
+    return search(job.model, job.cluster, train, top=1, time_limit_s=left, opts=space,
+                  keep=fws.keep(fw, train), deadline=start + job.time_limit_s)
+
+
+def _default_search(found: list, train: TrainSpec):
+    """When nothing fits anywhere: the search priced with the point's own stack (the default framework's)."""
+    return next((f for f in found if f[1].stack_spec.name == train.stack_spec.name), found[0])
 
 
 RUN_KEYS = ("days", "gpu_hours", "cost_usd", "days_failure_free", "gpu_hours_failure_free",
@@ -172,7 +202,7 @@ def point_json(point: Point, front: set[int], picked: Optional[int], position: i
     return {"cluster": point.cluster, "cluster_arg": point.cluster_arg, "gpu": point.gpu, "nodes": point.nodes,
             "gpus": point.gpus, "global_batch": point.global_batch, "status": point.status, "fits": point.fits,
             "cut_short": point.cut, "reason": point.reason, "search_s": point.search_s,
-            "layouts_considered": point.layouts_considered,
+            "layouts_considered": point.layouts_considered, "framework": point.framework,
             "layout": layout_text(est.layout) if est else None,
             "step_s": est.time.step_s if est else None,
             "step_rel_error_p50": u.rel_error_p50 if u is not None else None,

@@ -22,6 +22,8 @@ from planner import trainopts as to
 from planner.errors import UserError
 from planner.files import loading
 from planner.files.guarded_write import Target, check_all, write_all
+from planner.plan_any import any_mode as plan_any_mode
+from planner.search import frameworks as fws
 from planner.report.sweep_html import render_sweep_html
 from planner.report.sweep_table import print_sweep
 from planner.sweep_pool import run_points
@@ -79,11 +81,12 @@ def build_jobs(args: SweepArgs):
     fixed = args.global_batch or (base.global_batch_size if loading.is_plan_file(args.model) else None)
     cache: dict = {}
     jobs = []
+    any_mode = plan_any_mode(fws.load(args.opts.framework), args.opts, base if loading.is_plan_file(args.model) else None)
     for arg, sized in clusters.items():
         for cluster in sized:
             batch = fixed or grid.default_batch(cluster.num_gpus)
             jobs.append(sw.PointJob(len(jobs), arg, model, cluster, _train(base, batch, args, cache),
-                                    args.opts.framework, args.time_limit_s))
+                                    args.opts.framework, args.time_limit_s, any_mode))
     return jobs, model, prices
 
 

@@ -170,7 +170,9 @@ def test_report_is_never_clobbered(tmp_path: Path):
     assert forced.exit_code == 0 and page.read_text().startswith("<!doctype html>")
 
 
-MAX_LAYOUTS_PER_POINT = 60_000  # a full search of the example's largest point looks at 39,642 layouts
+# each point searches the four frameworks' layouts, as `plan` does (planner.sweep.plan_point): the example's
+# largest point looks at 591,618 layouts over the four (Megatron's alone, before: 39,642)
+MAX_LAYOUTS_PER_POINT = 800_000
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +213,18 @@ def test_sweep_report_in_headless_chromium(example, tmp_path: Path):
     # Chromium's own service pings (Google hosts) are the browser's; anything else would be the page's
     assert [u for u in re.findall(r'"url":"(https?://[^"/]+)', text)
             if not re.search(r"\.(google\.com|googleapis\.com|gvt1\.com)$", u)] == []
+
+
+def test_a_sweep_point_is_the_plan_of_that_point(example):
+    """Without --framework a point searches each framework's layouts with its own stack, as `plan` does: a single
+    search priced every layout as Megatron-Core, and its H100 rows were ZeRO-2 with pp > 1 (which Megatron cannot
+    run) where `plan` of the same point picked tp4 pp1 dp16 ZeRO-3."""
+    from planner.search import frameworks as fws
+
+    doc, _ = example
+    for point in doc["points"]:
+        lay = point["estimate"]["layout"]
+        assert not (lay["zero"] >= 2 and lay["pp"] > 1 and point["framework"] == "megatron"), point["layout"]
+    h100_8 = next(p for p in doc["points"] if p["cluster"] == "dgx-h100" and p["nodes"] == 8)
+    assert h100_8["layout"].startswith("tp=4 pp=1 dp=16 zero=3")
+    assert fws.load(h100_8["framework"]) is not None
