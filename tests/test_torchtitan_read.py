@@ -27,11 +27,11 @@ def _h100_96gb():
     return base.model_copy(update={"gpu": hp.load_gpu("h100-sxm-500w"), "name": "h100-96gb"})
 
 
-def _load(tmp_path, text: str, model: str = "llama3-8b"):
+def _load(tmp_path, text: str, model: str = "llama3-8b", cluster: str = "dgx-h100"):
     path = tmp_path / "job.toml"
     path.write_text(text)
     notes = ReadNotes()
-    return load_native(path, model, "dgx-h100", 1, notes=notes), notes.notes
+    return load_native(path, model, cluster, 1, notes=notes), notes.notes
 
 
 # (file, model preset, cluster, nodes): the hardware each ran on (corpus README; DeepSeek-V3 16B:
@@ -72,7 +72,8 @@ def test_converters_and_recipes(tmp_path):
     assert (prob.train.precision, prob.train.fp8_recipe) == ("fp8", "rowwise")
     prob, _ = _load(tmp_path, BASE + '[model]\nconverters = ["float8"]\n[float8]\nrecipe_name = "rowwise"\n')
     assert prob.train.fp8_recipe == "rowwise"
-    prob, notes = _load(tmp_path, BASE + '[model]\nconverters = ["mx", "quantize.grouped_mm.mx", "lora"]\n')
+    prob, notes = _load(tmp_path, BASE + '[model]\nconverters = ["mx", "quantize.grouped_mm.mx", "lora"]\n',
+                        cluster="dgx-b200")  # MX needs Blackwell: an H100 is refused while reading (round 2)
     assert prob.train.fp8_recipe == "mxfp8" and len([n for n in notes if "converters" in n]) == 2
     prob, _ = _load(tmp_path, BASE)
     assert prob.train.precision == "bf16"

@@ -4,7 +4,8 @@ LLaMA-Factory ship them) read as the run they start, for `parplan check`.
 Source: accelerate 1.15 commands/config/cluster.py (the questions that write the file) and utils/dataclasses.py
 (how FSDP reads them). What is read:
 - `distributed_type`: DEEPSPEED, FSDP, MULTI_GPU (DDP) or NO (one process); others are refused by name.
-- `num_processes` (all machines together) sizes the cluster, unless --nodes is given.
+- `num_processes` (all machines together) over `num_machines` nodes sizes the cluster, unless --nodes is given
+  (processes per machine other than the preset's GPUs per node are priced as such nodes, said in a note).
 - `mixed_precision`: no (fp32), fp16, bf16, fp8; it fills a DeepSpeed config's "auto" bf16/fp16.
 - DEEPSPEED: `deepspeed_config.deepspeed_config_file` (a JSON beside the YAML, read as `check` reads DeepSpeed
   JSON, its "auto" values from the Trainer), else the config Accelerate builds from `zero_stage`,
@@ -51,6 +52,37 @@ def world(cfg: dict, path: Path) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
         raise UserError(f"{path}: num_processes={str(value)[:30]!r}: expected a whole number of processes (GPUs)")
     return value
+
+
+def machines(cfg: dict, path: Path) -> int:
+    value = cfg.get("num_machines", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**5:
+        raise UserError(f"{path}: num_machines={str(value)[:30]!r}: expected a whole number of machines (nodes)")
+    return value
+
+
+def machines_cluster(cfg: dict, path: Path, cluster, nodes, gpus: int, read: ReadNotes):
+    """The cluster the run uses: --nodes, else num_processes GPUs (all machines together: accelerate 1.15
+    commands/config/cluster.py asks "How many processes in total") over num_machines nodes. When the
+    processes per machine differ from the preset's GPUs per node, the nodes are priced with that many GPUs
+    each and a note says so; a count that does not divide over the machines is priced as num_processes
+    GPUs, said likewise."""
+    from planner.files import native  # noqa: PLC0415 - native dispatches here
+
+    count = machines(cfg, path)
+    if nodes is not None or count == 1 or gpus == 1:
+        return native._sized_cluster(cluster, nodes, gpus, path, "num_processes")
+    base = native._load_cluster(cluster)
+    per, rest = divmod(gpus, count)
+    if rest or per == 0:
+        read.notes.append(f"num_processes {gpus} (all machines) does not divide over num_machines {count}; priced as "
+                          f"{gpus} GPUs of {base.name} ({base.gpus_per_node} per node)")
+        return native._sized_cluster(cluster, None, gpus, path, "num_processes")
+    if per != base.gpus_per_node:
+        read.notes.append(f"num_machines {count} with num_processes {gpus} (all machines): {per} processes per "
+                          f"machine, not {base.name}'s {base.gpus_per_node} GPUs per node; priced as {count} nodes x "
+                          f"{per} GPUs")
+    return native._cluster(cluster, None, per, count, str(path))
 
 
 def precision(cfg: dict, path: Path, flags: TrainerFlags) -> str:
@@ -156,8 +188,7 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
 
     run = kind(cfg, path)
     gpus = 1 if run == "NO" else world(cfg, path)
-    clus = native._sized_cluster(native._need_cluster(cluster, path, "Accelerate"), nodes, gpus, path,
-                                 "num_processes")
+    clus = machines_cluster(cfg, path, native._need_cluster(cluster, path, "Accelerate"), nodes, gpus, read)
     prec = precision(cfg, path, flags)
     if run == "DEEPSPEED":
         ds = deepspeed_config(cfg, path, lambda p: _read_json(p, native))

@@ -35,7 +35,8 @@ from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.megatron import runnable
 from planner.frameworks.deepspeed import auto as ds_auto
-from planner.files import accelerate_yaml, parplan_launch
+from planner.files import accelerate_yaml, parplan_launch, shell_trainer
+from planner.files import shell_trainer_load as trainer_load
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_toml as tr
 from planner.frameworks.torchtitan import config_old as titan_keys
@@ -80,6 +81,8 @@ def config_kind(path: Path) -> str:
         return accelerate_yaml.framework(loading.read_mapping(Path(path)))
     text = _read_text(Path(path))
     launch = parplan_launch.kind(path, text)
+    if not launch and detect(Path(path), text) == "megatron" and shell_trainer.find(text, Path(path)):
+        return "deepspeed"  # a Hugging Face Trainer launch: its DeepSpeed JSON is what runs
     return LAUNCH_KINDS[launch] if launch else detect(Path(path), text)
 
 
@@ -130,6 +133,9 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
             raise UserError(f"{path}: not an Accelerate config (no distributed_type) nor a plan file")
         return accelerate_yaml.load(path, data, model, cluster, nodes, flags, ReadNotes() if notes is None else notes)
     kind = detect(path, text)
+    trainer = shell_trainer.find(text, path if path.is_file() else None) if kind == "megatron" else None
+    if trainer is not None:  # a Hugging Face Trainer under deepspeed/torchrun/accelerate: its DeepSpeed JSON
+        return trainer_load.load(path, trainer, model, cluster, nodes, flags, notes, load_native_text, _cluster)
     prob = load_native_text(text, kind, model, cluster, nodes, path, flags, notes, gpus)
     seq = parplan_launch.seq_length_beside(path) if kind == "deepspeed" else None
     if kind == "deepspeed" and seq is None and flags.seq_len is None and notes is not None:
@@ -147,7 +153,7 @@ def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
         return _megatron(path, text, model, cluster, nodes, gpus, flags.precision)
     if kind == "deepspeed":
         return _deepspeed(path, text, model, cluster, nodes, flags, notes)
-    return _torchtitan(path, text, model, cluster, nodes, notes)
+    return _torchtitan(path, text, model, cluster, nodes, notes, flags.precision)
 
 
 def _read_text(path: Path) -> str:
@@ -296,6 +302,9 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     sized = any(n is not None for n in (nodes, gpus, script_nodes))
     runnable.require(args, spec, lay, clus, str(path), not model, sized, precision)
     train.setdefault("stack", "nemo" if train.get("tp_comm_overlap") else "megatron-core")
+    why = tr.mx_refusal(train, clus.gpu_profile, precision)  # the cost model's refusal, naming the file and flag
+    if why:
+        raise UserError(f"{path}: --fp8-recipe mxfp8: {why}; use --fp8-recipe tensorwise or blockwise")
     if "global_batch_size" not in train:  # a DeepSpeed JSON's gradient_accumulation_steps sets num_microbatches
         dp = clus.num_gpus // (lay.tp * lay.cp * lay.pp)
         train["global_batch_size"] = lay.mbs * dp * (lay.num_microbatches or 1)
@@ -328,7 +337,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     overlap = dsc.ds_overlap(cfg, path)
     if overlap is not None:
         train["overlap_grad_reduce"] = overlap
-    lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, "recompute": recompute,
+    lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, **recompute,
                    "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
 
@@ -336,7 +345,7 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------
 
 def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
-                notes: Optional[ReadNotes] = None) -> loading.Problem:
+                notes: Optional[ReadNotes] = None, precision: Optional[str] = None) -> loading.Problem:
     given, notes = notes, ReadNotes() if notes is None else notes
     launched = None
     if titan_cli.is_titan_cli(text):  # torchtitan 0.3: a launch line, its preset's defaults under the flags
@@ -344,11 +353,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
         launched = titan_cli.launch_world(text, path)
     else:
         cfg = parse_toml(text, str(path))
-    found = None if model else flavors.preset_for(cfg)
-    if found is not None:
-        model = found[0]
-        notes.notes.append(found[1])
-    spec = _need_model(model, path, "torchtitan")
+    spec = _load_model(flavors.model_for(cfg, model, path, notes.notes))  # --model, else torchtitan's preset
     warnings = []
     if not titan_cli.is_titan_cli(text):  # pre-0.1.0 keys moved, unknown keys named (frameworks/torchtitan)
         cfg, warnings = titan_keys.read(cfg, path, spec.num_layers, notes.notes)
@@ -356,7 +361,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     world = ttc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
                           "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
-    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers)
+    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers, notes.notes)
     local = ttc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
@@ -365,7 +370,8 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": ttc.tt_int(training, "seq_len", path, 2048, "training"),
              **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
-             "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+             **titan_cli.allocator(text, path), "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+    tr.require_mx_gpu(cfg, train, clus.gpu_profile, path, precision)  # named here, not by the cost model
     if loss_compiled:
         train["fused_loss"] = True
     if tr.async_tp(cfg, path, compile_on, notes.notes):

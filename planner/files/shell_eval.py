@@ -6,7 +6,8 @@ stops), `if`/`elif`/`else`/`fi` and `&&`/`||` lists on `[ ]`, `[[ ]]` and `test`
 operands are known (=, ==, != with globs, -eq -ne -lt -le -gt -ge, -z, -n, !), `{ ...; }` groups, files
 `source`d or `.`-ed (read only from the script's own folder), scripts run through `bash -c "..."`,
 `srun ... bash -c '...'` and `sbatch <<EOF` here-documents (their text evaluated in turn, as the child
-shell would), and `cat <<EOT > $FILE` here-documents (kept in `sh.files`, e.g. a DeepSpeed config).
+shell would), and `cat <<EOT > $FILE` here-documents (kept in `sh.files`, e.g. a DeepSpeed config; `$(cat FILE)` reads them
+back), `read [-r] [-d ''] NAME <<EOT` and `<<< WORD` (planner.files.shell_builtins).
 
 What is not: loops, `case`, functions and conditions that depend on the machine (`[ -f x ]`, an
 unassigned variable). They are skipped with ONE warning each (none when what is skipped only echoes,
@@ -21,6 +22,7 @@ import re
 from pathlib import Path
 
 from planner.errors import UserError
+from planner.files.shell_builtins import read_builtin, store_file
 from planner.files.shell_expand import expand, expand_fields
 from planner.files.shell_parse import parse, quiet
 from planner.files.shell_sbatch import option_pairs
@@ -130,7 +132,7 @@ def _redirections(words: list) -> tuple[list, list, object]:
         w = words[i]
         if w.kind == "redir":
             op = w.text
-            if op.startswith("<<"):
+            if op.startswith("<<") and op != "<<<":
                 heredoc = words[i + 1] if i + 1 < len(words) and words[i + 1].kind.startswith("heredoc") else None
                 i += 2 if heredoc is not None else 1
                 continue
@@ -206,11 +208,13 @@ def _run(sh, argv: list[str], redirs: list, heredoc, word, known: bool):
     if name in ("source", "."):
         return _source(sh, argv[1:], word)
     body = expand(sh, heredoc) if heredoc is not None else None
+    if name == "read":
+        return read_builtin(sh, argv[1:], _stdin(sh, body, redirs), word)
     if body is not None:
         sh.heredocs.append(body)
         for op, target in redirs:
             if op in (">", ">>", ">|") and target is not None:
-                sh.files[expand(sh, target)] = body
+                store_file(sh, expand(sh, target), body, append=op == ">>")
     sh.commands.append(argv)
     shell_at = next((k for k, a in enumerate(argv) if posixpath.basename(a) in ("bash", "sh")), None)
     if shell_at is not None and "-c" in argv[shell_at + 1:shell_at + 3]:
@@ -225,6 +229,15 @@ def _run(sh, argv: list[str], redirs: list, heredoc, word, known: bool):
         for flag, value in sbatch_pairs(argv[1:]):
             sh.sbatch.setdefault(flag, value)
     return True
+
+
+def _stdin(sh, body, redirs: list):
+    """What a command reads: its here-document's body, else a here-string's word and a newline (bash 5.2
+    manual 3.6.7 "Here Strings"), else None (not known)."""
+    if body is not None:
+        return body
+    word = next((target for op, target in redirs if op == "<<<" and target is not None), None)
+    return None if word is None else expand(sh, word) + "\n"
 
 
 def sbatch_pairs(words: list[str]) -> list[tuple[str, str]]:
@@ -263,14 +276,23 @@ def _source(sh, args: list[str], word):
 def _renamed_sibling(path: Path, script: str):
     """A file a flattened collection renamed with its script's prefix: `CONFIG.sh` sourced by
     `mlm_sc21_table1.sh` found as `mlm_sc21_CONFIG.sh` beside it (each prefix of the script's name that
-    ends in '_' or '-', longest first). None when there is none."""
+    ends in '_' or '-', longest first). Never the script itself. None when there is none."""
     stem = posixpath.basename(script)
     cuts = [i + 1 for i, c in enumerate(stem) if c in "_-"]
     for cut in sorted(cuts, reverse=True):
         candidate = path.with_name(stem[:cut] + path.name)
-        if candidate.is_file():
+        if candidate.is_file() and not _same_file(candidate, script):
             return candidate
     return None
+
+
+def _same_file(candidate: Path, script: str) -> bool:
+    """Whether `candidate` is the script itself: `source ./missing_env.sh` in `c02b_missing_env.sh` names, under
+    the script's prefix `c02b_`, the script's own name; that is no renamed sibling (bash would not find the file)."""
+    try:
+        return candidate.resolve() == Path(script).resolve()
+    except (OSError, RuntimeError):
+        return candidate.name == posixpath.basename(script)
 
 
 def _test(argv: list[str], name: str):

@@ -3,7 +3,7 @@
 Parameter expansion: `$X`, `${X}`, `${X:-w}`/`${X-w}` (w itself quoted and expanded), `${X:=w}` (also
 assigns), `${X:+w}`, `${#X}`, `${A[@]}`/`${A[*]}`/`${A[i]}`, positional `$1`/`${1:-w}`, `$0`. Arithmetic
 `$((...))` on integers (+ - * / % and parentheses). Command substitution only for what locates files:
-`pwd` and `dirname X` (the script's folder). Anything else (an unassigned variable, `$(scontrol ...)`,
+`pwd` and `dirname X` (the script's folder), and `cat F` / `< F` of a file the script wrote with a here-document. Anything else (an unassigned variable, `$(scontrol ...)`,
 `${X/a/b}`) stays as written and counts as unknown (`sh.unknown`), so a test on it is not decided.
 
 Unquoted results are split into fields on blanks (bash's word splitting with the default IFS), quoted
@@ -20,6 +20,7 @@ import posixpath
 import re
 
 from planner.errors import UserError
+from planner.files.shell_builtins import cat_substitution
 from planner.files.shell_tokens import Word, closing, line_at
 
 MAX_VALUE_CHARS = 64 * 1024
@@ -236,8 +237,12 @@ def _eval(node):
 
 
 def _command(sh, inner: str, written: str) -> str:
-    """`$(pwd)`, `$(dirname X)`: the script's folder; anything else unknown (nothing is run)."""
+    """`$(pwd)`, `$(dirname X)`: the script's folder; `$(cat F)`, `$(< F)` of a file the script wrote with a
+    here-document: its text (planner.files.shell_builtins); anything else unknown (nothing is run)."""
     words = inner.split()
+    text = cat_substitution(sh, inner)
+    if text is not None:
+        return text
     if words == ["pwd"] and sh.script_dir is not None:
         return sh.script_dir
     if len(words) == 2 and words[0] == "dirname":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
+from planner.frameworks.deepspeed import checkpointing
 
 BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
 HF_MICRO_BATCH = 8  # TrainingArguments.per_device_train_batch_size default
@@ -86,10 +87,9 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
                None if flags.global_batch else HF_GRAD_ACCUM, "gradient_accumulation_steps", path, notes)
     _batch_key(out, "train_batch_size", flags.global_batch, "--global-batch", None, "", path, notes)
     notes += _precision(out, flags.precision)
-    if auto_keys(cfg) and "activation_checkpointing" not in cfg and flags.recompute is None:
-        notes.append("activation recompute none (the Trainer's --gradient_checkpointing, full recompute, is not "
-                     "in the JSON; set --recompute full if the run uses it)")
+    notes += checkpointing.assumptions(out, path, flags.recompute)
     read.assumed.extend(notes)
+    read.notes.extend(checkpointing.notes(out, path, flags.recompute))
     unpriced = [k for k in auto_keys(out) if k.startswith(UNPRICED)]
     if unpriced:
         clip = f" (gradient_clipping: max_grad_norm={HF_MAX_GRAD_NORM:g})" if "gradient_clipping" in unpriced else ""

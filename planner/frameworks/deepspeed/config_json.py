@@ -155,12 +155,28 @@ def ds_overlap(cfg: dict, path: Path) -> Optional[bool]:
     return _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
 
 
-def ds_recompute(cfg: dict, path: Path) -> str:
-    """full when an activation_checkpointing section is given (DeepSpeed checkpoints whole layers), else none."""
+def ds_checkpoint_interval(cfg: dict, path: Path) -> int:
+    """pipeline.activation_checkpoint_interval (0 when absent): DeepSpeed 0.19.8 runtime/pipe/engine.py seeds the
+    PipelineModule's interval from it when > 0, and runtime/pipe/module.py forward() then checkpoints the stage's
+    layer specs in groups of that many (one input kept per group, a group rebuilt at once in backward)."""
+    return _ds_int(_ds_section(cfg, "pipeline", path), "activation_checkpoint_interval", path, "pipeline") or 0
+
+
+def ds_recompute(cfg: dict, path: Path) -> dict:
+    """Layout recompute fields. pipeline.activation_checkpoint_interval N > 0: the pipeline engine's own full
+    recompute, in groups of N layers (Megatron's uniform --recompute-num-layers N, which costmodels.memory
+    prices) when N > 1. Else full when an activation_checkpointing section is given (it configures
+    deepspeed.checkpointing, which whole layers go through when the model code calls it: read so, and said by
+    planner.frameworks.deepspeed.auto), else none."""
+    interval = ds_checkpoint_interval(cfg, path)
+    if interval > 1:
+        return {"recompute": "full", "recompute_num_layers": interval, "recompute_method": "uniform"}
+    if interval == 1:
+        return {"recompute": "full"}
     if cfg.get("activation_checkpointing") is None:
-        return "none"
+        return {"recompute": "none"}
     _ds_section(cfg, "activation_checkpointing", path)  # a mapping, or refused
-    return "full"
+    return {"recompute": "full"}
 
 
 def ds_sequence_parallel(cfg: dict, path: Path) -> int:

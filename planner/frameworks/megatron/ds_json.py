@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from planner.errors import UserError
 from planner.files.safe_read import parse_json, read_text
+from planner.files.shell_builtins import written_file
 from planner.frameworks.deepspeed import config_json as dsc
 
 FLAGS = ("--deepspeed_config", "--deepspeed-config")
@@ -53,9 +54,9 @@ def _find(a) -> tuple[Optional[dict], Optional[str]]:
     given = name(a)
     if not given:
         return None, None
-    files = a.shell.files if a.shell else {}
-    if given in files:
-        return _object(files[given], f"--deepspeed_config {given[:60]}: its here-document"), None
+    body = written_file(a.shell, given) if a.shell else None
+    if body is not None:
+        return _object(body, f"--deepspeed_config {given[:60]}: its here-document"), None
     for path in candidates(given, a.shell.script_dir if a.shell else None):
         if path.is_file():
             return _object(read_text(path), str(path)), str(path)

@@ -18,6 +18,7 @@ from typing import Optional
 from costmodels.layout import RECOMPUTE_MODULES
 from costmodels.model_spec import MAX_LAYERS
 from planner.errors import UserError
+from planner.frameworks.megatron import cp_comm as cp_comm_flags
 from planner.frameworks.megatron import deepspeed_dialect, flag_table, known_flags, layer_freq, nemo_hydra
 from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
@@ -34,6 +35,7 @@ FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 # argparse nargs="+" (megatron/training/arguments.py; the load-balancing type is a list in TransformerConfig)
 LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type",
+              "--cp-comm-type", "--hierarchical-context-parallel-sizes",  # megatron-core 0.19.2: nargs='+'
               "--num-experts"}  # Megatron-DeepSpeed: nargs="+", one count per MoE layer
 
 
@@ -234,8 +236,9 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
             "ep": _ep(a, moe),
             "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
             "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
-            "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a), **recompute_data(a)}
-    stages, vpp, chunks = stage_split(a, model["num_layers"], pp)
+            "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a, model["num_layers"]),
+            **recompute_data(a)}
+    stages, vpp, chunks = stage_split(a, model["num_layers"], pp, not deepspeed_dialect.is_megatron_deepspeed(a))
     data["vpp"] = vpp
     if stages is not None:
         data["stage_layers"] = stages
@@ -252,12 +255,10 @@ def _ep(a: MegatronArgs, moe: bool) -> int:
     return a.int("--expert-model-parallel-size", 1)
 
 
-def cp_comm(a: MegatronArgs) -> str:
-    """`--cp-comm-type` (Megatron default p2p); hierarchical a2a+p2p is not modelled."""
-    value = a.str("--cp-comm-type", "p2p")
-    if value not in ("p2p", "a2a", "allgather"):
-        raise UserError(f"--cp-comm-type {value!r}: parplan models p2p, a2a and allgather (one type for every layer)")
-    return value
+def cp_comm(a: MegatronArgs, layers: int = 0) -> str:
+    """`--cp-comm-type` (Megatron default p2p; one type or one per layer; a2a+p2p) as the one algorithm priced
+    for every layer (planner.frameworks.megatron.cp_comm.priced)."""
+    return cp_comm_flags.priced(a, layers, a.int("--context-parallel-size", 1))
 
 
 def zero_stage(a: MegatronArgs) -> int:
@@ -324,8 +325,10 @@ def recompute_modules(text: str) -> list[str]:
 
 
 def unpriced_warnings(a: MegatronArgs) -> list[str]:
-    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED), and one when the
-    router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings)."""
+    """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED), one when the
+    router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings), and one per
+    context-parallel type priced as another (planner.frameworks.megatron.cp_comm.warnings)."""
     from planner.frameworks.megatron.train import balance_warnings  # train imports this module
 
-    return flag_table.unpriced(a.flags) + balance_warnings(a)
+    return (flag_table.unpriced(a.flags) + balance_warnings(a)
+            + cp_comm_flags.warnings(a, a.int("--context-parallel-size", 1)))

@@ -2,7 +2,8 @@
 
 Source: megatron/training/arguments.py (--num-layers-per-virtual-pipeline-stage,
 --num-virtual-stages-per-pipeline-rank, --decoder-first/last-pipeline-num-layers,
---pipeline-model-parallel-layout, at most one of the virtual-stage flags) and
+--pipeline-model-parallel-layout, at most one of the virtual-stage flags; the account-for flags:
+planner.frameworks.megatron.account_split) and
 benchmarks/data/launch_formats.md, section "Megatron-LM". Used by planner.frameworks.megatron.flags.layout_data.
 """
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 from costmodels.pipeline import rank_chunks, stages_of_chunks
 from planner.errors import UserError
+from planner.frameworks.megatron import account_split as account
 
 if TYPE_CHECKING:
     from planner.frameworks.megatron.flags import MegatronArgs
@@ -21,24 +23,42 @@ VIRTUAL_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stage
                  "--pipeline-model-parallel-layout")
 
 
-def stage_split(a: MegatronArgs, layers: int, pp: int) -> tuple[Optional[list[int]], int, Optional[list[int]]]:
+def stage_split(a: MegatronArgs, layers: int, pp: int,
+                strict: bool = True) -> tuple[Optional[list[int]], int, Optional[list[int]]]:
     """(layers per pipeline rank or None for an even split, virtual stages per rank, layers per virtual stage in
-    model order where a layout string sizes them otherwise than costmodels.pipeline.chunk_layers, else None)."""
+    model order where a layout string or the account-for flags size them otherwise than
+    costmodels.pipeline.chunk_layers, else None). strict: refuse, as Megatron-LM does, layers that no flag splits
+    over pp (Megatron-DeepSpeed's pipeline partitions them itself)."""
     given = [f for f in VIRTUAL_FLAGS if a.has(f)]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: Megatron accepts only one of them")
+    account.refuse_conflicts(a)
     if a.has("--pipeline-model-parallel-layout"):
         return layout_stages(a.str("--pipeline-model-parallel-layout"), layers, pp)
-    vpp = 1
+    vpp = _vpp(a, layers, pp)
+    stages, chunks = account.account_split(a, layers, pp, vpp)
+    if stages is not None:
+        return stages, vpp, chunks
+    stages = uneven_stages(a, layers, pp)
+    if stages is None and strict and layers % pp:
+        raise UserError(account.refusal(layers, pp, 0, 0, vpp, a.int("--num-layers") == layers))
+    return stages, vpp, None
+
+
+def _vpp(a: MegatronArgs, layers: int, pp: int) -> int:
+    """Virtual stages per rank: --num-virtual-stages-per-pipeline-rank, or the ranks' layers (the embedding and loss
+    counted where the account-for flags say so: megatron-core 0.19.2 arguments.py lines 923-943) over
+    --num-layers-per-virtual-pipeline-stage; 1 without either."""
     if a.has("--num-layers-per-virtual-pipeline-stage"):
         per = a.int("--num-layers-per-virtual-pipeline-stage")
-        if layers % pp or (layers // pp) % per:
+        n = layers + sum(account.extra(a))
+        if n % pp or (n // pp) % per:
+            counted = f" ({n} with {' and '.join(account.given(a))})" if n != layers else ""
             raise UserError(f"--num-layers-per-virtual-pipeline-stage {per}: layers per pipeline rank "
-                            f"({layers}/{pp}) must be a whole multiple of it")
-        vpp = layers // pp // per
-    elif a.has("--num-virtual-stages-per-pipeline-rank"):
-        vpp = a.int("--num-virtual-stages-per-pipeline-rank")
-    return uneven_stages(a, layers, pp), vpp, None
+                            f"({layers}{counted}/{pp}) must be a whole multiple of it; Megatron would run with "
+                            f"{account.fixes(layers, pp)}")
+        return n // pp // per
+    return a.int("--num-virtual-stages-per-pipeline-rank", 1)
 
 
 def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
@@ -50,7 +70,8 @@ def uneven_stages(a: MegatronArgs, layers: int, pp: int) -> Optional[list[int]]:
     middle = pp - (first is not None) - (last is not None)
     if bool(rest) != bool(middle) or (middle and rest % middle) or rest < 0:
         raise UserError(f"--decoder-first-pipeline-num-layers {first}, --decoder-last-pipeline-num-layers {last}: "
-                        f"the other {rest} layers do not split evenly over {middle} middle stages (pp={pp})")
+                        f"the other {rest} layers do not split evenly over {middle} middle stages (pp={pp}); "
+                        f"Megatron would run with {account.fixes(layers, pp)}")
     inner = [rest // middle] * middle if middle else []
     return ([first] if first is not None else []) + inner + ([last] if last is not None else [])
 

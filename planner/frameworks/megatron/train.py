@@ -91,8 +91,9 @@ def balance_data(a: MegatronArgs) -> dict:
 
 def balance_warnings(a: MegatronArgs) -> list[str]:
     """One line when an MoE script's router balances by a loss whose coefficient is 0: --moe-aux-loss-coeff absent
-    (Megatron's default 0.0, megatron-core 0.16.1 TransformerConfig.moe_aux_loss_coeff) or every value 0. Such a
-    router trains unbalanced, yet the load-balancing type says aux_loss, which is what is priced."""
+    (Megatron's default 0.0: megatron-core 0.19.2 arguments.py line 3369, TransformerConfig.moe_aux_loss_coeff line
+    846), said as that default, or every value given 0. Such a router trains unbalanced, yet the load-balancing type
+    says aux_loss, which is what is priced."""
     if (deepspeed_dialect.is_megatron_deepspeed(a) or not a.int("--num-experts", 0, minimum=0)
             or a.has("--moe-router-enable-expert-bias")):
         return []
@@ -105,8 +106,13 @@ def balance_warnings(a: MegatronArgs) -> list[str]:
             return []
     except ValueError:
         return []  # not a number: Megatron refuses it; nothing to say about balance
-    return [f"--moe-aux-loss-coeff {text}: with --moe-router-load-balancing-type {kind} the router is not balanced, "
-            f"but parplan prices it as {kind} (give --moe-router-load-balancing-type none to price the imbalance)"]
+    given = a.has("--moe-router-load-balancing-type")
+    router = f"--moe-router-load-balancing-type {kind}" + ("" if given else " (Megatron's default)")
+    coeff = (f"--moe-aux-loss-coeff {text}" if a.has("--moe-aux-loss-coeff") else
+             "--moe-aux-loss-coeff is not set in the script, so it is Megatron's default, --moe-aux-loss-coeff 0.0 "
+             "(megatron-core 0.19.2 arguments.py line 3369)")
+    return [f"{coeff}: with {router} the router is not balanced, but parplan prices it as {kind} (set "
+            "--moe-aux-loss-coeff, or give --moe-router-load-balancing-type none to price the imbalance)"]
 
 
 def grad_dtype(a: MegatronArgs) -> Optional[str]:

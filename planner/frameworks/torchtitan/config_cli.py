@@ -9,7 +9,7 @@ config_registry function; every other argument is a tyro flag `--<section>.<key>
 enable False, components ["model", "loss"], enable_async_tensor_parallel now under [compile]),
 trainer.py (activation_checkpoint default SelectiveAC: the per-op policy, 0.2's "op"; 0.2's default was
 a layer period of 2; the `activation-checkpoint:MODE` subcommand picks its mode) and the config_registry
-functions of the five presets below.
+functions of the presets below (the corpus's five, and those flavors.py maps onto parplan's models).
 Differences from 0.2 that change a reading: the default activation checkpointing (per-op, not every
 2nd layer), async TP's section, and converters, which live in the preset (model_registry(converters=...))
 rather than in a flag. A preset parplan does not carry takes 0.3's dataclass defaults, said in a note.
@@ -22,6 +22,7 @@ import shlex
 from pathlib import Path
 
 from planner.errors import UserError
+from planner.frameworks.torchtitan import flavors
 
 DEFAULTS = {"training": {"local_batch_size": 8, "seq_len": 2048},
             "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
@@ -41,9 +42,19 @@ PRESETS = {
                                          "parallelism": {"pipeline_parallel_schedule": "Interleaved1F1B",
                                                          "expert_parallel_degree": 8},
                                          "compile": {"enable": True, "components": ["loss"]}},
+    # the presets flavors.py maps onto parplan's models beyond the corpus's five
+    ("deepseek_v3", "deepseek_v3_671b"): {"training": {"local_batch_size": 4, "seq_len": 4096},
+                                          "parallelism": {"pipeline_parallel_schedule": "Interleaved1F1B",
+                                                          "expert_parallel_degree": 2},
+                                          "compile": {"enable": True, "components": ["loss"]}},
+    ("qwen3", "qwen3_30b_a3b"): {"training": {"local_batch_size": 2, "seq_len": 4096},
+                                 "activation_checkpoint": {"mode": "full"}},
+    ("gpt_oss", "gpt_oss_120b"): {"training": {"local_batch_size": 1, "seq_len": 8192},
+                                  "activation_checkpoint": {"mode": "full"}},
 }
 READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8")
 LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
+ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 AC_SUBCOMMAND = "activation-checkpoint:"  # 0.3.0: `activation-checkpoint:full`, `:selective`, `:none`
 
 
@@ -126,6 +137,7 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
                      "used where the flags say nothing")
     for section, values in (preset or {}).items():
         cfg.setdefault(section, {}).update(values)
+    cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
     for key, raw in flags:
         if key in ("module", "config"):
             continue
@@ -164,6 +176,19 @@ def _torchrun(words: list[str], names: tuple[str, ...], path: Path) -> int | Non
 def _per_node(words: list[str], env: dict, path: Path) -> int | None:
     found = _torchrun(words, ("--nproc_per_node", "--nproc-per-node"), path)
     return found if found is not None else (_count(env["NGPU"], path) if "NGPU" in env else None)
+
+
+def allocator(text: str, path: Path) -> dict:
+    """TrainSpec's expandable_segments from the launch line's PYTORCH_CUDA_ALLOC_CONF (`export VAR=...` or
+    `VAR=... torchrun`; the last assignment wins, as in the shell), read as Megatron scripts are
+    (planner.frameworks.megatron.train: 'expandable_segments:True' among the comma-separated options of torch's
+    CUDA caching allocator); {} when the text is no launch line or the variable does not turn them on."""
+    if not is_titan_cli(text):
+        return {}
+    values = [w.split("=", 1)[1] for w in _words(text, path) if w.startswith(ALLOC_CONF + "=")]
+    conf = values[-1] if values else ""
+    return {"expandable_segments": True} if any(
+        part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(",")) else {}
 
 
 def launch_world(text: str, path: Path) -> int | None:

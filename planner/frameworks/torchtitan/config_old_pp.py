@@ -18,17 +18,18 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.files.config_values import short, whole
+from planner.frameworks.torchtitan import schedules
 from planner.frameworks.torchtitan.config_keys import MISSING, get, put
 
 OWN = ("experimental.pipeline_parallel_microbatches",)  # read here only: config_old sets it aside first
-STAGES_PER_RANK = {"1F1B": 1, "GPipe": 1, "Interleaved1F1B": 2}  # the schedules parplan models
 SPLIT = "parallelism.pipeline_parallel_split_points"
 COUNT = "experimental.pipeline_parallel_microbatches"
 
 
 def default_points(layers: int, pp: int, schedule, path: Path) -> Optional[list[str]]:
-    """2025's generate_split_points; None for a schedule parplan does not model (config_values says so)."""
-    per_rank = STAGES_PER_RANK.get(schedule) if isinstance(schedule, str) else None
+    """2025's generate_split_points (1 stage per rank for a PipelineScheduleSingle, 2 for a Multi: schedules.py);
+    None for a name torch does not define (config_values says so)."""
+    per_rank = schedules.stages_per_rank(schedule)
     if per_rank is None:
         return None
     total = pp * per_rank

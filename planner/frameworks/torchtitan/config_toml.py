@@ -15,9 +15,12 @@ Every setting read but not priced is named in `notes`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Optional
 
 from planner.errors import UserError
+from planner.frameworks.torchtitan import schedules
 
 FLOAT8_NAMES = ("float8", "quantize.linear.float8")
 MX_NAMES = ("mx", "mxfp8", "quantize.linear.mx", "quantize.linear.mxfp8")
@@ -103,6 +106,10 @@ def compiled(cfg: dict, path: Path, notes: list[str]) -> tuple[bool, bool]:
     if enable and "model" not in parts:
         notes.append(f"compile.components={parts}: the model runs eager (stack torchtitan-eager), the loss "
                      "compiled (fused cross entropy)")
+    refused = schedules.compile_note(_table(cfg, "parallelism", path).get("pipeline_parallel_schedule"),
+                                     enable and "model" in parts)
+    if refused and _table(cfg, "parallelism", path).get("pipeline_parallel_degree", 1) != 1:
+        notes.append(refused)
     return enable and "model" in parts, enable and "loss" in parts
 
 
@@ -172,3 +179,27 @@ def cpu_offload(cfg: dict, path: Path) -> dict:
     if not isinstance(value, bool):
         raise UserError(f"{path}: training.enable_cpu_offload={value!r:.60} must be true or false")
     return {"offload_optimizer": "cpu", "offload_params": "cpu"} if value else {}
+
+
+def mx_refusal(fields: dict, gpu, precision: Optional[str] = None) -> Optional[str]:
+    """Why `gpu` cannot run the MXFP8 recipe that the TrainSpec `fields` read from a config ask for, or None:
+    MX block scales are applied by the tensor cores of costmodels.timing.BLOCK_SCALED_GENS (Blackwell, CDNA 4),
+    the same test the cost model applies (timing._low_precision_peak), here while the config's file and setting
+    are known. `precision`: check's --precision, which replaces the config's (only fp8 keeps the recipe)."""
+    from costmodels.timing import BLOCK_SCALED_GENS  # noqa: PLC0415 - the cost model, only when asked
+
+    if fields.get("fp8_recipe") != "mxfp8" or (precision or fields.get("precision")) != "fp8":
+        return None
+    if gpu.tensor_core_gen in (None, *BLOCK_SCALED_GENS):
+        return None
+    return (f"MX block scaling needs block-scaled (MX) tensor cores (Blackwell, CDNA 4): gpu {gpu.name!r} is "
+            f"{gpu.tensor_core_gen}")
+
+
+def require_mx_gpu(cfg: dict, fields: dict, gpu, path: Path, precision: Optional[str] = None) -> None:
+    """A UserError naming the file and its model.converters when the GPU cannot run their MXFP8 recipe."""
+    why = mx_refusal(fields, gpu, precision)
+    if why:
+        converters = _table(cfg, "model", path).get("converters", [])
+        raise UserError(f"{path}: model.converters {json.dumps(converters)}: {why}; use float8 (tensorwise or "
+                        "rowwise) or --precision bf16")

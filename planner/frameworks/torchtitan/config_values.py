@@ -18,7 +18,9 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.files.config_values import MAX_COUNT, short, whole
+from planner.frameworks.torchtitan import schedules
 
+# the schedules parplan models as they run (every torch schedule is read: planner.frameworks.torchtitan.schedules)
 TT_SCHEDULES_SINGLE = {"1F1B": "1f1b", "GPipe": "gpipe"}
 TT_SCHEDULES_LOOPED = {"Interleaved1F1B": "interleaved"}
 TT_RESHARD = ("default", "always", "never")
@@ -63,7 +65,10 @@ def _tt_choice(par: dict, key: str, path: Path, default: str, known) -> str:
     return value
 
 
-def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int]:
+def tt_layout(par: dict, path: Path, world: int, layers: int,
+              notes: Optional[list] = None) -> tuple[dict, int]:
+    """(layout fields, dp) of [parallelism]; `notes` receives the warning of a pipeline schedule priced as
+    another (planner.frameworks.torchtitan.schedules)."""
     degrees = {k: tt_int(par, f"{k}_degree", path, 1) for k in
                ("tensor_parallel", "context_parallel", "pipeline_parallel", "expert_parallel",
                 "data_parallel_replicate")}
@@ -81,30 +86,35 @@ def tt_layout(par: dict, path: Path, world: int, layers: int) -> tuple[dict, int
     if rep > 1 and shard > 1:  # HSDP: FSDP over dp_shard*cp, replicated rep times
         lay["shard_group"] = shard * cp
     if pp > 1:
-        lay.update(_tt_stages(par, path, layers, pp))
+        lay.update(_tt_stages(par, path, layers, pp, [] if notes is None else notes))
     return lay, rep * shard
 
 
-def _tt_stages(par: dict, path: Path, layers: int, pp: int) -> dict:
-    name = _tt_choice(par, "pipeline_parallel_schedule", path, "1F1B", [*TT_SCHEDULES_SINGLE, *TT_SCHEDULES_LOOPED])
+def _tt_stages(par: dict, path: Path, layers: int, pp: int, notes: list) -> dict:
+    """vpp, layers per rank and the schedule priced (planner.frameworks.torchtitan.schedules: a V places stages
+    r and 2p-1-r on rank r; a schedule parplan does not model is priced as the closest one, said in `notes`)."""
+    name = par.get("pipeline_parallel_schedule", "1F1B")
+    sched = schedules.lookup(name, path, par.get("pipeline_parallel_schedule_csv"))
     points = par.get("pipeline_parallel_split_points")
-    counts = split_counts(points, layers, path) if points else _titan_counts(par, path, layers, pp, name)
+    counts = split_counts(points, layers, path) if points else _titan_counts(par, path, layers, pp, sched.multi)
     stages = len(counts)
     if stages % pp:
         raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
-    vpp = stages // pp
-    per_rank = [sum(counts[v * pp + r] for v in range(vpp)) for r in range(pp)]
-    schedule = TT_SCHEDULES_SINGLE.get(name) or TT_SCHEDULES_LOOPED[name]
+    per_rank = schedules.rank_layers(counts, pp, sched, path)
+    schedule, vpp = schedules.priced(sched, stages // pp)
+    note = schedules.warning(sched, name)
+    if note:
+        notes.append(note)
     return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
 
 
-def _titan_counts(par: dict, path: Path, layers: int, pp: int, name: str) -> list[int]:
+def _titan_counts(par: dict, path: Path, layers: int, pp: int, multi: bool) -> list[int]:
     """Layers per virtual stage from 0.2's layers_per_stage and first/last_stage_less_layers."""
     first = tt_int(par, "pipeline_parallel_first_stage_less_layers", path, 1, minimum=0, maximum=layers)
     last = tt_int(par, "pipeline_parallel_last_stage_less_layers", path, 1, minimum=0, maximum=layers)
     per = par.get("pipeline_parallel_layers_per_stage")
     if per is None:
-        stages = pp * (1 if name in TT_SCHEDULES_SINGLE else 2)
+        stages = pp * (2 if multi else 1)
     else:
         per = tt_int(par, "pipeline_parallel_layers_per_stage", path, 1, maximum=layers)
         stages = math.ceil((layers + first + last) / per)
