@@ -69,11 +69,14 @@ def zero_state_bytes(params: float, shards: int, zero: int, train: TrainSpec) ->
 
 
 def memory_zero(lay) -> int:
-    """The ZeRO stage the memory sees. ZeRO-3 with pipelining keeps a stage's weights gathered and its
-    gradients unsharded across the micro-batches of a step (torch.distributed.pipelining + FSDP2:
-    no resharding and no gradient sync until the last micro-batch; costmodels.sharding), so only the
-    optimizer states stay sharded: ZeRO-1 memory."""
-    return 1 if lay.zero >= 3 and lay.pp > 1 else lay.zero
+    """The ZeRO stage the memory sees. ZeRO-2 or ZeRO-3 with pipelining keeps a stage's weights gathered and
+    its gradients unsharded across the micro-batches of a step (torch.distributed.pipelining + FSDP2: torch
+    2.13 pipelining/stage.py backward_maybe_with_nosync sets set_reshard_after_backward(False) and
+    set_requires_gradient_sync(False) on an FSDPModule for every backward but the last; costmodels.sharding),
+    so only the optimizer states stay sharded: ZeRO-1 memory. ZeRO-2 with pp runs only there (DeepSpeed's
+    pipeline engine refuses ZeRO-2 and 3; Megatron has no ZeRO-2); it was priced with sharded gradients,
+    4.2 GiB a GPU under the 8.5 GiB it holds for Llama 3 70B at tp8 pp4."""
+    return 1 if lay.zero >= 2 and lay.pp > 1 else lay.zero
 
 
 def persistent_state_bytes(weights: float, grads: float, optimizer: float, lay) -> float:

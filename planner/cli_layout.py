@@ -63,14 +63,10 @@ def estimate_cmd(
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
-    if opts.framework is None and is_native(path):  # a framework's own file: what that framework runs
-        why = fws.framework_refusals(config_kind(path), result.layout, train)
-        if why:
-            raise UserError(f"{config}: {config_kind(path)} cannot run this layout: " + "; ".join(why))
     note_unused_tp_overlap(train, result.layout)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
-          whole_run_of(result, prob.model, prob.cluster, train, run))
+          whole_run_of(result, prob.model, prob.cluster, train, run), warnings=unrunnable(train, result.layout))
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
@@ -155,6 +151,18 @@ def report_cmd(
     err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
 
 
+def unrunnable(train: TrainSpec, lay) -> list[str]:
+    """One warning when the stack's framework cannot run `lay` (estimate and check of a plan file price any
+    layout with the stack given): which framework refuses it and why, and which frameworks run it."""
+    why = fws.framework_refusals(train.stack_spec.framework, lay, train)
+    if not why:
+        return []
+    others = fws.runners(lay, train)
+    runs = f"it runs on {', '.join(others)}" if others else "no framework parplan knows runs it"
+    return [f"{train.stack_spec.framework} (stack {train.stack_spec.name}) cannot run this layout ({'; '.join(why)}); "
+            f"{runs}, so these numbers describe a run that stack does not make"]
+
+
 def read_echo(spec, clus, train: TrainSpec) -> dict:
     """What `check` read from the config (and its overrides), for --json: the model, the cluster's size and GPU,
     and the training settings (batch, sequence, precision, stack, offload), so a misread is visible."""
@@ -214,12 +222,14 @@ def check_cmd(
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
-    if opts.framework is None and is_native(path):  # a framework's own file: what that framework runs
+    if fws.load(opts.framework) is None and is_native(path):  # a framework's own file: what that framework runs
         why = fws.framework_refusals(config_kind(path), result.layout, train)
         if why:
             raise UserError(f"{config}: {config_kind(path)} cannot run this layout: " + "; ".join(why))
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
-    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen, warnings=prob.warnings,
+    extra_warnings = [] if is_native(path) else unrunnable(train, result.layout)
+    show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
+         warnings=list(prob.warnings) + extra_warnings,
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

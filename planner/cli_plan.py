@@ -18,6 +18,7 @@ from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_
 from planner.files.planfile import plan_document
 from planner.plan_any import any_mode as plan_any_mode
 from planner.plan_outputs import PlanOutputs
+from planner.safetext import plain
 from planner.report.render import print_plan
 from planner.report.runblock import print_whole_run
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
@@ -73,6 +74,12 @@ def plan_cmd(
     else:
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train) for p in result.plans]
+        if fw is None and result.plans:  # a stack named without --framework prices every layout with it
+            from planner.cli_layout import unrunnable  # noqa: PLC0415
+
+            for line in unrunnable(train, result.plans[0].layout):
+                err.print(plain(f"warning: the winner: {line} (add --framework {train.stack_spec.framework} to "
+                                "search only its layouts)"), highlight=False, soft_wrap=True)
     if result.plans and outputs.wanted:  # the plan document serves the files alone
         doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
         report_export(outputs.write(doc, fmt, tokens, run))

@@ -1,0 +1,53 @@
+"""A layout priced with a stack whose framework cannot run it says so (estimate, check of a plan file, plan with a
+stack named and no --framework), and ZeRO-2 with pipelining holds its gradients unsharded, as ZeRO-3 does.
+
+Found by a new-user pass: `plan llama3-70b --stack deepspeed` won with tp=4 and a stage split DeepSpeed does not
+build ("runs on" empty, "winner: fits"); `estimate ... zero=3,pp=4` under megatron-core priced a layout Megatron
+refuses without a word; and zero=2 with pp priced sharded gradients that FSDP2 under torch.distributed.pipelining
+does not reduce-scatter until the last micro-batch."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+import hardware_profiles as hp
+from costmodels.estimate import estimate
+from costmodels.layout import Layout
+from costmodels.train_spec import TrainSpec
+from planner.cli import app
+
+runner = CliRunner()
+LAYOUT = "tp=8,pp=4,dp=2,mbs=1,zero={z},recompute=none,sp=1"
+
+
+def _estimate(zero: int):
+    return runner.invoke(app, ["estimate", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch",
+                               "64", "--layout", LAYOUT.format(z=zero)])
+
+
+def test_estimate_names_a_layout_its_stacks_framework_cannot_run():
+    result = _estimate(3)
+    assert result.exit_code in (0, 1)
+    assert "warning: megatron (stack megatron-core) cannot run this layout (zero=3 with pp>1" in result.stderr
+    assert "cannot run this layout" not in _estimate(1).stderr
+
+
+def test_zero2_with_pipelining_holds_unsharded_gradients():
+    """torch 2.13 pipelining/stage.py: every backward but the last sets set_requires_gradient_sync(False) on an
+    FSDP module, so ZeRO-2's gradients stay whole until the step ends: ZeRO-1's gradient memory, not ZeRO-2's."""
+    model, clus = hp.load_model("llama3-70b"), hp.load_cluster("dgx-h100", num_nodes=8)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64), "torchtitan")
+    grads = {z: estimate(model, clus, train, Layout(tp=8, pp=4, zero=z, mbs=1)).memory.stages[0].grads_bytes
+             for z in (1, 2)}
+    assert grads[2] == grads[1]
+    flat = {z: estimate(model, clus, train, Layout(tp=8, pp=1, zero=z, mbs=1)).memory.stages[0].grads_bytes
+            for z in (1, 2)}
+    assert flat[2] < flat[1]  # without pipelining ZeRO-2 still shards them
+
+
+def test_plan_with_a_stack_and_no_framework_warns_when_its_winner_is_not_that_frameworks():
+    result = runner.invoke(app, ["plan", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--stack",
+                                 "deepspeed", "--top", "1", "--time-limit", "10"])
+    assert result.exit_code == 0
+    assert "warning: the winner: deepspeed (stack deepspeed) cannot run this layout" in result.stderr
+    assert "add --framework deepspeed" in result.stderr
