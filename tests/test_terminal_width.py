@@ -142,7 +142,7 @@ def test_into_a_pipe_each_sentence_stays_on_one_line(monkeypatch):
     no_terminal(monkeypatch)
     result = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2"], env={"COLUMNS": None})
     line = next(text for text in result.stdout.splitlines() if text.startswith("memory: "))
-    assert len(line) > 120 and line.endswith("runs)")
+    assert len(line) > 120 and line.endswith(("runs)", "before a long job"))
 
 
 def test_a_narrow_table_keeps_the_largest_memory_term():

@@ -51,3 +51,16 @@ def test_plan_with_a_stack_and_no_framework_warns_when_its_winner_is_not_that_fr
     assert result.exit_code == 0
     assert "warning: the winner: deepspeed (stack deepspeed) cannot run this layout" in result.stderr
     assert "add --framework deepspeed" in result.stderr
+
+
+def test_a_fit_inside_the_memory_models_own_error_says_so():
+    """A winner at 78.5 of 78.6 GiB while held-out device peaks run 9% low is flagged; a plan with room is not."""
+    from planner.report.render import memory_verdict
+
+    model, clus = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64), "megatron-core")
+    roomy = estimate(model, clus, train, Layout(tp=8, mbs=1, recompute="full"))
+    assert roomy.fits and "inside that error" not in memory_verdict(roomy)
+    mem = roomy.memory.model_copy(update={"headroom_bytes": 2**27})
+    edge = roomy.model_copy(update={"memory": mem})
+    assert "the headroom is inside that error" in memory_verdict(edge)
