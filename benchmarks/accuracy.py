@@ -54,6 +54,7 @@ class Row:
     excluded: str = ""  # why a row is left out of the error bands (shown, never hidden)
     gpus: int = 0
     role: str = "validation"  # "fit", "validation" (benchmarks/splits.py) or "test" (--final only)
+    seq: int = 0  # sequence length, tokens (the regime's reach: costmodels.uncertainty extrapolation)
     model: str = ""
     moe: bool = False
 
@@ -80,7 +81,8 @@ def collect(final: bool = False, prof=None) -> list[Row]:
         if role is not None:
             rows.append(Row(getattr(c, "source", "") or c.dataset, c.label, c.measured_s,
                             predict_s(c, lay, prof), role == "fit", _regime(c, lay), gpus=c.cluster.num_gpus,
-                            role=role, model=c.model.name, moe=bool(c.model.num_experts), **kw))
+                            role=role, model=c.model.name, moe=bool(c.model.num_experts),
+                            seq=c.train.seq_len(c.model), **kw))
 
     for c, lay in prepared(narayanan(a100)):
         add(c, lay, "test" if frozen(c.dataset, c.label) else None)
@@ -342,9 +344,9 @@ def main() -> None:
     if args.write:
         DOC.parent.mkdir(exist_ok=True)
         DOC.write_text(HEADER + text + "\n" + kept_sections())
-        from uncertainty_table import band_samples, write_held_out
+        from uncertainty_table import band_samples, seq_by_run, write_held_out
 
-        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs)
+        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs, seq_by_run(rows, loro_results))
 
 
 if __name__ == "__main__":

@@ -65,12 +65,21 @@ def printed_band(tables: dict, regime: str):
     return band(held, sharding, scale, gen, moe)[0], (own.samples or own.rows) if own else 0
 
 
-def _entry(signed: list[float], runs: list, summarize, level: float = STEP_LEVEL) -> dict:
-    """A held_out entry: `rows` counts distinct runs, `samples` the errors the quantiles are taken over."""
+def _entry(signed: list[float], runs: list, summarize, level: float = STEP_LEVEL, seq_of: dict | None = None) -> dict:
+    """A held_out entry: `rows` counts distinct runs, `samples` the errors the quantiles are taken over, and
+    `seq_max` the longest sequence among the runs (when `seq_of` knows them): how far the regime reaches."""
     summary = summarize(signed)
+    seqs = [seq_of[r] for r in runs if seq_of and seq_of.get(r)]
     return {"rows": len(set(runs)), "samples": summary["n"], "mean": round(summary["mean"], 4),
             "p50": round(summary["median"], 4), "p90": round(band_quantile(signed, level), 4),
-            "bias": round(summary["bias"], 4)}
+            "bias": round(summary["bias"], 4), **({"seq_max": max(seqs)} if seqs else {})}
+
+
+def seq_by_run(rows, loro: dict) -> dict[str, int]:
+    """The sequence length of every run behind the bands ('data set:row' -> tokens)."""
+    out = {f"{r.dataset}:{r.label}": r.seq for r in rows if getattr(r, "seq", 0)}
+    out.update({_run(x): x["seq"] for res in loro.values() for x in res["rows"] if x.get("seq")})
+    return out
 
 
 def band_samples(rows, loro: dict) -> list[tuple[str, float, str]]:
@@ -103,8 +112,8 @@ def _keys(regime: str) -> tuple[str, list[str]]:
     return stack, [MOE_PREFIX + k for k in keys] if moe else keys
 
 
-def held_out_by_stack(samples, loro: dict, summary_errs,
-                      level: float = STEP_LEVEL) -> tuple[dict[str, dict], dict | None]:
+def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEVEL,
+                      seq_of: dict | None = None) -> tuple[dict[str, dict], dict | None]:
     """({stack: {key: entry}}, the all-stacks entries) from band_samples(): (regime, error, run) triples; a
     (regime, error) pair is a run of its own."""
     runs = [(s[0], s[1], s[2] if len(s) > 2 else i) for i, s in enumerate(samples)]
@@ -120,15 +129,15 @@ def held_out_by_stack(samples, loro: dict, summary_errs,
                                      if not parse_regime(x["regime"])[4]]}
 
     def entry(pool: list) -> dict:
-        return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level)
+        return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level, seq_of)
     extra = {key: entry(pool) for key, pool in sorted(pools.items()) if pool}
     return {stack: {**{k: entry(v) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 
 
-def write_held_out(samples, loro: dict, summary_errs) -> None:
+def write_held_out(samples, loro: dict, summary_errs, seq_of: dict | None = None) -> None:
     """Replace the `held_out` mapping of every stack profile."""
-    tables, extra = held_out_by_stack(samples, loro, summary_errs)
+    tables, extra = held_out_by_stack(samples, loro, summary_errs, seq_of=seq_of)
     for path in sorted(STACKS.glob("*.yaml")):
         head, data = read_profile(path)
         provenance = data.setdefault("provenance", {})

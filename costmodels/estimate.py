@@ -66,7 +66,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
         time=time,
         throughput=throughput,
         params=ParamsOut(total=total_params(model), active=active_params(model)),
-        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe),
+        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe,
+                                train.seq_len(model)),
     )
 
 

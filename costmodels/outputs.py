@@ -141,6 +141,8 @@ class UncertaintyOut(_Out):
     validated: bool = Field(..., description="At least 5 held-out runs in this very regime, mean error <= 15%.")
     basis: str = Field("regime", description="Which rows the band comes from: the regime, or a fallback.")
     mean: Optional[float] = Field(None, description="Mean |relative error| of those rows.")
+    extrapolated: Optional[str] = Field(None, description="Why the estimate lies beyond the runs behind its band "
+                                        "(e.g. a longer sequence than any of them), else null; never validated then.")
 
 
 class Estimate(_Out):

@@ -20,6 +20,9 @@ class RegimeError(BaseModel):
     samples: Optional[int] = Field(
         None, ge=0, le=10_000_000, description="Out-of-sample errors behind the quantiles: a run predicted by the "
         "shipped profiles and again by leave-one-regime-out refits counts once per prediction; null = rows.")
+    seq_max: Optional[int] = Field(
+        None, ge=1, le=100_000_000, description="The longest sequence (tokens) among the runs: an estimate at a "
+        "longer one is extrapolated (costmodels.uncertainty); null = not recorded.")
     mean: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Mean |predicted/measured - 1|.")
     p50: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Median |relative error|.")
     p90: float = Field(..., ge=0, le=MAX_REL_ERROR, description="90th percentile |relative error|.")

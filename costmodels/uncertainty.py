@@ -144,9 +144,20 @@ def band(held: dict, sharding: str, scale: str, gen: str | None = None,
     return err, basis
 
 
-def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: bool = False) -> UncertaintyOut:
+def extrapolation(err: RegimeError, seq_len: int | None) -> str | None:
+    """Why an estimate lies beyond the runs behind `err`, else None: a sequence longer than the longest of them
+    (attention's share, context parallelism and activation memory grow with it; a 1M-token plan on a regime of
+    2k-8k runs had printed a validated +-3%)."""
+    if seq_len is None or err.seq_max is None or seq_len <= err.seq_max:
+        return None
+    return f"sequence {seq_len:,} tokens, beyond the longest of these runs ({err.seq_max:,})"
+
+
+def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: bool = False,
+                seq_len: int | None = None) -> UncertaintyOut:
     """The error band of a layout's step time under `stack` on GPU profile `gpu`, for a dense or an MoE
-    model (module docstring)."""
+    model at `seq_len` tokens (module docstring); an estimate beyond its runs (extrapolation) is never
+    validated."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
     legacy = not any(k.count("/") == 2 for k in stack.held_out)
     key = regime_key(stack.regime_name, lay, num_gpus, None if legacy else gpu, moe)
@@ -154,9 +165,10 @@ def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: b
     if err is None:
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,
                               validated=False, basis=basis)
+    beyond = extrapolation(err, seq_len)
     return UncertaintyOut(rel_error_p50=err.p50, rel_error_p90=err.p90, bias=err.bias, rows=err.rows, regime=key,
-                          validated=basis == "regime" and validated(err), basis=basis, mean=err.mean,
-                          samples=err.samples)
+                          validated=basis == "regime" and validated(err) and beyond is None, basis=basis,
+                          mean=err.mean, samples=err.samples, extrapolated=beyond)
 
 
 def memory_uncertainty(stack: Stack, kind: str = "device") -> MemoryUncertaintyOut:

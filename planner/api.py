@@ -245,7 +245,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     space = fws.space_options(fw, model, clus, train)
     fw_keep = fws.keep(fw, train)  # one predicate for the search and the alternative: best_validated reuses
     keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name,
-                                                   model.is_moe)) \
+                                                   model.is_moe, train.seq_len(model))) \
         if validated_only else fw_keep  # the candidates the search kept when its keep is the same
     result = search(model, clus, train, top=top, time_limit_s=time_limit_s, opts=space, progress=say, keep=keep,
                     deadline=deadline)

@@ -185,3 +185,27 @@ def test_a_stack_with_moe_rows_only_bands_a_dense_model_from_every_stacks_dense_
     dense = uncertainty(stack, Layout(zero=3, dp=8), 8, "h100-sxm")
     assert dense.rows == 1400 and "no dense held-out rows" in dense.basis and not dense.validated
     assert uncertainty(stack, Layout(zero=3, dp=8), 8, "h100-sxm", moe=True).rows == 4
+
+
+def test_an_estimate_beyond_its_regimes_runs_is_never_validated():
+    """A held_out entry records the longest sequence among its runs (seq_max); an estimate at a longer one is
+    extrapolated: the band is still the regime's, but it is not validated and says why. Before, a 1M-token
+    Llama 3 70B plan on 8,192 H100 printed a validated +-3% from runs of 2k-4k tokens."""
+    from costmodels.uncertainty import extrapolation
+
+    base = hp.load_stack("megatron-core")
+    lay = Layout(zero=1, dp=8)
+    entry = RegimeError(rows=9, mean=0.03, p50=0.02, p90=0.06, bias=0.0, seq_max=4096)
+    stack = base.model_copy(update={"held_out": {"hopper/zero1-2/<=64": entry}})
+    inside = uncertainty(stack, lay, 8, "h100-sxm", seq_len=4096)
+    beyond = uncertainty(stack, lay, 8, "h100-sxm", seq_len=1_048_576)
+    assert inside.validated and inside.extrapolated is None
+    assert not beyond.validated and beyond.rel_error_p90 == inside.rel_error_p90
+    assert beyond.extrapolated == "sequence 1,048,576 tokens, beyond the longest of these runs (4,096)"
+    assert extrapolation(entry.model_copy(update={"seq_max": None}), 10**6) is None  # an entry that did not record it
+
+
+def test_shipped_bands_record_how_far_their_runs_reach():
+    held = hp.load_stack("megatron-core").held_out
+    assert held["hopper/zero1-2/>512"].seq_max == 4096  # the Megatron-LM README rows (MG-*), 4k tokens
+    assert all(e.seq_max for e in held.values())

@@ -67,6 +67,9 @@ def band_warning(u: UncertaintyOut | None) -> str | None:
     """Why the band is not validated (None when it is, or when there is no band)."""
     if u is None or u.validated:
         return None
+    if u.extrapolated:
+        return (f"not validated: extrapolated ({u.extrapolated}); the band is theirs, and this estimate lies "
+                "beyond them")
     if u.basis != "regime":
         if not u.rows:
             return f"not validated: no held-out runs in regime {u.regime} or any fallback (no error band)"

@@ -309,7 +309,8 @@ def _estimate(model, cluster, train, sol: cpsat.Solution) -> Estimate:
     return estimate(model, cluster, train, sol.table.layout.to_layout(sol.stage_layers))
 
 
-def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None, moe: bool = False) -> Keep:
+def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None, moe: bool = False,
+                     seq_len: Optional[int] = None) -> Keep:
     """A `keep` predicate: the candidate's regime (stack x sharding x scale x GPU generation x dense/MoE,
     costmodels.uncertainty) is validated. The regime depends on the sharding class alone here, so it
     is cached by it."""
@@ -318,7 +319,7 @@ def validated_filter(stack: Stack, num_gpus: int, gpu: Optional[str] = None, moe
     def keep(lay: Candidate) -> bool:
         key = sharding_class(lay)
         if key not in cache:
-            cache[key] = uncertainty(stack, lay, num_gpus, gpu, moe).validated
+            cache[key] = uncertainty(stack, lay, num_gpus, gpu, moe, seq_len).validated
         return cache[key]
 
     return mark_split_free(keep)
@@ -335,7 +336,8 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
-    valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe)
+    valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe,
+                             train.seq_len(model))
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if split_free(keep):
         mark_split_free(both)
