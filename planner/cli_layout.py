@@ -64,9 +64,11 @@ def estimate_cmd(
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
+    for line in unrunnable(train, result.layout):  # stderr only: the Estimate JSON has no warnings key
+        err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
-          whole_run_of(result, prob.model, prob.cluster, train, run), warnings=unrunnable(train, result.layout))
+          whole_run_of(result, prob.model, prob.cluster, train, run))
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
@@ -222,10 +224,6 @@ def check_cmd(
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
-    if fws.load(opts.framework) is None and is_native(path):  # a framework's own file: what that framework runs
-        why = fws.framework_refusals(config_kind(path), result.layout, train)
-        if why:
-            raise UserError(f"{config}: {config_kind(path)} cannot run this layout: " + "; ".join(why))
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
     extra_warnings = [] if is_native(path) else unrunnable(train, result.layout)
