@@ -164,9 +164,11 @@ class ModelSpec(BaseModel):
                     f"hidden_size={hidden} is not divisible by num_attention_heads={heads}; set head_dim explicitly"
                 )
             data["head_dim"] = hidden // heads
-        if data.get("ffn_hidden_size") is None and isinstance(hidden, int):
+        # Copied only when valid: a bad value is reported once, under the field given, never again under a
+        # field the user did not write (a dense model's error naming moe_ffn_hidden_size).
+        if data.get("ffn_hidden_size") is None and _in_range(hidden, MAX_WIDTH):
             data["ffn_hidden_size"] = 4 * hidden
-        if data.get("moe_ffn_hidden_size") is None and isinstance(data.get("ffn_hidden_size"), int):
+        if data.get("moe_ffn_hidden_size") is None and _in_range(data.get("ffn_hidden_size"), MAX_WIDTH * 8):
             data["moe_ffn_hidden_size"] = data["ffn_hidden_size"]
         return data
 
@@ -326,3 +328,8 @@ def _check_window(m: "ModelSpec") -> None:
 
 def _ints(*values) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def _in_range(value, top: int) -> bool:
+    """An int (not a bool) from 1 to `top`: a width its Field accepts."""
+    return _ints(value) and 1 <= value <= top

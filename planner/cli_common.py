@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from costmodels.errors import SpecError
 from planner import trainopts as to
-from planner.cli_main import STATE, OutputFailed, is_output_error
+from planner.cli_main import STATE, OutputFailed, internal_error_text, is_output_error
 from planner.errors import UserError, describe_validation_error
 from planner.safetext import plain, visible
 from planner.trainopts import TrainOptions
@@ -87,10 +87,10 @@ def user_errors(fn):
             if is_output_error(exc):  # stdout closed or full: planner.cli_main exits 141 or 4
                 raise OutputFailed(exc) from exc
             maybe_trace()
-            fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
+            fail(internal_error_text(exc), 3)
         except Exception as exc:  # a bug in parplan, not the user's input
             maybe_trace()
-            fail(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", 3)
+            fail(internal_error_text(exc), 3)
 
     return wrapper
 

@@ -9,6 +9,11 @@
 - Output that cannot be written: a closed pipe (`parplan check plan.json | head -1`) exits 141 (as a
   shell reports a process ended by SIGPIPE) silently; a full disk or quota (`> /dev/full`) exits 4
   with one line. Neither is 0, 1 or 2, whose meanings the output would then contradict.
+- Any other exception that escapes a command, wherever it is raised (importing the command's module,
+  a lazy import or a bug inside it), is one line "internal error (...); rerun with --debug and
+  report it", exit 3 (docs/design.md section 5), the line planner.cli_common.user_errors prints for
+  the command body; `--debug` adds the traceback. Typer's own exits and errors keep their codes
+  (click's Context.main in non-standalone mode returns typer.Exit's code and re-raises the rest).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import traceback
 from typing import Any, Optional, Sequence
 
 from typer._click import exceptions as click_exc
@@ -27,6 +33,7 @@ from planner.cli_usage import check_numbers, see_help, suggest, usage_line
 
 OUTPUT_FAILED_EXIT = 4  # stdout could not be written (full disk, quota, file too large)
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: the reader went away (`| head`)
+INTERNAL_ERROR_EXIT = 3  # a bug in parplan (docs/design.md section 5)
 OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 DEBUG_FLAG = "--debug"
 STATE = {"debug": False}  # shared with planner.cli_common (which re-exports it)
@@ -69,6 +76,21 @@ def error_line(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """The one line for a bug in parplan: the exception's type and text, lines joined by '; '."""
+    text = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return f"internal error ({type(exc).__name__}: {text}); rerun with --debug and report it"
+
+
+def internal_error(exc: BaseException) -> int:
+    """Report an exception no command handled (module docstring): the traceback with --debug, then
+    the one line; the exit code INTERNAL_ERROR_EXIT."""
+    if STATE["debug"]:
+        traceback.print_exception(exc)
+    error_line(internal_error_text(exc))
+    return INTERNAL_ERROR_EXIT
 
 
 def _quiet_stdout() -> None:
@@ -132,12 +154,13 @@ class ParplanGroup(TyperGroup):
         except Abort:
             error_line("aborted")
             return 1
+        except click_exc.ClickException as exc:  # Typer's other errors, with their own codes
+            exc.show()
+            return exc.exit_code
         except OutputFailed as exc:
             return output_failed(exc.error)
-        except OSError as exc:
-            if not is_output_error(exc):
-                raise
-            return output_failed(exc)
+        except Exception as exc:  # an ImportError of a half-edited module, a bug outside user_errors
+            return output_failed(exc) if is_output_error(exc) else internal_error(exc)
         return code if isinstance(code, int) else 0
 
     @staticmethod

@@ -175,10 +175,16 @@ def check_choice(field: str, value: Optional[str]) -> None:
 
 def note_fp8_recipe(train: TrainSpec, opts: TrainOptions) -> None:
     """--fp8-recipe given with a precision other than fp8 changes nothing: say so (a thing parplan reads
-    but does not price gets a warning). Warned, not refused: a script may pass one recipe to runs of
-    several precisions, and nothing it asks for is impossible, only unused."""
-    if opts.fp8_recipe is not None and train.precision != "fp8":
-        sys.stderr.write(f"warning: --fp8-recipe {opts.fp8_recipe} is ignored: precision is {train.precision} "
+    but does not price gets a warning, as `check` warns of what a config sets and is not priced). Warned,
+    not refused: a script may pass one recipe to runs of several precisions, and nothing it asks for is
+    impossible, only unused."""
+    warn_unused_recipe(opts.fp8_recipe, train.precision)
+
+
+def warn_unused_recipe(recipe: Optional[str], precision: Any) -> None:
+    """The one stderr line of note_fp8_recipe, for `recipe` (None: not given) at `precision`."""
+    if recipe is not None and isinstance(precision, str) and precision != "fp8":
+        sys.stderr.write(f"warning: --fp8-recipe {recipe} is ignored: precision is {precision} "
                          "(give --precision fp8 to price FP8 GEMMs)\n")
 
 
@@ -207,7 +213,8 @@ def apply(train: TrainSpec, opts: TrainOptions = TrainOptions()) -> TrainSpec:
 
 def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
     """A plan document with the options written into its `train` (export, report). Its saved
-    `estimate` is dropped when anything changed, so that numbers are computed again."""
+    `estimate` is dropped when anything changed, so that numbers are computed again; an --fp8-recipe
+    the document's precision does not use is warned of, as `apply` does (note_fp8_recipe)."""
     from planner.search import frameworks
 
     stack, given = chosen_stack(opts), opts.train_fields()
@@ -220,6 +227,7 @@ def apply_to_document(doc: dict, opts: TrainOptions) -> dict:
     if not isinstance(train, dict):
         return doc  # the plan loader names the problem
     train = {**train, **given}
+    warn_unused_recipe(opts.fp8_recipe, train.get("precision", "bf16"))  # TrainSpec's default precision
     if stack is not None:
         train["stack"] = opts.stack if opts.stack is not None else stack.model_dump(mode="json")
     return {k: v for k, v in {**doc, "train": train}.items() if k != "estimate"}

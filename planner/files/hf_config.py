@@ -19,7 +19,7 @@ llama4 / llama4_text (planner.files.hf_llama4). Mapping:
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
 | gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size, attention_bias, swiglu_limit (absent: 7.0) | num_experts, top_k, moe_ffn_hidden_size, linear_bias, glu_clamp; attention_sinks true (its `sinks`) |
-| sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers) | sliding_window, full_attention_interval (planner.files.hf_window) |
+| sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers; qwen3_moe with use_sliding_window: every layer) | sliding_window, full_attention_interval (planner.files.hf_window) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
 
 Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
@@ -251,12 +251,14 @@ def _limit(config: dict) -> float:
 
 
 def _validate(spec: dict, model_type: str) -> ModelSpec:
-    """ModelSpec.model_validate(spec), its errors on one line in config.json's key names."""
+    """ModelSpec.model_validate(spec), its errors on one line in config.json's key names, each once (mixtral's
+    intermediate_size fills two fields: one problem)."""
     try:
         return ModelSpec.model_validate(spec)
     except ValidationError as err:
         keys = {**FIELD_KEYS, **MOE_FIELD_KEYS.get(model_type, {})}
-        raise ValueError("; ".join(_describe(e, keys) for e in err.errors(include_url=False))) from None
+        lines = [_describe(e, keys) for e in err.errors(include_url=False)]
+        raise ValueError("; ".join(dict.fromkeys(lines))) from None
 
 
 def _describe(error: dict, keys: dict) -> str:

@@ -17,6 +17,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import validated_regimes
 from planner.search.costing import Coster, balanced_split
+from planner.search.explain_empty import no_layout_reasons
 from planner.search import SearchResult
 from planner.search.space import SpaceOptions, enumerate_layouts
 
@@ -104,11 +105,14 @@ def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, r
                      opts: SpaceOptions = SpaceOptions(), validated_only: bool = False,
                      deadline: Optional[float] = None) -> list[str]:
     """Numbers that explain infeasibility and the changes that would make a layout fit; with
-    `validated_only` (plan --validated-only), first how many layouts that filter removed. When the
+    `validated_only` (plan --validated-only), first how many layouts that filter removed; when no layout
+    could be formed at all, why (planner.search.explain_empty). When the
     time limit cut the search, first that this is no proof; past `deadline` the suggestions (which
     enumerate bigger clusters) are left out, and the last line says so."""
     out = _time_limit_reason(result) + (_validated_only_reason(cluster, train, result) if validated_only else [])
     stats = result.stats
+    if not stats.layouts_considered and not stats.truncated:  # nothing to fit: say why none was formed
+        return out + no_layout_reasons(model, cluster, train, opts)
     if validated_only and stats.filtered_out and stats.filtered_out == stats.layouts_considered:
         return out
     return out + _memory_reasons(model, cluster, train, result, opts, deadline)
