@@ -26,7 +26,7 @@ from planner.search.space import SpaceOptions
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "docs" / "examples").glob("*.json"))
 SCHEMA = json_schema()
 runner = CliRunner()
-FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # a search per example (~60 ms): 100 in the suite (~6 of them fit nowhere), the 1,000 of FUZZ under -m fuzz
 PLAN = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -26,7 +26,7 @@ from costmodels.memory import StageMemory, act_shape, memory_by_stage
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 POW2 = [1, 2, 4, 8, 16, 32]
 FIELDS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes", "transient_bytes")
 

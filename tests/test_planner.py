@@ -43,7 +43,7 @@ from planner.search.tables import objective_seconds, stage_counts
 
 H100 = hardware_profiles.load_gpu("h100-sxm")
 QUICK = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @dataclass(frozen=True)
