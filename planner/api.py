@@ -251,7 +251,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
                     deadline=deadline)
     alternative = None
     winner = result.plans[0].uncertainty if result.plans else None
-    if winner is not None and not winner.validated:
+    if winner is not None and not winner.validated and _can_validate(train.stack_spec, model):
         say("searching the best layout in a validated regime")
         alternative = best_validated(model, clus, train, result, time_limit_s, opts=space, keep=fw_keep,
                                      deadline=deadline)
@@ -259,6 +259,14 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
         return result, alternative, time_limit_note(result) + why_winner(result)
     return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
                                           deadline=deadline)
+
+
+def _can_validate(stack, model) -> bool:
+    """Whether any regime of `stack` validates for a model of this kind (dense, or MoE: 'moe:' entries): when
+    none does, the search for a validated alternative cannot succeed and is skipped (every MoE plan ran it)."""
+    from costmodels.uncertainty import MOE_PREFIX, validated_regimes
+
+    return any(k.startswith(MOE_PREFIX) == model.is_moe for k in validated_regimes(stack))
 
 
 def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nodes: Optional[int] = None,

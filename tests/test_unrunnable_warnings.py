@@ -64,3 +64,14 @@ def test_a_fit_inside_the_memory_models_own_error_says_so():
     mem = roomy.memory.model_copy(update={"headroom_bytes": 2**27})
     edge = roomy.model_copy(update={"memory": mem})
     assert "the headroom is inside that error" in memory_verdict(edge)
+
+
+def test_the_validated_alternative_is_not_searched_when_no_regime_of_that_kind_validates():
+    """MoE regimes are banded by MoE runs, and none validates: the second search for a validated alternative could
+    never succeed, and every MoE plan ran it. It runs only where some regime of the model's kind validates."""
+    from planner.api import _can_validate
+
+    stack = hp.load_stack("megatron-core")
+    assert _can_validate(stack, hp.load_model("llama3-70b"))  # hopper/zero1-2/>512 validates
+    assert not _can_validate(stack, hp.load_model("mixtral-8x7b"))
+    assert not _can_validate(stack.model_copy(update={"held_out": {}}), hp.load_model("llama3-70b"))
