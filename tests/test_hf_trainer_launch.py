@@ -8,13 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_check import run_check as _check
 
-from planner.cli import app
 from planner.errors import UserError
 from planner.files.native import config_kind, load_native
 
-runner = CliRunner()
 
 AUTO = {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": "auto", "train_batch_size": "auto", "gradient_clipping": "auto"}
@@ -32,13 +30,6 @@ def _files(tmp_path: Path, cfg: dict = AUTO, launcher: str = DEEPSPEED, json_nam
     path = tmp_path / "run.sh"
     path.write_text(FASTCHAT.format(launcher=launcher, json=json_name))
     return path
-
-
-def _check(path: Path, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["check", str(path), *args])
-    message = result.stderr + result.stdout
-    assert "Traceback" not in message, message[-2000:]
-    return result.exit_code, message
 
 
 def test_the_script_flags_fill_the_trainer_arguments(tmp_path):

@@ -10,9 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_check import run_check as _check, write_config as _write
 
-from planner.cli import app
 from planner.errors import UserError
 from planner.files.native import load_native
 from planner.files.shell_sbatch import fewest_nodes, option_pairs
@@ -22,7 +21,6 @@ from planner.frameworks.megatron import known_flags, mcore_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "configs"
-runner = CliRunner()
 UNKNOWN = "not a Megatron-LM flag"
 
 MIXTRAL = """#!/bin/bash
@@ -47,19 +45,6 @@ torchrun --nproc_per_node 8 pretrain_gpt.py \\
     --micro-batch-size 1 --global-batch-size 64 --bf16 \\
     --vocab-size 32000 --tokenizer-type NullTokenizer
 """
-
-
-def _write(tmp_path: Path, text: str, name: str = "run.sh") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def _check(path: Path, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["check", str(path), *args])
-    message = result.stderr + result.stdout
-    assert "Traceback" not in message, message[-2000:]
-    return result.exit_code, message
 
 
 def _errors(message: str) -> list[str]:

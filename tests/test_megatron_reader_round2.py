@@ -6,16 +6,12 @@ substitution); megatron-core 0.19.2 arguments.py, transformer_config.py, transfo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from typer.testing import CliRunner
+from cli_check import run_check as _check, write_config as _write
 
-from planner.cli import app
 from planner.files.native import load_native
 from planner.files.shellread import read_script
 
-runner = CliRunner()
 
 SHAPE = ("--num-layers {layers} --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
          "--group-query-attention --num-query-groups 8 --seq-length {seq} --max-position-embeddings {seq} --swiglu "
@@ -25,19 +21,6 @@ SHAPE = ("--num-layers {layers} --hidden-size 4096 --ffn-hidden-size 14336 --num
 
 def _script(extra: str, layers: int = 32, seq: int = 8192, launch: str = "torchrun --nproc_per_node 8 --nnodes 2"):
     return f"#!/bin/bash\n{launch} pretrain_gpt.py {SHAPE.format(layers=layers, seq=seq)} {extra}\n"
-
-
-def _write(tmp_path: Path, text: str, name: str = "run.sh") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def _check(path: Path, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["check", str(path), *args])
-    message = result.stderr + result.stdout
-    assert "Traceback" not in message, message[-2000:]
-    return result.exit_code, message
 
 
 # ---- 1. here-documents ------------------------------------------------------------------------------
