@@ -77,6 +77,12 @@ def test_fewest_nodes(value, fewest):
     assert fewest_nodes(value) == fewest
 
 
+@pytest.mark.parametrize("value", ["-3", "2-", "0", "1,,2", "99999999999999"])
+def test_a_node_count_sbatch_refuses_is_bad_input(value):
+    with pytest.raises(UserError, match=r"#SBATCH --nodes="):
+        fewest_nodes(value)
+
+
 def test_sbatch_short_options_and_command_line():
     assert option_pairs(["-N4", "-n", "32", "-J", "x", "--exclusive"]) == [
         ("--nodes", "4"), ("--ntasks", "32"), ("--job-name", "x"), ("--exclusive", "")]
@@ -224,3 +230,10 @@ def test_cpu_offloading_num_layers_alone_turns_offload_on(tmp_path):
     text = DENSE.format(tp=2, heads=32, extra="--cpu-offloading-num-layers 4")
     prob = load_native(_write(tmp_path, text), None, "dgx-h100", 1)
     assert prob.train.activation_offload_layers == 4
+
+
+def test_a_node_option_without_a_count_is_bad_input(tmp_path):
+    """`#SBATCH -N -3` reads -N with no value (the next word is an option), which sbatch refuses; it was
+    taken for no node count at all, and the run priced on the cluster's default size."""
+    code, message = _check(_write(tmp_path, MIXTRAL.format(sbatch="#SBATCH -N -3")), "--cluster", "dgx-h100")
+    assert code == 2 and "#SBATCH --nodes/-N is given without a node count" in message

@@ -175,7 +175,10 @@ def _sbatch_nodes(text, path: Path) -> Optional[int]:
     for a range or list (`2-4`: 2, said on stderr); None when absent or a variable. `text`: the script, or its
     sbatch options already read."""
     with _named(path):
-        value = (text if isinstance(text, dict) else sbatch_options(text)).get("--nodes", "")
+        options = text if isinstance(text, dict) else sbatch_options(text)
+        value = options.get("--nodes", "")
+        if "--nodes" in options and not value:  # `-N` then another option or nothing: sbatch "requires an argument"
+            raise UserError("#SBATCH --nodes/-N is given without a node count")
         count = fewest_nodes(value)
     if nodes_note(value):
         note(str(path), nodes_note(value))

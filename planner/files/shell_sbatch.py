@@ -79,14 +79,19 @@ def sbatch_options(text: str) -> dict[str, str]:
 
 def fewest_nodes(value: str) -> Optional[int]:
     """The fewest nodes sbatch allocates for a --nodes value: `4` -> 4, `2-4` -> 2, `1,4,8` -> 1,
-    `1-15:4` -> 1; None for anything else (a placeholder, a variable). A count past 7 digits is refused."""
+    `1-15:4` -> 1; None for a placeholder or a variable (any other character). A value of digits and
+    separators that is none of these forms (`-3`, `2-`, `0`) or a count past 7 digits is refused, as sbatch
+    refuses it."""
     parts = value.split(",")
     found = [COUNT.fullmatch(p) for p in parts]
-    if not value or not all(found):
-        if re.fullmatch(r"[0-9]{8,}", value):
-            raise UserError(f"#SBATCH --nodes={value[:20]!r}: a node count has at most 7 digits")
-        return None
-    return min(int(m.group(1)) for m in found)
+    if value and all(found) and min(int(m.group(1)) for m in found) > 0:
+        return min(int(m.group(1)) for m in found)
+    if re.fullmatch(r"[0-9]{8,}", value):
+        raise UserError(f"#SBATCH --nodes={value[:20]!r}: a node count has at most 7 digits")
+    if value and re.fullmatch(r"[0-9,:-]+", value):
+        raise UserError(f"#SBATCH --nodes={value[:20]!r}: not a node count sbatch accepts (N, MIN-MAX, a list "
+                        "N,M,..., or MIN-MAX:STEP, counts of at least 1)")
+    return None
 
 
 def nodes_note(value: str) -> Optional[str]:
