@@ -70,7 +70,8 @@ class Point:
 def plan_point(job: PointJob) -> Point:
     """The search of `plan` on one point: the fastest layout that fits, or why none was found. In any mode
     (no --framework, no stack), as `plan` does: each framework searched over the layouts it runs, priced with
-    its own stack, the time limit shared (planner.search.frameworks.priced_frameworks). A single search priced
+    its own stack, the cheap searches first and each given what is left of the point's time limit
+    (planner.search.frameworks.priced_frameworks, _cheap_first). A single search priced
     every layout as Megatron-Core, so a sweep's H100 rows were ZeRO-2 with pp > 1, which Megatron cannot run
     (and `plan` of the same point picked another layout)."""
     start = time.perf_counter()
