@@ -64,7 +64,7 @@ def estimate_cmd(
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
-    for line in unrunnable(train, result.layout):  # stderr only: the Estimate JSON has no warnings key
+    for line in fws.unrunnable(train, result.layout):  # stderr only: the Estimate JSON has no warnings key
         err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
@@ -153,18 +153,6 @@ def report_cmd(
     err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
 
 
-def unrunnable(train: TrainSpec, lay) -> list[str]:
-    """One warning when the stack's framework cannot run `lay` (estimate and check of a plan file price any
-    layout with the stack given): which framework refuses it and why, and which frameworks run it."""
-    why = fws.framework_refusals(train.stack_spec.framework, lay, train)
-    if not why:
-        return []
-    others = fws.runners(lay, train)
-    runs = f"it runs on {', '.join(others)}" if others else "no framework parplan knows runs it"
-    return [f"{train.stack_spec.framework} (stack {train.stack_spec.name}) cannot run this layout ({'; '.join(why)}); "
-            f"{runs}, so these numbers describe a run that stack does not make"]
-
-
 def read_echo(spec, clus, train: TrainSpec) -> dict:
     """What `check` read from the config (and its overrides), for --json: the model, the cluster's size and GPU,
     and the training settings (batch, sequence, precision, stack, offload), so a misread is visible."""
@@ -226,7 +214,7 @@ def check_cmd(
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
-    extra_warnings = [] if is_native(path) else unrunnable(train, result.layout)
+    extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
          warnings=list(prob.warnings) + extra_warnings,
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})

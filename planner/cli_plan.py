@@ -75,9 +75,7 @@ def plan_cmd(
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train) for p in result.plans]
         if fw is None and result.plans:  # a stack named without --framework prices every layout with it
-            from planner.cli_layout import unrunnable  # noqa: PLC0415
-
-            for line in unrunnable(train, result.plans[0].layout):
+            for line in fws.unrunnable(train, result.plans[0].layout):
                 err.print(plain(f"warning: the winner: {line} (add --framework {train.stack_spec.framework} to "
                                 "search only its layouts)"), highlight=False, soft_wrap=True)
     if result.plans and outputs.wanted:  # the plan document serves the files alone

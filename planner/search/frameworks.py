@@ -202,6 +202,18 @@ def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[
     return refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap) + ([split] if split else [])
 
 
+def unrunnable(train: TrainSpec, lay) -> list[str]:
+    """One warning when the stack's framework cannot run `lay` (estimate and check of a plan file price any
+    layout with the stack given): which framework refuses it and why, and which frameworks run it."""
+    why = framework_refusals(train.stack_spec.framework, lay, train)
+    if not why:
+        return []
+    others = runners(lay, train)
+    runs = f"it runs on {', '.join(others)}" if others else "no framework parplan knows runs it"
+    return [f"{train.stack_spec.framework} (stack {train.stack_spec.name}) cannot run this layout ({'; '.join(why)}); "
+            f"{runs}, so these numbers describe a run that stack does not make"]
+
+
 def priced_frameworks(train: TrainSpec, stack_given: bool) -> list[tuple[FrameworkCaps, TrainSpec]]:
     """`--framework any`: (framework, train priced with its default stack) for every framework, so a layout
     is costed only by a framework that runs it, with that framework's stack. A stack given by the user
