@@ -154,7 +154,11 @@ STAGES = [
         # gpu_layer_h100.csv); compiled element-wise 1.0 (Inductor fuses what Megatron fuses: the counted bytes)
         Param("stack", "torchtitan-eager", "gemm_scale", 1.0, 0.3, 1.2),
         Param("stack", "torchtitan-eager", "overlap_slowdown", 0.3, 1e-3, 1.0),
-        Param("stack", "torchtitan-eager", "elementwise_scale", 2.6, 0.05, 4.0),
+        # eager element-wise ceiling 3.0: the 2.55-2.67 measured for one eager Llama 3 8B layer (gpu_layer_h100.csv)
+        # plus the few kernels a stack fuses less; at 4.0 (1.5x the measurement) the fit had a second basin that
+        # moved time from the GEMMs into element-wise work (gemm_scale 0.98, element-wise 4.0) and flipped into it
+        # under a 1% change of the H100 curve, taking held-out ZeRO-3/FSDP rows from 7.7% to 9.5%
+        Param("stack", "torchtitan-eager", "elementwise_scale", 2.6, 0.05, 3.0),
         Param("stack", "torchtitan", "elementwise_scale", 1.0, 0.05, 4.0),
         # torchtitan-eager.attn_scale is not fitted: TORCHTITAN_SDPA_ATTN_SCALE, set in run_stages
         # a100-80gb.attn_max is not fitted: it stays at 0.4, the floor of FlashAttention-2's published A100 range
@@ -192,7 +196,7 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
     "torchtitan-eager.fp8.rowwise": "at its ceiling, the per-tensor fraction FP8_TENSORWISE (0.883, the MAMF ratio): "
                                     "rowwise scales cost no GEMM speed over per-tensor ones here; its half size "
                                     "carries the rowwise slowdown",
-    "torchtitan-eager.elementwise_scale": "at its ceiling 4.0, 1.5x the 2.55-2.67 measured for one eager Llama 3 8B "
+    "torchtitan-eager.elementwise_scale": "at its ceiling 3.0, above the 2.55-2.67 measured for one eager Llama 3 8B "
                                           "layer on our 700 W H100 (benchmarks/data/measured/gpu_layer_h100.csv): the "
                                           "torchtitan H100 rows, on 500 W HBM2e parts, want more time than their "
                                           "element-wise traffic can carry, so a mechanism of those runs is missing "

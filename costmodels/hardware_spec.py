@@ -154,6 +154,10 @@ class GPUProfile(BaseModel):
         if tflops is None:
             raise SpecError(f"gpu {self.name!r} has no {precision} peak ({precision}_tflops is null); use precision "
                             "bf16 or fp16")
+        if precision == "bf16" and self.tensor_core_gen == "volta":
+            raise SpecError(f"gpu {self.name!r} (Volta) has no bf16 tensor cores (bf16 came with Ampere: NVIDIA A100 "
+                            "whitepaper); PyTorch runs bf16 there without them, at a fraction of the fp16 rate: use "
+                            "precision fp16")
         return tflops * TFLOP
 
 

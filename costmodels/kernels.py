@@ -38,6 +38,7 @@ class Generation:
     tensor_per_exp: float = 0.0  # dense 16-bit tensor FLOPs per special-function exp, per SM and clock (0: none)
     one_attention_kernel: bool = False  # every stack runs the same fused attention kernel here (see below)
     sustained: float = 1.0  # tensor-core rate over hours at the power limit / the microbenchmarks' rate (below)
+    sustained_tdp_w: float = 0.0  # the power limit `sustained` was measured at (0: not measured)
 
 
 # Ceilings: kernels.json dense_gemm rows (stas00/ml-engineering @744d01e, compute/accelerator/README.md,
@@ -90,12 +91,17 @@ class Generation:
 # Other generations: not measured, 1.0 (no derating assumed; a sustained run can only be slower).
 # Applied where a step time is priced from kernels alone (benchmarks/kernel_prior.py, physics_only.py) and to
 # tensor-core work only (GEMMs, attention); memory-bound kernels run on the HBM clock, which does not throttle.
+# It also derates the GEMM bound that caps the fitted step-time curve (KernelSpec.sustained, costmodels.compute):
+# the first second of back-to-back 8192^3 products ran at 795 TFLOP/s (MAMF's rate), then the 700 W limit held
+# 660-710 for 25 s (gpu_sustained_h100.json mm8192), so no GEMM of a training step runs at the microbenchmark
+# bound. Only on parts at the power limit it was measured at (sustained_tdp_w): a part whose profile derates
+# its peak for a lower limit (h100-sxm-500w: 869 = 989 x 0.878, from the same measured clocks) already has it.
 GENERATIONS: dict[str, Generation] = {
     "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 512.0, 0.40, 1722.0, tensor_per_exp=64.0),
     "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 512.0, 0.55, 1722.0,
                          tensor_per_exp=128.0, one_attention_kernel=True),
     "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 512.0, 0.573, 1722.0,
-                         tensor_per_exp=256.0, sustained=0.93),
+                         tensor_per_exp=256.0, sustained=0.93, sustained_tdp_w=700.0),
     "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
                             tensor_per_exp=512.0),
     "blackwell-ultra": Generation(0.786, 0.745, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
@@ -113,6 +119,7 @@ class KernelSpec:
     sm_count: int
     fp8: bool = False  # the GEMMs run on FP8 tensor cores (ceiling fp8_ceiling, 1-byte operands)
     flops_per_byte: float = 0.0  # dense peak / achieved HBM bytes per second (roofline ridge)
+    sustained: float = 1.0  # Generation.sustained where this part runs at the power limit it was measured at
 
 
 def wave_efficiency(tiles: float, sm_count: int) -> float:

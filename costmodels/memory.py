@@ -124,7 +124,7 @@ def act_shape(model: ModelSpec, train: TrainSpec, lay: Layout) -> act.ActShape:
     sem = train.stack_spec.memory
     return act.ActShape(
         seq=train.seq_len(model), mbs=lay.mbs, tp=lay.tp, sp=lay.sp, cp=lay.cp, etp=lay.etp, ep=lay.ep,
-        recompute=lay.recompute, flash=train.flash_attention, selective=train.stack_spec.selective_recompute,
+        recompute=lay.recompute, flash=train.flash, selective=train.stack_spec.selective_recompute,
         norm_bytes=sem.norm_saved_bytes, glu_widths=sem.glu_saved_widths, expert_plain_widths=sem.expert_plain_widths,
         moe_allgather=train.moe_dispatcher == "allgather",
         gemm_in_bytes=sem.fp8_gemm_input_bytes if train.precision == "fp8" else act.ACT_BYTES,

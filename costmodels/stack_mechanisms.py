@@ -24,6 +24,9 @@ class Mechanisms(BaseModel):
     tp_comm_overlap: bool = Field(False, description="Default for TrainSpec.tp_comm_overlap: TP collectives "
                                   "hidden behind the layer's GEMMs (Megatron --tp-comm-overlap, torchtitan async "
                                   "TP), with sequence parallelism only.")
+    flash_attention: bool = Field(True, description="Default for TrainSpec.flash_attention: the stack's attention "
+                                  "is a fused kernel (FlashAttention, cuDNN SDPA); false for Megatron-LM of 2021, "
+                                  "which had none (Narayanan et al. SC'21 predates FlashAttention, Dao et al. 2022).")
     tp_overlap_impl: Literal["userbuffers", "micro-pipeline"] = Field(
         "userbuffers", description="How TP overlap runs: userbuffers = Transformer Engine (every TP collective "
         "beside a GEMM, FP8 included); micro-pipeline = PyTorch async TP, which fuses a collective only with "

@@ -113,7 +113,17 @@ def kernel_spec(gpu, fp8: bool) -> KernelSpec | None:
         return None
     peak = gpu.fp8_tflops if fp8 else gpu.bf16_tflops
     ridge = peak * 1e12 / (gpu.hbm_bytes_per_s * gpu.efficiency.hbm)
-    return KernelSpec(GENERATIONS[gpu.tensor_core_gen], gpu.sm_count, fp8=fp8, flops_per_byte=ridge)
+    gen = GENERATIONS[gpu.tensor_core_gen]
+    return KernelSpec(gen, gpu.sm_count, fp8=fp8, flops_per_byte=ridge, sustained=sustained_derate(gpu, gen))
+
+
+def sustained_derate(gpu, gen) -> float:
+    """The generation's sustained clock ratio (costmodels.kernels.Generation.sustained) where the part runs at the
+    power limit it was measured at or above; 1 where its profile's peak already carries a lower limit's clock
+    (h100-sxm-500w) or no limit is stated."""
+    if gen.sustained_tdp_w <= 0 or gpu.tdp_w is None or gpu.tdp_w < gen.sustained_tdp_w:
+        return 1.0
+    return gen.sustained
 
 
 def attn_scale(gpu, stack: Stack) -> float:
@@ -191,7 +201,7 @@ def _fp8_cast_s(c: Context, moe: bool) -> tuple[float, float]:
 def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, float]]:
     """Forward seconds of one layer's linear GEMMs, attention core and element-wise work, and the
     (forward, backward) seconds of its FP8 casts."""
-    m, x, flash = c.model, c.x, c.train.flash_attention
+    m, x, flash = c.model, c.x, c.train.flash
     lin = cmp.linear_s(m, x, c.dev, moe, c.stack.moe_grouped_gemm)
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
     elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash, moe) * c.stack.elementwise_scale
@@ -217,7 +227,7 @@ def _recompute(c: Context, moe: bool, lin: float, core: float, elem: float) -> t
 
 def layer_time(c: Context, moe: bool) -> MicroTime:
     """One layer, one micro-batch, forward + backward (+ recompute), exposed communication included."""
-    flash = c.train.flash_attention
+    flash = c.train.flash
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
     perm = permute_s(c) if moe else 0.0
@@ -243,7 +253,7 @@ def cp_layer_s(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: La
     one with the least time is the fastest for every stage split: the planner keeps only that one."""
     c = make_context(model, cluster, train, lay)
     _, core, _, _ = _passes(c, False)
-    bwd_core = core * (2.5 if train.flash_attention else 2.0)
+    bwd_core = core * (2.5 if train.flash else 2.0)
     return cp_s(c, core, bwd_core, 1 if lay.recompute == "full" else 0)
 
 

@@ -36,7 +36,10 @@ class TrainSpec(BaseModel):
     )
     optimizer: Literal["adam", "sgd"] = Field("adam", description="adam (2 fp32 moments) or sgd (1 fp32 momentum).")
     master_weights: bool = Field(True, description="Keep an fp32 master copy of the weights in the optimizer.")
-    flash_attention: bool = Field(True, description="Fused attention that never stores the s x s score matrix.")
+    flash_attention: Optional[bool] = Field(
+        None, description="Fused attention that never stores the s x s score matrix (FlashAttention, cuDNN); "
+        "null = the stack's default (Stack.flash_attention: false for megatron-2021, whose Megatron-LM ran "
+        "scale-mask-softmax on the stored scores).")
     tp_comm_overlap: Optional[bool] = Field(
         None, description="Tensor-parallel communication hidden behind the GEMMs (Megatron --tp-comm-overlap, TE, "
         "torchtitan async TP); applies only with sequence parallelism (costmodels.layer_comm.tp_overlap_applies); "
@@ -140,6 +143,11 @@ class TrainSpec(BaseModel):
             return 1.0
         per_expert = moe_balance.expert_excess(self.moe_load_balancing, self.moe_expert_bias)
         return moe_balance.load_factor(per_expert, model.num_experts, ep, model.capacity_factor)
+
+    @property
+    def flash(self) -> bool:
+        """Whether attention is fused: the explicit setting, else the stack's."""
+        return self.stack_spec.flash_attention if self.flash_attention is None else self.flash_attention
 
     @property
     def tp_overlap(self) -> bool:

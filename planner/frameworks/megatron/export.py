@@ -87,7 +87,7 @@ def model_args(plan: ExportPlan) -> list:
     args += [(flag, None) for on, flag in switches if on]
     if not m.dropout:
         args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]
-    if not plan.train.flash_attention:
+    if not plan.train.flash:
         args.append(("--attention-backend", "unfused"))
     if m.mtp_num_layers:
         args.append(("--mtp-num-layers", m.mtp_num_layers))
