@@ -12,6 +12,7 @@ Pareto front of time versus cost and pick the cheapest point that meets the dead
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -21,6 +22,7 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from costmodels.whole_run import RunSpec, whole_run
+from planner.plan_any import merged_stats, merged_status
 from planner.search import frameworks as fws
 from planner.search import search
 from planner.search.explain import layout_text, time_limit_note, why_nothing_fits
@@ -71,7 +73,8 @@ def plan_point(job: PointJob) -> Point:
     """The search of `plan` on one point: the fastest layout that fits, or why none was found. In any mode
     (no --framework, no stack), as `plan` does: each framework searched over the layouts it runs, priced with
     its own stack, the cheap searches first and each given what is left of the point's time limit
-    (planner.search.frameworks.priced_frameworks, _cheap_first). A single search priced
+    (planner.search.frameworks.priced_frameworks, _cheap_first). The point is "optimal" only when every
+    framework's search finished, as `plan` says (planner.plan_any.merged_status). A single search priced
     every layout as Megatron-Core, so a sweep's H100 rows were ZeRO-2 with pp > 1, which Megatron cannot run
     (and `plan` of the same point picked another layout)."""
     start = time.perf_counter()
@@ -80,6 +83,10 @@ def plan_point(job: PointJob) -> Point:
     found = [(fw, tr, _search(job, fw, tr, start)) for fw, tr in pairs]
     ranked = [(res.plans[0].time.step_s, i) for i, (_, _, res) in enumerate(found) if res.plans]
     fw, train, result = found[min(ranked)[1]] if ranked else _default_search(found, job.train)
+    if len(found) > 1:  # the point's status and cuts are every search's (planner.plan_any.merged_status)
+        stats = merged_stats([(f.name, res.stats) for f, _, res in found])
+        result = dataclasses.replace(result, stats=stats,
+                                     status=merged_status(bool(ranked), [res.status for _, _, res in found]))
     best = result.plans[0] if result.plans else None
     reason = None
     if best is None:

@@ -325,18 +325,27 @@ def _gap_text(result) -> str:
     return f" (gap {result.gap:.1%})" if result.gap else ""
 
 
-def alternative_lines(win: Estimate, alternative: Estimate | None) -> list[str]:
+def alternative_lines(win: Estimate, alternative: Estimate | None, unfinished: bool = False) -> list[str]:
     """When the winner's regime is not validated: that, and the best validated layout with its band and
-    how much slower it is (or that none fits); nothing when the winner is validated."""
+    how much slower it is, or that none fits; or, when `unfinished` (the time limit cut a search that may
+    hold one: validated_search_cut), that none was found in time. Nothing when the winner is validated."""
     u = win.uncertainty
     if u is None or u.validated:
         return []
     head = f"the winner's regime {u.regime} is not validated"
+    if alternative is None and unfinished:
+        return [head + "; no layout in a validated regime was found before the time limit (raise --time-limit)"]
     if alternative is None:
         return [head + "; no layout that fits falls in a validated regime"]
     slower = alternative.time.step_s / win.time.step_s - 1
     return [head + ";", f"best validated alternative ({pct(slower)} slower): {layout_text(alternative.layout)}",
             f"  step time: {band_text(alternative)}"]
+
+
+def validated_search_cut(stats) -> bool:
+    """Whether the time limit cut a search that may hold a layout in a validated regime: the search itself
+    (stats.truncated) or the search for the validated alternative (named in stats.cut)."""
+    return stats.truncated or any(c.endswith("validated alternative") for c in stats.cut)
 
 
 def _solver_text(stats) -> str:
@@ -359,7 +368,7 @@ def print_plan(result, reasons: list[str], console: Console, title: str, alterna
                   f"{result.seconds:.2f} s; status {result.status}" + _gap_text(result), highlight=False)
     if result.plans:
         console.print(plans_table(result.plans, runs_on, console.width))
-        for line in alternative_lines(result.plans[0], alternative):
+        for line in alternative_lines(result.plans[0], alternative, validated_search_cut(s)):
             console.print(Text(line, style="bold yellow"), soft_wrap=prose_soft_wrap())
         print_estimate(result.plans[0], console, "winner")
     for line in reasons:

@@ -71,7 +71,11 @@ class SearchStats:
 
 @dataclass
 class SearchResult:
-    """Ranked plans with the search's status and statistics."""
+    """Ranked plans with the search's status and statistics. status: "optimal", the plans proven the best;
+    "infeasible", proven that nothing fits (every layout looked at); "feasible", not proven either way: the
+    time limit cut the search, and `plans` holds the best found, or nothing when it was cut before any
+    layout that fits was found ("infeasible" there would claim a proof the search does not have; the
+    contract, docs/design.md section 6, has no fourth value; `plan` exits 1 on empty plans either way)."""
 
     status: str  # optimal | feasible | infeasible
     plans: list[Estimate]

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Optional
 
 import hardware_profiles as hp
-from costmodels.estimate import Estimate, estimate
+from costmodels.estimate import Estimate, estimate, estimate_memory
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -106,15 +106,18 @@ def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, r
                      deadline: Optional[float] = None) -> list[str]:
     """Numbers that explain infeasibility and the changes that would make a layout fit; with
     `validated_only` (plan --validated-only), first how many layouts that filter removed; when no layout
-    could be formed at all, why (planner.search.explain_empty). When the
-    time limit cut the search, first that this is no proof; past `deadline` the suggestions (which
-    enumerate bigger clusters) are left out, and the last line says so."""
+    could be formed at all, why (planner.search.explain_empty). When the time limit cut the search, that
+    this is no proof, and what the layouts it did look at need (no suggestions: the one that would change
+    the verdict is more time); past `deadline` the suggestions (which enumerate bigger clusters) are left
+    out, and the last line says so."""
     out = _time_limit_reason(result) + (_validated_only_reason(cluster, train, result) if validated_only else [])
     stats = result.stats
     if not stats.layouts_considered and not stats.truncated:  # nothing to fit: say why none was formed
         return out + no_layout_reasons(model, cluster, train, opts)
     if validated_only and stats.filtered_out and stats.filtered_out == stats.layouts_considered:
         return out
+    if stats.truncated:
+        return out + _cut_memory_reasons(model, cluster, train, result)
     return out + _memory_reasons(model, cluster, train, result, opts, deadline)
 
 
@@ -126,10 +129,14 @@ def _time_limit_reason(result: SearchResult) -> list[str]:
 
 
 def time_limit_note(result: SearchResult) -> list[str]:
-    """One line when the time limit cut any part of the command (planner.search.SearchStats.cut)."""
+    """One line when the time limit cut any part of the command (planner.search.SearchStats.cut). A winner
+    whose status is still "optimal" (what was cut is the runners-up or the validated alternative) is said
+    to be so."""
     stats = result.stats
     if not stats.cut:
         return []
+    if result.plans and result.status == "optimal":
+        return [f"time limit reached ({', '.join(stats.cut)} cut short) after the winner was proven optimal"]
     if result.plans:
         return [f"time limit reached after {stats.layouts_considered:,} layouts ({', '.join(stats.cut)} cut short): "
                 "the answer is the best found, not proven optimal"]
@@ -145,66 +152,156 @@ def _validated_only_reason(cluster: ClusterSpec, train: TrainSpec, result: Searc
             f"stack {stack.name} not validated at {cluster.num_gpus} GPUs (validated: {known})"]
 
 
+def _layouts(n: int) -> str:
+    """'1 layout is' or '3 layouts are'."""
+    return f"{n:,} layout is" if n == 1 else f"{n:,} layouts are"
+
+
+def _passed_bound(stats) -> int:
+    """Layouts the search priced in full or was about to: those its keep and memory lower bound let through."""
+    return max(stats.layouts_considered - stats.filtered_out - stats.memory_pruned, 0)
+
+
+def _cut_memory_reasons(model, cluster, train, result: SearchResult) -> list[str]:
+    """What the layouts a cut search enumerated need, against the budget: no claim that nothing fits, and no
+    suggestion but more time (_time_limit_reason says so)."""
+    stats = result.stats
+    if stats.smallest_memory_bound is None:
+        return []
+    need, lay = stats.smallest_memory_bound
+    usable = Coster(model, cluster, train).budget(lay)
+    if need > usable:
+        return [f"none of the {stats.layouts_considered:,} layouts enumerated before the time limit fits: the "
+                f"smallest per-GPU device memory any of them can reach is at least {need / GIB:.1f} GiB "
+                f"({layout_text(lay)}), above the {usable / GIB:.1f} GiB device budget"]
+    passed = _passed_bound(stats)
+    head = (f"{passed:,} of the {stats.layouts_considered:,} layouts enumerated {'is' if passed == 1 else 'are'} "
+            f"within the {usable / GIB:.1f} GiB device budget by their per-GPU memory lower bound (the least: "
+            f"{need / GIB:.1f} GiB, {layout_text(lay)})")
+    if any(c.endswith("costing") for c in stats.cut):
+        return [head + ": the time limit cut their pricing before one was found to fit"]
+    return [head + ", but none fits once priced in full; the time limit stopped the enumeration before the "
+            "other layouts were looked at"]
+
+
 def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions,
                     deadline: Optional[float] = None) -> list[str]:
-    smallest = result.stats.smallest_memory_bound
-    usable = cluster.usable_bytes if smallest is None else Coster(model, cluster, train).budget(smallest[1])
+    """Why nothing fits after a search that looked at every layout: the least memory any needs by its lower
+    bound, the full price of that layout (every part of its peak), and the changes that would make a
+    layout fit (_suggestions)."""
+    stats = result.stats
+    smallest = stats.smallest_memory_bound
     if smallest is None:
-        return [f"no layout of the {result.stats.layouts_considered} considered has a stage split that fits "
-                f"the {usable / GIB:.1f} GiB device budget per GPU"]
+        return [f"no layout of the {stats.layouts_considered} considered has a stage split that fits "
+                f"the {cluster.usable_bytes / GIB:.1f} GiB device budget per GPU"]
     need, lay = smallest
-    out = [f"nothing fits: the smallest per-GPU device memory any of {result.stats.layouts_considered} layouts can reach "
-           f"is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above the {usable / GIB:.1f} GiB device budget "
-           f"(already including full recompute and ZeRO-3 in the search)"]
-    table = Coster(model, cluster, train).table(lay)
-    est = estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
-    out.append(_peak_of(est))
-    if est.memory.allocator_pressure:
+    usable = Coster(model, cluster, train).budget(lay)
+    if need > usable:
+        out = [f"nothing fits: the smallest per-GPU device memory any of {stats.layouts_considered} layouts can "
+               f"reach is at least {need / GIB:.1f} GiB ({layout_text(lay)}), above the {usable / GIB:.1f} GiB "
+               "device budget (already including full recompute and ZeRO-3 in the search)"]
+    else:
+        out = [f"nothing fits: {_layouts(_passed_bound(stats))} within the {usable / GIB:.1f} GiB device budget "
+               f"by the per-GPU memory lower bound (the least: {need / GIB:.1f} GiB, {layout_text(lay)}), but none "
+               "fits once priced in full, as the next line shows for that least one"]
+    example = _example(model, cluster, train, lay)
+    out.append(_peak_of(example))
+    if example.memory.allocator_pressure:
         out.append(f"that layout fits only under allocator pressure (allocated + context + NCCL "
-                   f"{est.memory.floor_bytes / GIB:.1f} GiB): plan does not pick such layouts, which run only while "
-                   "the caching allocator releases its cache; `parplan estimate` or `check` reports them")
-    out += _suggestions(model, cluster, train, need, opts, deadline)
+                   f"{example.memory.floor_bytes / GIB:.1f} GiB): plan does not pick such layouts, which run only "
+                   "while the caching allocator releases its cache; `parplan estimate` or `check` reports them")
+    out += _suggestions(model, cluster, train, need, opts, deadline, example.layout)
     return out
 
 
+def _example(model, cluster, train, lay) -> Estimate:
+    """The estimate of candidate `lay` with a time-balanced stage split."""
+    table = Coster(model, cluster, train).table(lay)
+    return estimate(model, cluster, train, lay.to_layout(balanced_split(model, table)))
+
+
 def _peak_of(est: Estimate) -> str:
-    """The real per-stage peak of a candidate with a time-balanced stage split."""
-    stage = est.memory.stages[est.memory.peak_stage]
-    return (f"with balanced stages it peaks at {est.memory.peak_bytes / GIB:.1f} GiB on stage {stage.stage} "
-            f"(weights {stage.weights_bytes / GIB:.1f}, grads {stage.grads_bytes / GIB:.1f}, optimizer "
-            f"{stage.optimizer_bytes / GIB:.1f}, activations {stage.activations_bytes / GIB:.1f} GiB)")
+    """The real per-stage peak of a candidate with a time-balanced stage split: every allocated part that
+    adds up to it, and the device use (with the allocator's reserve, CUDA context and NCCL buffers) the
+    budget is held against."""
+    mem = est.memory
+    stage = mem.stages[mem.peak_stage]
+    parts = ", ".join(f"{name} {getattr(stage, f'{name}_bytes') / GIB:.1f}"
+                      for name in ("weights", "grads", "optimizer", "activations", "other", "transient"))
+    return (f"with balanced stages it peaks at {mem.peak_bytes / GIB:.1f} GiB allocated on stage {stage.stage} "
+            f"({parts} GiB), {mem.unhindered_device_bytes / GIB:.1f} GiB on the device against the "
+            f"{mem.device_budget_bytes / GIB:.1f} GiB device budget")
 
 
-def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = None) -> list[str]:
-    if deadline is not None and time.perf_counter() > deadline:
+def _fits(mem) -> bool:
+    """Whether plan would take a layout of this memory: its device use within the budget, with no allocator
+    pressure (costmodels.outputs.MemoryOut), and its host memory enough."""
+    return mem.host_fits and mem.unhindered_device_bytes <= mem.device_budget_bytes
+
+
+def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = None, example=None) -> list[str]:
+    """Changes that would make a layout fit, each shown to: a GPU with more usable memory on which `example`
+    (a resolved layout; none named without it) fits, the fewest more GPUs (up to 64x) and half the sequence
+    length with a layout that fits once priced in full (not only by its memory lower bound, which may miss:
+    _memory_reasons)."""
+    if _late(deadline):
         return ["(no suggestions: the time limit was reached; raise --time-limit for them)"]
     out = []
-    bigger = [g for g in (hp.load_gpu(n) for n in hp.list_gpus())
-              if g.hbm_bytes - cluster.memory_reserve_gib * GIB >= need]
+    bigger = _bigger_gpus(model, cluster, train, need, example, deadline) if example is not None else []
     if bigger:
-        out.append("a GPU with more HBM: " + ", ".join(f"{g.name} ({g.hbm_gib:g} GiB)" for g in bigger))
+        out.append(f"a GPU with more HBM, on which {layout_text(example)} fits: "
+                   + ", ".join(f"{g.name} ({g.hbm_gib:g} GiB: {used / GIB:.1f} GiB on the device)"
+                               for g, used in bigger))
     for factor in (2, 4, 8, 16, 32, 64):
         if _late(deadline):
             return out + ["(suggestions cut short by the time limit)"]
         bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
-        found = min_memory_bound(model, bigger_cluster, train, opts, deadline)
-        if found and found[0] <= Coster(model, bigger_cluster, train).budget(found[1]):
-            out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x) reach {found[0] / GIB:.1f} GiB "
-                       f"({layout_text(found[1])})")
+        fit = _fitting_least(model, bigger_cluster, train, opts, deadline)
+        if fit is not None:
+            out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x): {layout_text(fit.layout)} fits at "
+                       f"{fit.memory.unhindered_device_bytes / GIB:.1f} GiB on the device")
             break
     seq = train.seq_len(model)
     if seq >= 256:
         if _late(deadline):
             return out + ["(suggestions cut short by the time limit)"]
-        shorter = train.model_copy(update={"seq_length": seq // 2})
-        found = min_memory_bound(model, cluster, shorter, opts, deadline)
-        if found and found[0] <= Coster(model, cluster, shorter).budget(found[1]):
-            out.append(f"a shorter sequence: {seq // 2} tokens reaches {found[0] / GIB:.1f} GiB")
+        fit = _fitting_least(model, cluster, train.model_copy(update={"seq_length": seq // 2}), opts, deadline)
+        if fit is not None:
+            out.append(f"a shorter sequence: at {seq // 2} tokens {layout_text(fit.layout)} fits at "
+                       f"{fit.memory.unhindered_device_bytes / GIB:.1f} GiB on the device")
     if _late(deadline):
         return out + ["(suggestions cut short by the time limit)"]
     if not out:
-        out.append("none of: a bigger GPU preset, up to 64x the GPUs, half the sequence length, is enough alone")
+        out.append("none of: a bigger GPU preset, up to 64x the GPUs, half the sequence length, is shown to be "
+                   "enough alone")
     return out
+
+
+def _bigger_gpus(model, cluster, train, need, example, deadline: Optional[float]) -> list:
+    """(GPU profile, device bytes) of the GPU presets with more usable memory than this cluster's and at
+    least `need` (the least memory lower bound), on which `example` fits (_fits), smallest first."""
+    out = []
+    for g in sorted((hp.load_gpu(n) for n in hp.list_gpus()), key=lambda g: g.hbm_bytes):
+        usable = g.hbm_bytes - cluster.memory_reserve_gib * GIB
+        if usable <= cluster.usable_bytes or usable < need or _late(deadline):
+            continue
+        try:
+            mem = estimate_memory(model, cluster.model_copy(update={"gpu": g}), train, example)
+        except ValueError:  # a GPU this training cannot run on (e.g. a precision it lacks)
+            continue
+        if _fits(mem):
+            out.append((g, mem.unhindered_device_bytes))
+    return out
+
+
+def _fitting_least(model, cluster, train, opts, deadline: Optional[float]) -> Optional[Estimate]:
+    """The layout of least memory lower bound on this problem, estimated with balanced stages, when its bound
+    is within the budget and it fits once priced in full (_fits); else None."""
+    found = min_memory_bound(model, cluster, train, opts, deadline)
+    if found is None or found[0] > Coster(model, cluster, train).budget(found[1]) or _late(deadline):
+        return None
+    est = _example(model, cluster, train, found[1])
+    return est if _fits(est.memory) else None
 
 
 def _late(deadline: Optional[float]) -> bool:
