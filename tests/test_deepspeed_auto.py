@@ -239,3 +239,40 @@ def test_a_check_option_outside_its_choices_names_the_option_and_the_choices(opt
                                  "--cluster", "dgx-a100", option, value])
     assert result.exit_code == 2
     assert f"{option} '{value}': expected one of {choices}" in result.stderr
+
+
+def test_auto_beside_an_enabled_section_is_not_called_fp32():
+    """Axolotl's zero3_bf16.json: bf16.enabled true, fp16.enabled "auto": priced bf16, and the assumption says so."""
+    read = ReadNotes()
+    out = resolve({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "fp16": {"enabled": "auto"}},
+                  TrainerFlags(recompute="none"), Path("ds.json"), read)
+    assert out["fp16"]["enabled"] is False
+    assert not any("fp32" in a for a in read.assumed)
+    assert any('fp16.enabled="auto": off' in a and "bf16.enabled=true sets the precision" in a for a in read.assumed)
+
+
+@pytest.mark.parametrize("sections,flag", [({"bf16": {"enabled": True}}, "fp16"),
+                                           ({"bf16": {"enabled": True}, "fp16": {"enabled": "auto"}}, "fp16"),
+                                           ({"bf16": {"enabled": True}}, "tf32"),
+                                           ({"fp16": {"enabled": True}}, "fp8"),
+                                           ({"bf16": {"enabled": False}}, "bf16")])
+def test_precision_flag_contradicting_the_file_is_refused_naming_both(sections, flag):
+    key, value = next((k, v["enabled"]) for k, v in sections.items() if isinstance(v["enabled"], bool))
+    with pytest.raises(UserError, match=f"{key}.enabled={str(value).lower()} but --precision {flag}"):
+        resolve({"train_micro_batch_size_per_gpu": 1, **sections}, TrainerFlags(precision=flag), Path("ds.json"),
+                ReadNotes())
+
+
+def test_fp8_over_a_bf16_file_and_bf16_over_an_fp32_file_are_said():
+    read = ReadNotes()
+    resolve({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}, TrainerFlags(precision="fp8"),
+            Path("ds.json"), read)
+    assert any("fp8 is priced on top of the file's bf16" in n for n in read.notes)
+    read = ReadNotes()
+    resolve({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": "auto"}}, TrainerFlags(precision="bf16"),
+            Path("ds.json"), read)
+    assert any("would train this file alone in fp32" in n for n in read.notes)
+    read = ReadNotes()
+    resolve({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": "auto"}}, TrainerFlags(precision="bf16"),
+            Path("ds.json"), read)
+    assert read.notes == []  # "auto" takes the flag: nothing to say

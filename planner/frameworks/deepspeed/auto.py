@@ -12,7 +12,11 @@ max_grad_norm 1.0, bf16 and fp16 False (so with neither flag the run trains in f
 `_dtype = torch.float32`). `check`'s flags stand for the Trainer's: --micro-batch, --grad-accum,
 --global-batch (world * micro * GAS), --precision. Every value taken from a default, rather than from
 a flag, is reported as an assumption. DeepSpeed's own `"bfloat16"` section is read as `"bf16"` (its
-deprecated alias, deepspeed/runtime/constants.py BFLOAT16_OLD).
+deprecated alias, deepspeed/runtime/constants.py BFLOAT16_OLD). --precision must agree with a bf16/fp16/amp
+`enabled` boolean the file states, as the Trainer's fill_match requires (integrations/deepspeed.py), except fp8
+over bf16 (Transformer Engine FP8 inside DeepSpeed's bf16 training). Before any of this, `_deepspeed_reads`
+applies what DeepSpeed itself does with the keys (planner.frameworks.deepspeed.ds_keys, legacy, sharding);
+ZeRO-3's persistence threshold needs the model and is read after (planner.files.native._deepspeed).
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
+from costmodels.hardware_spec import Precision
 from planner.errors import UserError
-from planner.frameworks.deepspeed import checkpointing
+from planner.frameworks.deepspeed import checkpointing, ds_keys, legacy, sharding
 
 BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
 HF_MICRO_BATCH = 8  # TrainingArguments.per_device_train_batch_size default
@@ -75,8 +80,7 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
     without a flag takes the Trainer's default, except that GAS is left to the batch rule when
     --global-batch is given, and train_batch_size is always the batch rule's (world * micro * GAS)."""
     out, notes = copy.deepcopy(cfg), []
-    if "bfloat16" in out and "bf16" not in out:
-        out["bf16"] = out.pop("bfloat16")
+    _deepspeed_reads(out, path, read)
     if not any(k in out for k in BATCH_KEYS):  # no batch at all: what the Trainer (through Accelerate) fills
         out.update({k: "auto" for k in BATCH_KEYS})
         notes.append(f"no {', '.join(BATCH_KEYS)}: the Trainer's values are used, as for \"auto\"")
@@ -86,6 +90,8 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
     _batch_key(out, "gradient_accumulation_steps", flags.grad_accum, "--grad-accum",
                None if flags.global_batch else HF_GRAD_ACCUM, "gradient_accumulation_steps", path, notes)
     _batch_key(out, "train_batch_size", flags.global_batch, "--global-batch", None, "", path, notes)
+    read.notes.extend(_precision_flag(out, flags.precision, path))
+    read.notes.extend(legacy.amp(out, path))
     notes += _precision(out, flags.precision)
     notes += checkpointing.assumptions(out, path, flags.recompute)
     read.assumed.extend(notes)
@@ -97,6 +103,20 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
     for key in unpriced:
         _drop(out, key)
     return out
+
+
+def _deepspeed_reads(cfg: dict, path: Path, read: ReadNotes) -> None:
+    """What DeepSpeed itself does with the keys before any "auto" is filled, on cfg (a copy): unknown keys in its
+    pydantic sections refused (ds_keys), the old "bfloat16" section and the deprecated offload switches read as
+    their replacements (legacy), shard groups parplan cannot express refused (sharding). Each reading is named in
+    read.notes. ZeRO-3's persistence threshold is read where the model is known (planner.files.native._deepspeed,
+    persistence.apply with the ModelSpec)."""
+    ds_keys.refuse_unknown(cfg, path)
+    read.notes.extend(ds_keys.removed_note(cfg) + ds_keys.near_miss_notes(cfg))
+    if "bfloat16" in cfg and "bf16" not in cfg:
+        cfg["bf16"] = cfg.pop("bfloat16")
+    read.notes.extend(legacy.offload(cfg, path))
+    sharding.refuse(cfg, path)
 
 
 def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: Optional[int], hf_name: str,
@@ -120,15 +140,59 @@ def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: O
     notes.append(f'{key}="auto": {default} assumed (TrainingArguments.{hf_name} default; set {option})')
 
 
+# the DeepSpeed section a --precision turns on: fp8 is Transformer Engine's FP8 GEMMs inside bf16 training (DeepSpeed
+# has no fp8 section); fp32 and tf32 turn none on. Apex AMP (amp.enabled) is fp16 mixed precision.
+SECTION_OF = {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16"}
+KIND = {"bf16": "bf16", "fp16": "fp16", "amp": "fp16"}
+
+
+def _stated(cfg: dict) -> dict:
+    """{section: enabled} for each bf16 / fp16 / amp section whose `enabled` is a JSON boolean (not "auto")."""
+    sections = {k: cfg.get(k) for k in KIND}
+    return {k: s["enabled"] for k, s in sections.items() if isinstance(s, dict) and isinstance(s.get("enabled"), bool)}
+
+
+def _option(flag: str, path: Path) -> str:
+    """How the precision was asked for, for messages (an Accelerate config's mixed_precision fills it too)."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return f"precision {flag} (--precision, or the Accelerate config's mixed_precision)"
+    return f"--precision {flag}"
+
+
+def _precision_flag(cfg: dict, flag: Optional[str], path: Path) -> list[str]:
+    """--precision against the precision the file states (a bf16 / fp16 / amp `enabled` boolean): a contradiction
+    is refused naming both, as the batch flags' are, except fp8 over bf16 (how DeepSpeed users add Transformer
+    Engine FP8), which is said in a note. Notes also say when the flag asks for what the file alone would not run."""
+    if flag not in get_args(Precision):  # none given, or one check_overrides refuses by name
+        return []
+    stated, wanted = _stated(cfg), SECTION_OF.get(flag)
+    for key, on in stated.items():
+        if on != (KIND[key] == wanted):
+            raise UserError(f"{path}: {key}.enabled={str(on).lower()} but {_option(flag, path)}; give one or make "
+                            "them agree (DeepSpeed trains in the file's precision)")
+    if flag == "fp8" and stated.get("bf16"):
+        return ["--precision fp8 is priced on top of the file's bf16 (bf16.enabled=true): Transformer Engine's FP8 "
+                "GEMMs inside DeepSpeed's bf16 training; DeepSpeed itself has no fp8 setting"]
+    autos = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") == "auto"]
+    if wanted and not any(stated.values()) and wanted not in autos:
+        return [f"{flag} is asked for, but the file has no {wanted} section that is on: DeepSpeed would train this "
+                "file alone in fp32 (runtime/precision_config.py: bf16.enabled and fp16.enabled default to false)"]
+    return []
+
+
 def _precision(cfg: dict, flag: Optional[str]) -> list[str]:
-    """Fill bf16/fp16 "enabled": "auto" from --precision (the Trainer's --bf16/--fp16); without the flag
-    the Trainer leaves both off, and a run with neither trains in fp32."""
+    """Fill bf16/fp16 "enabled": "auto" from --precision (the Trainer's --bf16/--fp16; fp8 turns bf16 on); without
+    the flag the Trainer leaves both off, and a run with neither trains in fp32. The assumption is said only where
+    it sets the precision (an "auto" beside a section that is on changes nothing)."""
     autos = [k for k in ("bf16", "fp16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled") == "auto"]
     for key in autos:
-        cfg[key] = {**cfg[key], "enabled": flag == key}
+        cfg[key] = {**cfg[key], "enabled": SECTION_OF.get(flag) == key}
     if not autos or flag is not None:
         return []
     names = " and ".join(f'{k}.enabled="auto"' for k in autos)
+    on = next((k for k in ("bf16", "fp16") if k not in autos and _stated(cfg).get(k)), None)
+    if on:
+        return [f"{names}: off (TrainingArguments default False); {on}.enabled=true sets the precision"]
     return [f"{names}: off, so fp32 training assumed (TrainingArguments bf16/fp16 default False; "
             "set --precision bf16|fp16)"]
 

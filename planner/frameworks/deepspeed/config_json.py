@@ -196,12 +196,15 @@ def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
 
 
 # DeepSpeed keys that change memory or time but that parplan does not price (named, never silent):
-# ZeRO++ (quantized weights/gradients, hierarchical partitioning), activation partitioning and CPU
-# checkpointing, the gradient accumulation and communication dtypes, ZeRO-3's live-parameter and
-# prefetch limits (parplan's ZeRO-3 keeps the stack's units in flight).
+# ZeRO++ quantized weights/gradients (hpZ, which adds memory, is refused: planner.frameworks.deepspeed.sharding),
+# quantized frozen weights (zero_quantized_nontrainable_weights: LoRA-style runs), SuperOffload's CPU step
+# (offload_optimizer.super_offload), activation partitioning and CPU checkpointing, the gradient accumulation and
+# communication dtypes, ZeRO-3's live-parameter and prefetch limits (parplan's ZeRO-3 keeps the stack's units in
+# flight).
 DS_UNPRICED = ("zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
-               "zero_optimization.zero_hpz_partition_size", "zero_optimization.stage3_max_live_parameters",
+               "zero_optimization.zero_quantized_nontrainable_weights", "zero_optimization.stage3_max_live_parameters",
                "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.sub_group_size",
+               "zero_optimization.offload_optimizer.super_offload",
                "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing",
                "data_types.grad_accum_dtype", "communication_data_type")
 
