@@ -1,7 +1,10 @@
-"""Hugging Face `config.json` -> ModelSpec, for Llama-family decoder-only models.
+"""Hugging Face `config.json` -> ModelSpec, for decoder-only transformers.
 
 Supported `model_type`: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss,
-llama4 / llama4_text (planner.files.hf_llama4). Mapping:
+llama4 / llama4_text (planner.files.hf_llama4), and the families of planner.files.hf_families (kimi_k2,
+internlm2, granite, phi3, phimoe, qwen2_moe, gemma, gemma2, gemma3_text, olmo2, olmoe, starcoder2, dbrx,
+glm4_moe, falcon). Others are refused, saying whether the architecture is one parplan cannot represent
+(planner.files.hf_notes.refusal). Mapping:
 
 | config.json | ModelSpec |
 |---|---|
@@ -19,7 +22,7 @@ llama4 / llama4_text (planner.files.hf_llama4). Mapping:
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
 | gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size, attention_bias, swiglu_limit (absent: 7.0) | num_experts, top_k, moe_ffn_hidden_size, linear_bias, glu_clamp; attention_sinks true (its `sinks`) |
-| sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers; qwen3_moe with use_sliding_window: every layer) | sliding_window, full_attention_interval (planner.files.hf_window) |
+| sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers; qwen2_moe/qwen3_moe with use_sliding_window: by the file's transformers_version) | sliding_window, full_attention_interval (planner.files.hf_window) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
 
 Fixed for all of these architectures: norm rmsnorm, activation swiglu (their MLP is always gated,
@@ -50,11 +53,14 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from costmodels.model_spec import MAX_LAYERS, ModelSpec
+from planner.files.hf_families import FAMILY_TYPES, family_config, family_fields, family_keys
 from planner.files.hf_llama4 import llama4_fields, text_config
+from planner.files.hf_notes import hf_name, located, refusal
+from planner.files.hf_read import read_bool as _bool, read_int as _int, read_prob, short as _short
 from planner.files.hf_window import window_fields
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                         "gpt_oss", "llama4", "llama4_text")
+                         "gpt_oss", "llama4", "llama4_text", *FAMILY_TYPES)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
@@ -91,70 +97,37 @@ def hf_hint(data: Any, where: str) -> Optional[str]:
         return None
     missing = [k for k in HF_REQUIRED_KEYS if k not in data]
     return (f"{where}: a Hugging Face config.json needs {', '.join(missing)} (model_type one of "
-            f"{', '.join(SUPPORTED_MODEL_TYPES)})")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _int(config: dict, key: str, default: Any = ...) -> Any:
-    """config[key] as an int; ValueError naming the key when missing (and no default) or not an int."""
-    value = config.get(key)
-    if value is None:
-        if default is ...:
-            raise ValueError(f"config.json is missing required key {key!r}")
-        return default
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"config.json key {key!r} must be an integer, got {_short(value)}")
-    return value
-
-
-def _bool(config: dict, key: str) -> bool:
-    """config[key] as a JSON boolean (absent or null: false); a string such as "false" is refused
-    (bool("false") would be True)."""
-    value = config.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ValueError(f"config.json key {key!r} must be true or false, got {_short(value)}")
-    return value
+            f"{', '.join(SUPPORTED_MODEL_TYPES[:9])} and {len(SUPPORTED_MODEL_TYPES) - 9} more: docs/models.md)")
 
 
 def _dropout(config: dict) -> bool:
     """attention_dropout > 0; it must be a probability (a number from 0 to 1)."""
-    value = config.get("attention_dropout")
-    if value is None:
-        return False
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 <= value <= 1):
-        raise ValueError(f"config.json key 'attention_dropout' must be a number from 0 to 1, got {_short(value)}")
-    return value > 0
+    return read_prob(config, "attention_dropout")
 
 
-def _moe_layers(config: dict, num_layers: int) -> dict:
-    """qwen3_moe: which layers are MoE (Qwen3MoeDecoderLayer: not in mlp_only_layers and (i + 1) %
-    decoder_sparse_step == 0): first_k_dense_layers, and moe_layer_period/offset for a step above 1.
-    Refuses mlp_only_layers that are not a leading block."""
+def _moe_layers(config: dict, num_layers: int, kind: str = "qwen3_moe") -> dict:
+    """qwen3_moe, qwen2_moe: which layers are MoE (Qwen3MoeDecoderLayer, Qwen2MoeDecoderLayer: not in
+    mlp_only_layers and (i + 1) % decoder_sparse_step == 0): first_k_dense_layers, and moe_layer_period/offset
+    for a step above 1. Refuses mlp_only_layers that are not a leading block."""
     step = _int(config, "decoder_sparse_step", 1)
     if step < 1 or step > num_layers:
-        raise ValueError(f"qwen3_moe decoder_sparse_step={step} must be from 1 to num_hidden_layers={num_layers}")
+        raise ValueError(f"{kind} decoder_sparse_step={step} must be from 1 to num_hidden_layers={num_layers}")
     interleave = {"moe_layer_period": step, "moe_layer_offset": step - 1} if step > 1 else {}
-    return {"first_k_dense_layers": _first_dense_layers(config, num_layers), **interleave}
+    return {"first_k_dense_layers": _first_dense_layers(config, num_layers, kind), **interleave}
 
 
-def _first_dense_layers(config: dict, num_layers: int) -> int:
-    """qwen3_moe: number of leading dense layers (mlp_only_layers = [0, ..., k-1])."""
+def _first_dense_layers(config: dict, num_layers: int, kind: str) -> int:
+    """qwen3_moe, qwen2_moe: number of leading dense layers (mlp_only_layers = [0, ..., k-1])."""
     dense = config.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
-        raise ValueError(f"qwen3_moe mlp_only_layers must be a list of layer indices, got {dense!r}")
+        raise ValueError(f"{kind} mlp_only_layers must be a list of layer indices, got {_short(dense)}")
     if sorted(set(dense)) != list(range(len(dense))):
         raise ValueError(
-            f"qwen3_moe mlp_only_layers={dense} is not supported: only a leading block [0, 1, ..., k-1] of dense "
-            f"layers can be expressed (first_k_dense_layers)"
+            f"{kind} mlp_only_layers={_short(dense)} is not supported: only a leading block [0, 1, ..., k-1] of "
+            f"dense layers can be expressed (first_k_dense_layers)"
         )
     if len(dense) >= num_layers:
-        raise ValueError(f"qwen3_moe mlp_only_layers covers all {num_layers} layers; use a dense model_type")
+        raise ValueError(f"{kind} mlp_only_layers covers all {num_layers} layers; use a dense model_type")
     return len(dense)
 
 
@@ -177,20 +150,19 @@ def _deepseek(config: dict) -> dict:
 
 
 def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optional[int] = None) -> ModelSpec:
-    """Map a Hugging Face config.json dict (Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen3-MoE/DeepSeek-V2/V3) to a
-    ModelSpec.
+    """Map a Hugging Face config.json dict (any SUPPORTED_MODEL_TYPES) to a ModelSpec.
 
     `seq_length` overrides the default min(max_position_embeddings, 4096). Raises ValueError for an
-    unsupported or missing `model_type`, a missing required key (named), or a non-integer size.
+    unsupported or missing `model_type` (hf_notes.refusal: why, and what to do), a missing required key
+    (named), or a non-integer size. What the file sets that is priced otherwise: hf_notes.hf_warnings.
     """
     if not isinstance(config, dict):
         raise ValueError(f"config must be a JSON object (dict), got {type(config).__name__}")
+    if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(refusal(config, SUPPORTED_MODEL_TYPES))
     config = text_config(config)  # llama4: its language model (planner.files.hf_llama4)
+    config = family_config(config)  # other families' keys and defaults as Llama's (planner.files.hf_families)
     model_type = config.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(
-            f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
-        )
 
     heads = _int(config, "num_attention_heads")
     num_layers = _int(config, "num_hidden_layers")
@@ -238,6 +210,8 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
             spec.update(num_experts=experts, top_k=_int(config, "num_experts_per_tok"),
                         moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                         **_moe_layers(config, num_layers))
+    if model_type in FAMILY_TYPES:
+        spec.update(family_fields(config, model_type, num_layers, _moe_layers))
     spec.update(window_fields(config, model_type, num_layers))
     return _validate(spec, model_type)
 
@@ -256,7 +230,7 @@ def _validate(spec: dict, model_type: str) -> ModelSpec:
     try:
         return ModelSpec.model_validate(spec)
     except ValidationError as err:
-        keys = {**FIELD_KEYS, **MOE_FIELD_KEYS.get(model_type, {})}
+        keys = {**FIELD_KEYS, **MOE_FIELD_KEYS.get(model_type, {}), **family_keys(model_type)}
         lines = [_describe(e, keys) for e in err.errors(include_url=False)]
         raise ValueError("; ".join(dict.fromkeys(lines))) from None
 
@@ -265,7 +239,7 @@ def _describe(error: dict, keys: dict) -> str:
     msg = _renamed(error.get("msg", "invalid").removeprefix("Value error, "), keys)
     loc = [str(p) for p in error.get("loc", ())]
     if not loc:
-        return f"config.json: {msg}"
+        return msg
     name = loc[1] if loc[0] == "mla" and len(loc) > 1 else loc[0]  # MLA's fields carry config.json's names
     return f"config.json key {keys.get(name, name)!r}: {msg} (got {_short(error.get('input'))})"
 
@@ -280,8 +254,9 @@ def load_hf_config_file(
 ) -> ModelSpec:
     """Read a config.json and map it with `model_from_hf_config`.
 
-    The name defaults to the last part of `_name_or_path` if present, else the file's folder name.
-    Unreadable files, invalid JSON and mapping errors raise ValueError naming the path.
+    The name defaults to hf_notes.hf_name's: the last part of `_name_or_path` if present, else the folder's name
+    of a config.json, else the file's stem. Unreadable files, invalid JSON and mapping errors raise ValueError
+    naming the path (once).
     """
     path = Path(path)
     try:
@@ -293,10 +268,8 @@ def load_hf_config_file(
     if not isinstance(config, dict):
         raise ValueError(f"{path}: a Hugging Face config.json must be a JSON object")
     if name is None:
-        origin = config.get("_name_or_path")
-        name = str(origin).rstrip("/").rsplit("/", 1)[-1] if origin else ""
-        name = name or path.resolve().parent.name or "hf-model"
+        name = hf_name(config, path)
     try:
         return model_from_hf_config(config, name=name, seq_length=seq_length)
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        raise ValueError(located(path, exc)) from exc

@@ -1,0 +1,107 @@
+"""What parplan says about a Hugging Face config.json beside its ModelSpec: the model's name, why a model_type is
+refused, the location prefix of an error, and the warnings (what the file sets that is not priced as it runs).
+
+Refusals come in two kinds. A model_type whose architecture parplan's cost model cannot represent (it prices
+decoder-only transformers: causal self-attention and MLP layers) names that architecture: encoder-decoder
+(`is_encoder_decoder`), encoder-only, state-space or hybrid (Mamba/recurrent layers), vision-language (a
+`vision_config`). Any other model_type is a decoder-only family not mapped yet. Both say what to do: describe the
+shape in a ModelSpec file (fields: `parplan schema ModelSpec`) and pass that file instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from costmodels.errors import MAX_NAME_CHARS
+from planner.files.hf_families import FALCON_PARALLEL
+from planner.files.hf_llama4 import llama4_warnings
+from planner.files.hf_read import read_int, short, transformers_major
+
+ENCODER_DECODER = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "pegasus_x", "marian", "led", "plbart",
+                   "blenderbot", "blenderbot-small", "prophetnet", "fsmt", "m2m_100", "nllb-moe", "switch_transformers",
+                   "whisper", "t5gemma", "t5gemma2", "bigbird_pegasus", "encoder-decoder", "speech-encoder-decoder"}
+ENCODERS = {"bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "distilbert", "albert", "electra", "deberta",
+            "deberta-v2", "modernbert", "camembert", "mpnet", "ernie", "xlm", "big_bird", "longformer", "nomic_bert",
+            "rembert", "roformer", "megatron-bert", "funnel", "canine", "esm", "luke", "mra", "nystromformer", "ibert"}
+STATE_SPACE = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "nemotron_h",
+               "granitemoehybrid", "rwkv", "recurrent_gemma", "lfm2", "lfm2_moe", "qwen3_next", "kimi_linear",
+               "minimax", "olmo_hybrid", "xlstm"}
+FIX = "as a ModelSpec file (fields: `parplan schema ModelSpec`) and pass that file instead of config.json"
+
+
+def refusal(config: dict, supported: tuple) -> str:
+    """Why config's model_type is refused: an architecture the cost model cannot represent (named), or a
+    decoder-only family not mapped yet; with what to do."""
+    kind = config.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        return f"config.json key 'model_type' must be a string (one of {', '.join(supported)}), got {short(kind)}"
+    what = _unrepresentable(config, kind)
+    if what:
+        return (f"Hugging Face model_type {short(kind)} is {what}, which parplan's cost model cannot represent (it "
+                f"prices decoder-only transformers: causal self-attention and MLP layers); to price a decoder-only "
+                f"approximation, write it {FIX}")
+    return (f"Hugging Face model_type {short(kind)} is not mapped yet (mapped: {', '.join(supported)}); if it is a "
+            f"decoder-only transformer, write its shape {FIX}")
+
+
+def _unrepresentable(config: dict, kind: Any) -> str:
+    if config.get("is_encoder_decoder") is True or kind in ENCODER_DECODER:
+        return "an encoder-decoder model (an encoder stack plus a decoder with cross-attention)"
+    if kind in ENCODERS:
+        return "an encoder (bidirectional attention over the whole input, no causal decoder)"
+    if kind in STATE_SPACE:
+        return ("a state-space or hybrid model (Mamba, linear-attention or recurrent layers, which have no "
+                "counterpart in a transformer layer's cost)")
+    if "vision_config" in config:
+        return ("a vision-language model (vision_config: a vision encoder and projector in front of the language "
+                "model; only Llama 4's text tower is read)")
+    return ""
+
+
+def hf_name(config: dict, where: Any = None) -> str:
+    """The model's name: the last part of `_name_or_path`; else, for a file named config.json (the Hub's layout),
+    its folder's name; else the file's stem; else "hf-model". Printable characters only, at most 200."""
+    origin = config.get("_name_or_path")
+    name = origin.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] if isinstance(origin, str) else ""
+    path = Path(str(where)) if where is not None else None
+    if not name and path is not None and path.is_file():
+        name = path.resolve().parent.name if path.name == "config.json" else path.stem
+    name = "".join(c for c in name if c.isprintable()).strip()[:MAX_NAME_CHARS]
+    return name or "hf-model"
+
+
+def located(where: Any, err: Any) -> str:
+    """`where: message` without saying config.json twice (the reader's messages begin with "config.json")."""
+    msg = str(err)
+    if not where:
+        return msg
+    msg = re.sub(r"^config\.json:\s*", "", msg)
+    msg = re.sub(r"^config\.json (key|keys|is|model_type)\b", r"\1", msg)
+    return f"{where}: {msg}"
+
+
+def hf_warnings(config: dict, spec: Any = None) -> list:
+    """One line per thing the file sets that parplan prices otherwise than the checkpoint runs (none for a plain
+    Llama config). Call it after model_from_hf_config has accepted the file (`spec`, what it returned)."""
+    lines = list(llama4_warnings(config, read_int))
+    quant = config.get("quantization_config")
+    if isinstance(quant, dict) or quant:
+        method = quant.get("quant_method") if isinstance(quant, dict) else None
+        lines.append(f"quantization_config{f' (quant_method {method})' if isinstance(method, str) else ''}: the "
+                     "checkpoint's quantized weight format is not priced; training is priced at the chosen "
+                     "--precision (default bf16), the weights dequantized, as training runs them")
+    kind = config.get("model_type")
+    if kind == "falcon" and config.get("parallel_attn", True) is not False:
+        lines.append(FALCON_PARALLEL)
+    if kind in ("qwen2_moe", "qwen3_moe") and config.get("use_sliding_window") and config.get("sliding_window"):
+        old = (transformers_major(config) or 5) < 5
+        rule = ("transformers 4.x (the file's transformers_version): layers i >= max_window_layers use the window"
+                if old else "transformers 5.24 (transformers_version 5 or absent): " + (
+                    "every layer uses the window" if kind == "qwen3_moe"
+                    else "layer_types, else even layers below max_window_layers use the window"))
+        here = f" (here {spec.windowed_layers} of {spec.num_layers} layers)" if spec is not None else ""
+        lines.append(f"use_sliding_window=true: windowed layers as {rule}{here}; the versions disagree, so check the "
+                     "one you train with")
+    return lines
