@@ -61,7 +61,7 @@ def test_deepspeed_offload_and_a_config_file_beside_it(tmp_path):
     assert prob.layout.zero == 2 and prob.train.precision == "bf16"  # "auto" bf16 from mixed_precision
     prob, read = _load(tmp_path, {**ZERO3, "mixed_precision": "fp8"})
     assert prob.train.precision == "bf16" and any("fp8" in n for n in read.notes)  # was fp32, silently
-    with pytest.raises(UserError, match="deepspeed_config_file is not a regular file"):
+    with pytest.raises(UserError, match="deepspeed_config_file='x' is not a regular file in any of "):
         _load(tmp_path, {**BASE, "distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": "x"}})
 
 

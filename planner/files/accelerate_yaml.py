@@ -7,9 +7,10 @@ Source: accelerate 1.15 commands/config/cluster.py (the questions that write the
 - `num_processes` (all machines together) over `num_machines` nodes sizes the cluster, unless --nodes is given
   (processes per machine other than the preset's GPUs per node are priced as such nodes, said in a note).
 - `mixed_precision`: no (fp32), fp16, bf16, fp8; it fills a DeepSpeed config's "auto" bf16/fp16.
-- DEEPSPEED: `deepspeed_config.deepspeed_config_file` (a JSON beside the YAML, read as `check` reads DeepSpeed
-  JSON, its "auto" values from the Trainer), else the config Accelerate builds from `zero_stage`,
-  `offload_optimizer_device`, `offload_param_device` and `gradient_accumulation_steps`.
+- DEEPSPEED: `deepspeed_config.deepspeed_config_file` (a JSON read as `check` reads DeepSpeed JSON, its "auto"
+  values from the Trainer; looked for in the current directory, where accelerate opens it (utils/dataclasses.py
+  DeepSpeedPlugin: HfDeepSpeedConfig(path) open()s it as given), then beside the YAML), else the config Accelerate
+  builds from `zero_stage`, `offload_optimizer_device`, `offload_param_device` and `gradient_accumulation_steps`.
 - FSDP: `fsdp_config.fsdp_reshard_after_forward` (FSDP2: true = FULL_SHARD, false = SHARD_GRAD_OP; FSDP1: a
   sharding strategy name) or the older `fsdp_sharding_strategy` (a name or 1-5): FULL_SHARD ZeRO-3,
   SHARD_GRAD_OP ZeRO-2, NO_SHARD ZeRO-0, HYBRID_SHARD / HYBRID_SHARD_ZERO2 ZeRO-3 / ZeRO-2 sharded inside a node;
@@ -17,6 +18,8 @@ Source: accelerate 1.15 commands/config/cluster.py (the questions that write the
   step on the host. Priced with the `fsdp` stack (eager PyTorch, one FSDP unit per block).
 - micro-batch, gradient accumulation and global batch come from the Trainer as for DeepSpeed "auto" (check's
   --micro-batch, --grad-accum, --global-batch, else TrainingArguments' defaults, each named).
+- `parallelism_config` (accelerate >= 1.10, FSDP2 only): tp, cp, dp and the shard group, read by
+  planner.files.accelerate_yaml_parallel (its docstring says how).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from planner.errors import UserError
+from planner.files.accelerate_yaml_parallel import parallelism
 from planner.files.safe_read import parse_json
 from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags, seq_note
 
@@ -102,14 +106,15 @@ def kind(cfg: dict, path: Path) -> str:
     return value
 
 
-def deepspeed_config(cfg: dict, path: Path, read_json: Callable[[Path], dict]) -> dict:
-    """The DeepSpeed config the run uses: its file, else the one Accelerate builds from the YAML's fields."""
+def deepspeed_config(cfg: dict, path: Path, read_json: Callable[[Path], dict], extra: tuple = ()) -> dict:
+    """The DeepSpeed config the run uses: its file (config_file; `extra`: more folders to look in), else the one
+    Accelerate builds from the YAML's fields."""
     ds = cfg.get("deepspeed_config") or {}
     if not isinstance(ds, dict):
         raise UserError(f"{path}: deepspeed_config must be a mapping")
     name = ds.get("deepspeed_config_file")
     if name:
-        return read_json(path.parent / str(name))
+        return read_json(config_file(str(name), path, extra))
     stage = ds.get("zero_stage", 2)
     if stage not in (0, 1, 2, 3):
         raise UserError(f"{path}: deepspeed_config.zero_stage={str(stage)[:20]!r}: DeepSpeed has stages 0 to 3")
@@ -125,20 +130,41 @@ def deepspeed_config(cfg: dict, path: Path, read_json: Callable[[Path], dict]) -
             "zero_optimization": zero, "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
 
 
+def config_file(name: str, path: Path, extra: tuple = ()) -> Path:
+    """Where `deepspeed_config_file` is: as given from the current directory (accelerate opens it so), then beside
+    the YAML `path`, then in `extra` folders; a UserError naming every place tried when it is in none."""
+    tried = [Path(name)] if Path(name).is_absolute() else [Path.cwd() / name, path.parent / name,
+                                                             *(Path(d) / name for d in extra)]
+    found = next((p for p in tried if p.is_file()), None)
+    if found is None:
+        raise UserError(f"{path}: deepspeed_config.deepspeed_config_file={name[:80]!r} is not a regular file in "
+                        f"any of {', '.join(str(p) for p in dict.fromkeys(tried))} (accelerate opens it from the "
+                        "current directory)")
+    return found
+
+
 def fsdp_layout(cfg: dict, path: Path, gpus_per_node: int) -> dict:
     """Layout fields of an FSDP run: zero stage, shard group, recompute."""
     fsdp = cfg.get("fsdp_config") or {}
     if not isinstance(fsdp, dict):
         raise UserError(f"{path}: fsdp_config must be a mapping")
     zero, hybrid = _strategy(fsdp, path)
-    out = {"zero": zero, "recompute": "full" if fsdp.get("fsdp_activation_checkpointing") is True else "none"}
+    out = {"zero": zero, "recompute": "full" if _on(fsdp.get("fsdp_activation_checkpointing")) else "none"}
     if hybrid:
         out["shard_group"] = gpus_per_node
     return out
 
 
+def _on(value) -> bool:
+    """A YAML bool, or the "true" string accelerate's launch options and Trainer fsdp_config JSON carry (both go
+    through str_to_bool: accelerate utils/dataclasses.py FullyShardedDataParallelPlugin)."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
 def _strategy(fsdp: dict, path: Path) -> tuple[int, bool]:
     value = fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
     if isinstance(value, bool):
         return (3, False) if value else (2, False)
     if isinstance(value, int) and 1 <= value <= len(STRATEGIES):
@@ -170,14 +196,14 @@ def batch(flags: TrainerFlags, dp: int, read: ReadNotes) -> tuple[int, int, int]
 
 def note_unpriced(cfg: dict, read: ReadNotes) -> None:
     fsdp = cfg.get("fsdp_config") or {}
-    if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") is True:
+    if isinstance(fsdp, dict) and _on(fsdp.get("fsdp_offload_params")):
         read.notes.append("fsdp_offload_params: parameters, gradients and the optimizer step on the host, priced as "
                           "ZeRO-3 offload of parameters and optimizer")
 
 
 def offload(cfg: dict) -> dict:
     fsdp = cfg.get("fsdp_config") or {}
-    if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") is True:
+    if isinstance(fsdp, dict) and _on(fsdp.get("fsdp_offload_params")):
         return {"offload_params": "cpu", "offload_optimizer": "cpu"}
     return {}
 
@@ -189,7 +215,16 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
     run = kind(cfg, path)
     gpus = 1 if run == "NO" else world(cfg, path)
     clus = machines_cluster(cfg, path, native._need_cluster(cluster, path, "Accelerate"), nodes, gpus, read)
-    prec = precision(cfg, path, flags)
+    return priced(path, cfg, model, clus, flags, read)
+
+
+def priced(path: Path, cfg: dict, model, clus, flags: TrainerFlags, read: ReadNotes, say_seq: bool = True):
+    """The run of `cfg` on the sized cluster `clus` (also planner.files.shell_trainer_accel's, for a Trainer
+    launched with --fsdp or through this file)."""
+    from planner.files import native  # noqa: PLC0415 - native dispatches here
+
+    run = kind(cfg, path)
+    prec, par = precision(cfg, path, flags), parallelism(cfg, path, run, clus.num_gpus)
     if run == "DEEPSPEED":
         ds = deepspeed_config(cfg, path, lambda p: _read_json(p, native))
         if prec == "fp8":  # the DeepSpeed config has bf16/fp16 switches only
@@ -198,37 +233,36 @@ def load(path: Path, cfg: dict, model, cluster, nodes, flags: TrainerFlags, read
             prec = "bf16"
         given = dataclasses.replace(flags, precision=prec)
         prob = native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, given, read)
-        _note_defaults(cfg, flags, prob.train, read)
+        _note_defaults(cfg, flags, prob.train, read, say_seq)
         return prob
     spec = native._need_model(model, path, "Accelerate")
     lay = fsdp_layout(cfg, path, clus.gpus_per_node) if run == "FSDP" else {"zero": 0, "recompute": "none"}
+    lay.update(par)
     if flags.recompute is not None:
         lay["recompute"] = flags.recompute
     elif lay["recompute"] == "none":
         read.assumed.append("activation recompute none (the Trainer's --gradient_checkpointing, full recompute, is "
                             "not in this file; set --recompute full if the run uses it)")
-    micro, gas, total = batch(flags, clus.num_gpus, read)
+    micro, gas, total = batch(flags, clus.num_gpus // (lay.get("tp", 1) * lay.get("cp", 1)), read)
     note_unpriced(cfg, read)
     train = native._train({"global_batch_size": total, "seq_length": spec.seq_length, "precision": prec,
                            "stack": "fsdp", **offload(cfg)}, str(path))
-    _note_defaults(cfg, flags, train, read)
+    _note_defaults(cfg, flags, train, read, say_seq)
     layout = native._layout({**lay, "mbs": micro, "num_microbatches": gas}, str(path))
     return native.loading.Problem(spec, clus, train, layout)
 
 
-def _note_defaults(cfg: dict, flags: TrainerFlags, train, read: ReadNotes) -> None:
+def _note_defaults(cfg: dict, flags: TrainerFlags, train, read: ReadNotes, say_seq: bool = True) -> None:
     """Say what the run took from defaults rather than the file: fp32 when neither `mixed_precision` nor the
     DeepSpeed file set a 16-bit mode (accelerate's default "no"), and the model's sequence length."""
     if train.precision == "fp32" and "mixed_precision" not in cfg and flags.precision is None:
         read.assumed.append("mixed_precision not set: fp32 training (Accelerate's default 'no'; set --precision "
                             "bf16|fp16 if the launch passes --mixed_precision)")
-    if flags.seq_len is None:
+    if flags.seq_len is None and say_seq:
         read.assumed.append(seq_note(train.seq_length))
 
 
 def _read_json(path: Path, native) -> dict:
-    if not path.is_file():
-        raise UserError(f"{path}: deepspeed_config_file is not a regular file (a missing path, a directory, FIFO or device; it is read beside the Accelerate config)")
     cfg = parse_json(native._read_text(path), str(path))
     if not isinstance(cfg, dict):
         raise UserError(f"{path}: not a DeepSpeed config (a JSON object)")

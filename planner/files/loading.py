@@ -6,6 +6,7 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
@@ -16,6 +17,7 @@ import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.outputs import Estimate
 from planner.files.hf_config import hf_hint, model_from_hf_config
+from planner.files.hf_notes import hf_name, hf_warnings, located
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -83,11 +85,15 @@ def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     hint = hf_hint(data, where)
     if hint:  # an empty or model_type-less config.json: name the Hugging Face keys, not parplan's
         raise UserError(hint)
-    if isinstance(data, dict) and "model_type" in data:
+    if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name; its warnings on stderr
         try:
-            return model_from_hf_config(data)
+            spec = model_from_hf_config(data, name=hf_name(data, where))
+            notes = hf_warnings(data, spec)
         except ValueError as err:
-            raise UserError(f"{where}: {err}") from None
+            raise UserError(located(where, err)) from None
+        for line in notes:  # as the launch-file readers do (planner.files.native.note)
+            print(f"parplan: warning: {where}: {line}", file=sys.stderr)
+        return spec
     return validate(ModelSpec, data, where)
 
 
@@ -228,18 +234,34 @@ def problem_from_plan(data: dict, where: str) -> Problem:
     )
 
 
+# What `parplan check` reads (planner.files.native, planner.files.finetune_yaml), named in the errors below
+CHECK_READS = ("parplan plan files (model, cluster, train, layout), Megatron-LM and Megatron-DeepSpeed scripts, "
+               "Hugging Face Trainer launch scripts, DeepSpeed JSON, Accelerate config YAML, Axolotl and "
+               "LLaMA-Factory YAML, torchtitan TOML and launch lines")
+
+
 def _plan_keys(data: dict, where: str) -> None:
     """The plan file's keys: model, cluster and train present, nothing unknown (named, never echoed
-    in bulk: a file that is no plan at all may hold anything)."""
+    in bulk: a file that is no plan at all may hold anything). Another tool's config is named
+    (planner.files.other_tools); any other mapping gets the list of what check reads."""
+    from planner.files.other_tools import YAML_TOOLS, yaml_tool  # noqa: PLC0415 - other_tools imports this module
+
+    tool = yaml_tool(data)
+    if tool:
+        raise UserError(f"{where}: a {YAML_TOOLS[tool].name} config (it has {YAML_TOOLS[tool].keys}), not a parplan "
+                        f"plan file: give it to `parplan check {where} --model MODEL --cluster CLUSTER`, which reads "
+                        "it or names the estimate command for its run")
     known = set(map(str, data)) & (PLAN_KEYS | PLAN_EXTRA_KEYS)
     if data and not known:
-        raise UserError(f"{where}: does not look like a parplan plan file (no model, cluster or train)")
+        raise UserError(f"{where}: does not look like a parplan plan file (no model, cluster or train), nor like any "
+                        f"config parplan reads; check reads {CHECK_READS}")
     unknown = sorted(map(str, set(data) - PLAN_KEYS - PLAN_EXTRA_KEYS))
     if unknown:
         shown = [key_text(k) for k in unknown if not any(c.isspace() or c == ":" for c in k)][:3]
         more = f" (and {len(unknown) - len(shown)} more)" if len(unknown) > len(shown) else ""
         raise UserError(f"{where}: unknown plan-file keys {shown}{more}; expected "
-                        f"{sorted(PLAN_KEYS | PLAN_EXTRA_KEYS)}")
+                        f"{sorted(PLAN_KEYS | PLAN_EXTRA_KEYS)}. If this is another tool's config: check reads "
+                        f"{CHECK_READS}")
     for key in ("model", "cluster", "train"):
         if key not in data:
             raise UserError(f"{where}: plan file lacks {key!r}")

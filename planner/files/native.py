@@ -11,6 +11,9 @@ TrainingArguments' defaults, each named); its offload sections and fp32 (no bf16
 TrainSpec (costmodels.offload prices them). torchtitan's converters, compile, async TP and activation
 checkpointing are read by planner.frameworks.torchtitan.config_toml, its 0.3 launch lines by planner.frameworks.torchtitan.config_cli.
 
+Other tools' YAML and launch lines go to planner.files.finetune_yaml (Axolotl, LLaMA-Factory: read as the Trainer
+run they start) and planner.files.other_tools (torchtune, NeMo, Nanotron, Levanter, MaxText, ColossalAI: refused).
+
 The software stack (hardware_profiles/stacks) follows the config: a Megatron script runs
 `megatron-core` (`nemo` with --tp-comm-overlap), a DeepSpeed JSON `deepspeed`, a torchtitan TOML
 `torchtitan` (`torchtitan-eager` when torch.compile is off, its default); `check --stack` overrides it.
@@ -18,15 +21,10 @@ The software stack (hardware_profiles/stacks) follows the config: a Megatron scr
 
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from costmodels.hardware_spec import ClusterSpec
-from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
-from costmodels.train_spec import TrainSpec
 from planner.files import loading
 from planner.errors import UserError
 from planner.frameworks.megatron import deepspeed_dialect as mds
@@ -35,7 +33,7 @@ from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.megatron import runnable
 from planner.frameworks.deepspeed import auto as ds_auto
-from planner.files import accelerate_yaml, parplan_launch, shell_trainer
+from planner.files import accelerate_yaml, finetune_yaml, other_tools, parplan_launch, shell_trainer
 from planner.files import shell_trainer_load as trainer_load
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_toml as tr
@@ -43,10 +41,14 @@ from planner.frameworks.torchtitan import config_old as titan_keys
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
 from planner.frameworks.deepspeed.partition import ds_stages
 from planner.frameworks.deepspeed import config_json as dsc
+from planner.frameworks.deepspeed import persistence
 from planner.frameworks.torchtitan import config_values as ttc
 from planner.frameworks.torchtitan.config_values import titan_split  # noqa: F401  (re-exported)
-from planner.files.shell_sbatch import fewest_nodes, nodes_note, sbatch_options
-from planner.files.safe_read import parse_json, parse_toml, read_text
+from planner.files.safe_read import parse_json, parse_toml
+# the shared helpers, kept reachable here (planner.files.accelerate_yaml uses native._cluster, native._train, ...)
+from planner.files.native_sizes import (_cluster, _layout, _load_cluster, _load_model, _named,  # noqa: F401
+                                        _need_cluster, _need_model, _read_text, _sbatch_nodes, _sized_cluster, _train,
+                                        note)
 
 __all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
 
@@ -77,22 +79,27 @@ LAUNCH_KINDS = {"deepspeed-launch": "deepspeed", "torchrun-plan": "torchrun", "t
 def config_kind(path: Path) -> str:
     """The framework a native config file is for, parplan's own launch scripts included (detect alone
     does not know them)."""
-    if Path(path).suffix.lower() in (".yaml", ".yml"):  # an Accelerate config: the framework it launches
-        return accelerate_yaml.framework(loading.read_mapping(Path(path)))
+    if Path(path).suffix.lower() in (".yaml", ".yml"):  # an Accelerate, Axolotl or LLaMA-Factory config
+        data = loading.read_mapping(Path(path))
+        return finetune_yaml.framework(data) if other_tools.yaml_tool(data) else accelerate_yaml.framework(data)
     text = _read_text(Path(path))
     launch = parplan_launch.kind(path, text)
-    if not launch and detect(Path(path), text) == "megatron" and shell_trainer.find(text, Path(path)):
+    kind = LAUNCH_KINDS[launch] if launch else detect(Path(path), text)
+    tool = other_tools.find_launch(text, Path(path)) if kind == "megatron" and not launch else None
+    if tool:  # an axolotl / llamafactory-cli line: its YAML's framework
+        return finetune_yaml.launch_framework(tool, path)
+    if kind == "megatron" and not launch and shell_trainer.find(text, Path(path)):
         return "deepspeed"  # a Hugging Face Trainer launch: its DeepSpeed JSON is what runs
-    return LAUNCH_KINDS[launch] if launch else detect(Path(path), text)
+    return kind
 
 
 def is_native(path: Path) -> bool:
-    """The CLI's routing for check: YAML is a plan file unless it is an Accelerate config; JSON is native when it has DeepSpeed's
-    top-level keys and no plan-file keys; anything else (scripts, argument files, TOML) is native.
-    A broken plan file therefore gets the plan loader's precise error."""
+    """The CLI's routing for check: YAML is a plan file unless it is an Accelerate config or another tool's
+    (other_tools.yaml_tool); JSON is native when it has DeepSpeed's top-level keys and no plan-file keys; anything
+    else (scripts, argument files, TOML) is native. A broken plan file gets the plan loader's precise error."""
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        return _accelerate_file(path)
+        return _yaml_file(path)
     if suffix == ".json":
         try:
             keys = set(loading.read_mapping(path))
@@ -102,13 +109,15 @@ def is_native(path: Path) -> bool:
     return True
 
 
-def _accelerate_file(path: Path) -> bool:
-    """A YAML file is native when it is an Accelerate config (distributed_type, no plan-file keys)."""
+def _yaml_file(path: Path) -> bool:
+    """A YAML file is native when it is an Accelerate config (distributed_type, no plan-file keys) or another
+    tool's config (read or refused by name)."""
     try:
         data = loading.read_mapping(path)
     except UserError:
         return False
-    return accelerate_yaml.is_accelerate(data) and not set(data) & loading.PLAN_KEYS
+    accelerate = accelerate_yaml.is_accelerate(data) and not set(data) & loading.PLAN_KEYS
+    return accelerate or other_tools.yaml_tool(data) is not None
 
 
 def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
@@ -127,12 +136,13 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     launch = parplan_launch.kind(path, text)  # parplan's own DeepSpeed, torchrun and torchtitan 0.3 scripts
     if launch:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
-    if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate config (is_native routes no other YAML here)
-        data = loading.read_mapping(path)
-        if not accelerate_yaml.is_accelerate(data):
-            raise UserError(f"{path}: not an Accelerate config (no distributed_type) nor a plan file")
-        return accelerate_yaml.load(path, data, model, cluster, nodes, flags, ReadNotes() if notes is None else notes)
+    read = ReadNotes() if notes is None else notes
+    if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate or another tool's config (is_native routes these)
+        return finetune_yaml.load_yaml(path, model, cluster, nodes, flags, read, load_native_text)
     kind = detect(path, text)
+    tool = other_tools.find_launch(text, path) if kind == "megatron" else None
+    if tool:  # axolotl / llamafactory-cli: the YAML it names, read; other tools' launches refused by name
+        return finetune_yaml.load_launch(tool, path, model, cluster, nodes, flags, read, load_native_text)
     trainer = shell_trainer.find(text, path if path.is_file() else None) if kind == "megatron" else None
     if trainer is not None:  # a Hugging Face Trainer under deepspeed/torchrun/accelerate: its DeepSpeed JSON
         return trainer_load.load(path, trainer, model, cluster, nodes, flags, notes, load_native_text, _cluster)
@@ -154,115 +164,6 @@ def load_native_text(text: str, kind: str, model, cluster, nodes: Optional[int],
     if kind == "deepspeed":
         return _deepspeed(path, text, model, cluster, nodes, flags, notes)
     return _torchtitan(path, text, model, cluster, nodes, notes, flags.precision)
-
-
-def _read_text(path: Path) -> str:
-    """The config's text through planner.files.safe_read (a regular file, size-capped while reading, UTF-8)."""
-    return read_text(path)
-
-
-@contextmanager
-def _named(path: Path):
-    """Errors of the flag readers (which see text, not files) prefixed with the file's name."""
-    try:
-        yield
-    except UserError as err:
-        raise UserError(f"{path}: {err}") from None
-
-
-def _sbatch_nodes(text, path: Path) -> Optional[int]:
-    """`#SBATCH --nodes N` / `-N N` (or `sbatch --nodes=N` in the script) as a count: the fewest sbatch allocates
-    for a range or list (`2-4`: 2, said on stderr); None when absent or a variable. `text`: the script, or its
-    sbatch options already read."""
-    with _named(path):
-        options = text if isinstance(text, dict) else sbatch_options(text)
-        value = options.get("--nodes", "")
-        if "--nodes" in options and not value:  # `-N` then another option or nothing: sbatch "requires an argument"
-            raise UserError("#SBATCH --nodes/-N is given without a node count")
-        count = fewest_nodes(value)
-    if nodes_note(value):
-        note(str(path), nodes_note(value))
-    return count
-
-
-def _need_cluster(cluster, path: Path, kind: str):
-    if not cluster:
-        raise UserError(f"{path}: --cluster is required for a {kind} config: it does not say which GPUs it "
-                        "runs on (e.g. --cluster dgx-h100 [--nodes N])")
-    return cluster
-
-
-def _need_model(model, path: Path, kind: str) -> ModelSpec:
-    if not model:
-        raise UserError(f"{path}: --model is required for a {kind} config: it does not describe the model "
-                        "(a preset such as llama3-8b, a spec file or a Hugging Face config.json)")
-    return _load_model(model)
-
-
-def _load_model(model) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else loading.load_model(model)
-
-
-def _load_cluster(cluster, nodes: Optional[int] = None, gpus: Optional[int] = None) -> ClusterSpec:
-    """A preset name or spec file (str), or an already loaded ClusterSpec, resized."""
-    if isinstance(cluster, ClusterSpec):
-        return loading.resize_cluster(cluster, nodes, gpus)
-    return loading.load_cluster(cluster, nodes, gpus)
-
-
-def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
-             script_nodes: Optional[int] = None, where: str = "", gpus: Optional[int] = None) -> ClusterSpec:
-    """The cluster for a script: the command line's --nodes/--gpus win over what the script's
-    environment defaults to (`NNODES=${SLURM_NNODES:-1}`), with a note saying so; else the script's
-    torchrun --nnodes/--nproc-per-node (or #SBATCH --nodes)."""
-    if nodes is not None and script_nodes is not None and nodes != script_nodes:
-        note(where, f"--nodes {nodes} overrides the script's {script_nodes}")
-    if gpus is not None:
-        script_gpus = (script_nodes or 1) * per_node if per_node is not None else None
-        if script_gpus is not None and script_gpus != gpus:
-            note(where, f"--gpus {gpus} overrides the script's {script_gpus}")
-        return _load_cluster(cluster, nodes, gpus)
-    spec = _load_cluster(cluster, nodes if nodes is not None else script_nodes)
-    if per_node is not None and per_node != spec.gpus_per_node:
-        data = spec.model_dump()
-        data["gpus_per_node"] = per_node
-        spec = loading.validate(ClusterSpec, data, f"{where}: cluster with torchrun --nproc-per-node {per_node}")
-    return spec
-
-
-def note(where: str, message: str) -> None:
-    """One warning line on stderr: something read and not priced, or a command-line override."""
-    print(f"parplan: warning: {where}: {message}", file=sys.stderr)
-
-
-def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
-                   notes: Optional[ReadNotes] = None) -> ClusterSpec:
-    """The cluster sized by --nodes, else by the GPU count the config implies, else (with `notes`, which
-    records the assumption) the cluster as given, else an error."""
-    if nodes is not None:
-        return _load_cluster(cluster, nodes)
-    base = _load_cluster(cluster)
-    if world is None and notes is not None:
-        notes.assumed.append(f"the config does not fix the GPU count (it would with {keys}): {base.num_nodes} "
-                             f"node(s) of {base.name}, {base.num_gpus} GPUs, assumed; set --nodes")
-        return base
-    if world is None:
-        raise UserError(f"{path}: give --nodes: the config does not fix the GPU count (it would with {keys})")
-    if world % base.gpus_per_node and world > base.gpus_per_node:
-        raise UserError(f"{path}: the config implies {world} GPUs, not whole {base.gpus_per_node}-GPU nodes of "
-                        f"{base.name!r}; give --nodes")
-    if world < base.gpus_per_node:
-        return _load_cluster(cluster, gpus=world)
-    return _load_cluster(cluster, world // base.gpus_per_node)
-
-
-def _train(data: dict, where: str) -> TrainSpec:
-    """Validated, its stack (set by each reader from what the config runs) resolved to the profile."""
-    return loading.train_from_data(data, f"{where}: training settings")
-
-
-def _layout(data: dict, where: str) -> Layout:
-    return loading.validate(Layout, data, f"{where}: layout")
 
 
 # ---- Megatron -----------------------------------------------------------------------------------
@@ -321,10 +222,11 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     cfg = parse_json(text, str(path))
     if not isinstance(cfg, dict) or not DS_TOP_KEYS & set(cfg):
         raise UserError(f"{path}: not a DeepSpeed config (none of {sorted(DS_TOP_KEYS)})")
-    cfg = ds_auto.resolve(cfg, flags, path, ReadNotes() if notes is None else notes)
-    if notes is not None:
-        notes.notes.extend(dsc.ds_unpriced(cfg))
+    read = ReadNotes() if notes is None else notes
+    cfg = ds_auto.resolve(cfg, flags, path, read)
+    read.notes.extend(dsc.ds_unpriced(cfg))
     spec = _need_model(model, path, "DeepSpeed")
+    read.notes.extend(persistence.apply(cfg, path, spec))  # the share of weights kept whole, from the model
     pp, cp = dsc.ds_pipeline(cfg, path), dsc.ds_sequence_parallel(cfg, path)
     clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, dsc.ds_world(cfg, path, pp * cp), path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)

@@ -1,13 +1,19 @@
 """A Hugging Face Trainer launched by a shell script (FastChat, Alpaca, TRL, run_clm...): `deepspeed`, `torchrun` or
-`accelerate launch` running a training script whose flags are TrainingArguments' (underscore style), read as the
-DeepSpeed JSON its `--deepspeed FILE` names, with the script's flags as the Trainer's arguments.
+`accelerate launch` running a training script whose flags are TrainingArguments' (either spelling), with the
+script's flags as the Trainer's arguments. How it is distributed (a DeepSpeed JSON, an Accelerate config, --fsdp,
+DDP) is planner.files.shell_trainer_load's; DeepSpeed-Chat, which shares the flag names, is
+planner.files.shell_trainer_dschat's.
 
 Sources: transformers 5.24.0 src/transformers/training_args.py, TrainingArguments fields
 per_device_train_batch_size (line 777, default 8), gradient_accumulation_steps (849, default 1), bf16 (874), fp16
 (880; both True is refused, line 1784), activation_checkpointing (908) and its deprecated alias
 gradient_checkpointing (926), deepspeed (1463: a JSON file); hf_argparser.py string_to_bool (line 36: a bool flag
-alone is True, else yes/no, true/false, t/f, y/n, 1/0). The sequence length is the training script's own argument:
-model_max_length (FastChat, Alpaca), max_seq_length (TRL's SFTConfig), block_size (run_clm.py).
+alone is True, else yes/no, true/false, t/f, y/n, 1/0; _parse_dataclass_field, lines 151-153: every field is also
+accepted with dashes, `--per-device-train-batch-size`, which `find` reads as the underscore name). The sequence
+length is the training script's own argument (SEQ_FLAGS): model_max_length (FastChat, Alpaca), max_seq_length
+(older TRL SFTConfig, transformers' run_mlm/run_qa), max_seq_len (DeepSpeed-Chat), max_length (TRL 1.16
+trl/trainer/sft_config.py line 202, dpo_config.py 195, kto_config.py 166, reward_config.py 144, each default 1024),
+block_size (run_clm.py).
 integrations/deepspeed.py trainer_config_process (lines 136-192): "auto" values are filled from those arguments,
 and a number that differs from them stops the Trainer (fill_match, lines 108-132, raised at lines 258-263); it
 leaves the JSON's activation_checkpointing section unused (a Hugging Face model recomputes through
@@ -30,8 +36,13 @@ from planner.frameworks.megatron.ds_json import candidates
 
 MARKERS = ("--per_device_train_batch_size", "--gradient_accumulation_steps", "--model_max_length",
            "--max_seq_length", "--block_size", "--output_dir", "--num_train_epochs", "--model_name_or_path",
-           "--gradient_checkpointing", "--activation_checkpointing")
-SEQ_FLAGS = ("--model_max_length", "--max_seq_length", "--block_size")
+           "--gradient_checkpointing", "--activation_checkpointing", "--actor_model_name_or_path")
+# the dashed spellings HfArgumentParser also accepts, of the markers no Megatron-LM flag shares a text with
+DASHED = ("--per-device-train-batch-size", "--gradient-accumulation-steps", "--model-max-length", "--output-dir",
+          "--num-train-epochs", "--model-name-or-path")
+SEQ_FLAGS = ("--model_max_length", "--max_seq_length", "--max_seq_len", "--max_length", "--block_size")
+TRL_SCRIPTS = ("sft", "dpo", "kto", "reward")  # trl/scripts/*.py whose config has max_length (default 1024)
+TRL_MAX_LENGTH = 1024
 RECOMPUTE_FLAGS = ("--activation_checkpointing", "--gradient_checkpointing")
 TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")
 TRUE, FALSE = ("yes", "true", "t", "y", "1"), ("no", "false", "f", "n", "0")
@@ -49,21 +60,35 @@ class Launch:
 
 
 def is_trainer_text(text: str) -> bool:
-    """Cheap test before evaluating: a TrainingArguments flag and no Megatron --num-layers."""
-    return "--num-layers" not in text and any(m in text for m in MARKERS)
+    """Cheap test before evaluating: a TrainingArguments flag (either spelling) and no Megatron --num-layers."""
+    return "--num-layers" not in text and any(m in text for m in MARKERS + DASHED)
+
+
+def underscored(flag: str) -> str:
+    """`--per-device-train-batch-size` as `--per_device_train_batch_size`: HfArgumentParser registers both
+    (transformers 5.24.0 hf_argparser.py lines 151-153); other words are returned as they are."""
+    return "--" + flag[2:].replace("-", "_") if flag.startswith("--") else flag
 
 
 def find(text: str, path) -> Optional[Launch]:
-    """The first launch whose script takes TrainingArguments' flags, or None."""
+    """The first launch whose script takes TrainingArguments' flags, or None. Its flags are kept under their
+    underscore names."""
     if not is_trainer_text(text):
         return None
     sh = read_script(text, path, every_branch=False)
     for words in sh.commands:
         found = _launch(words)
-        if found and any(w.split("=", 1)[0] in MARKERS for w in found[3]):
+        if found and any(underscored(w.split("=", 1)[0]) in MARKERS for w in found[3]):
             launcher, opts, script, args = found
-            return Launch(launcher, opts, script, flag_dict(parse_flags(args)), sh)
+            flags = flag_dict([(underscored(f), v) for f, v in parse_flags(args)])
+            return Launch(launcher, opts, script, flags, sh)
     return None
+
+
+def is_trl(launch: Launch) -> bool:
+    """TRL's own training scripts (trl/scripts/sft.py, dpo.py, kto.py, reward.py, or `-m trl.scripts.sft`)."""
+    parts = launch.script.replace(".", "/").split("/")
+    return "trl" in parts and any(p in TRL_SCRIPTS for p in parts)
 
 
 def _launch(words: list[str]) -> Optional[tuple]:
@@ -128,34 +153,54 @@ def recompute(flags: dict, where: str) -> Optional[str]:
     return "none" if False in values else None
 
 
+def seq_flag(flags: dict) -> Optional[str]:
+    """The first of SEQ_FLAGS the script gives (None when none)."""
+    return next((f for f in SEQ_FLAGS if f in flags), None)
+
+
 def seq_len(flags: dict, where: str) -> Optional[int]:
-    return next((as_int(flags, f, where) for f in SEQ_FLAGS if f in flags), None)
+    flag = seq_flag(flags)
+    return None if flag is None else as_int(flags, flag, where)
+
+
+def launch_options(launch: Launch) -> dict:
+    """The launcher's own options (accelerate's both spellings under the underscore name), last one winning."""
+    return flag_dict([(underscored(f), v) for f, v in parse_flags(launch.opts)])
 
 
 def config_name(launch: Launch) -> Optional[str]:
     """The DeepSpeed JSON: the Trainer's --deepspeed, else accelerate's --deepspeed_config_file."""
     given = launch.flags.get("--deepspeed")
     if given is None and launch.launcher == "accelerate":
-        opts = flag_dict(parse_flags(launch.opts))
-        given = opts.get("--deepspeed_config_file") or opts.get("--deepspeed-config-file")
+        given = launch_options(launch).get("--deepspeed_config_file")
     return given
 
 
-def config_text(launch: Launch, where: str):
-    """(the JSON's text, the path it names for messages); a UserError naming it when it cannot be found."""
-    given = config_name(launch)
-    if not given:
-        raise UserError(f"{where}: a Hugging Face Trainer launch ({launch.script}) with no --deepspeed JSON: parplan "
-                        "reads a Trainer run through that DeepSpeed config (for FSDP or DDP under accelerate, check "
-                        "its Accelerate config file instead)")
+def find_file(launch: Launch, given: str, extra: tuple = ()) -> Optional[tuple[str, Path]]:
+    """(text, path) of a file the launch names: written by the script (a here-document), else found beside the
+    script or in the current directory (planner.frameworks.megatron.ds_json.candidates), else in `extra`
+    folders; None when nowhere."""
     body = written_file(launch.sh, given)
     if body is not None:
         return body, Path(given)
-    for path in candidates(given, launch.sh.script_dir):
+    for path in candidates(given, launch.sh.script_dir) + [Path(d) / given for d in extra]:
         if path.is_file():
             return read_text(path), path
-    raise UserError(f"{where}: --deepspeed {given[:80]}: the DeepSpeed JSON the Trainer is given is not written by "
-                    "the script and not found beside it or in the current directory")
+    return None
 
 
-__all__ = ["Launch", "config_text", "find", "is_trainer_text", "precision", "recompute", "seq_len"]
+def config_text(launch: Launch, where: str):
+    """(the JSON's text, the path it names for messages), or None when the launch names no DeepSpeed JSON; a
+    UserError naming it when it cannot be found."""
+    given = config_name(launch)
+    if not given:
+        return None
+    found = find_file(launch, given)
+    if found is None:
+        raise UserError(f"{where}: --deepspeed {given[:80]}: the DeepSpeed JSON the Trainer is given is not written "
+                        "by the script and not found beside it or in the current directory")
+    return found
+
+
+__all__ = ["Launch", "config_text", "find", "find_file", "is_trainer_text", "is_trl", "launch_options", "precision",
+           "recompute", "seq_flag", "seq_len", "underscored"]

@@ -1,0 +1,206 @@
+"""Axolotl and LLaMA-Factory YAML read into Settings: the run's values in the Hugging Face Trainer's terms
+(TrainerFlags, the --fsdp / --fsdp_config / --optim flags, the DeepSpeed config), for planner.files.finetune_yaml to
+price as the Trainer run the tool starts.
+
+Axolotl (axolotl 0.19.0): micro_batch_size and gradient_accumulation_steps (default 1 each, schemas/training.py; a
+`batch_size` alone gives batch_size // micro_batch_size, utils/config/__init__.py normalize_config), sequence_len
+(default 512, schemas/config.py), bf16 (default "auto": bf16 where the GPU has it, which every GPU parplan models
+does; resolve_dtype), fp16, gradient_checkpointing (true, "offload", "offload_disk"), deepspeed (a path or a
+mapping), fsdp (the Trainer's words: full_shard, shard_grad_op, hybrid_shard, offload) and fsdp_config (keys with or
+without the old `fsdp_` prefix, schemas/validation.py check_fsdp_config_kwargs_prefix; reshard_after_forward,
+offload_params, activation_checkpointing), base_model. `adapter` (lora, qlora) and load_in_8bit/load_in_4bit are
+refused: parplan prices full training.
+LLaMA-Factory (llamafactory 0.9.5): the YAML is TrainingArguments (per_device_train_batch_size,
+gradient_accumulation_steps, bf16, fp16, deepspeed, fsdp) plus model_name_or_path, cutoff_len (default 2048,
+hparams/data_args.py), finetuning_type (default lora: refused unless full, hparams/finetuning_args.py),
+quantization_bit (refused), stage (ppo refused; dpo/kto's reference model noted), disable_gradient_checkpointing
+(gradient checkpointing is on unless it is true, model/model_utils/checkpointing.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Optional
+
+from planner.errors import UserError
+from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+
+FSDP_WORDS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "no_shard": "NO_SHARD",
+              "hybrid_shard": "HYBRID_SHARD", "hybrid_shard_zero2": "HYBRID_SHARD_ZERO2"}  # transformers FSDPOption
+
+
+@dataclasses.dataclass
+class Settings:
+    """What the YAML says, in the Trainer's terms; `read` holds what was assumed or is not priced."""
+
+    tool: str
+    model_key: str
+    model_id: Any
+    deepspeed: Any  # a path, an inline mapping (Axolotl), or None
+    extra: dict  # more Trainer flags: --fsdp, --fsdp_config, --optim
+    flags: TrainerFlags
+    read: ReadNotes
+
+
+# ---- reading the YAML -----------------------------------------------------------------------------------------------
+
+def _count(d: dict, key: str, where, default: Optional[int], read: ReadNotes, tool: str) -> Optional[int]:
+    """A whole number >= 1 under `key`, else the tool's default (said under assumed; None: left to the Trainer)."""
+    value = d.get(key)
+    if value is None:
+        if default is not None:
+            read.assumed.append(f"{key} not set: {tool}'s default {default}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**7:
+        raise UserError(f"{where}: {key}={str(value)[:30]!r}: expected a whole number of at least 1")
+    return value
+
+
+def _switch(d: dict, key: str, where) -> Optional[bool]:
+    value = d.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise UserError(f"{where}: {key}={str(value)[:30]!r}: expected true or false")
+    return value
+
+
+def _refuse(where, tool: str, said: str, why: str, fix: str) -> None:
+    raise UserError(f"{where}: an {tool} config with {said} ({why}): parplan prices full training (gradients and "
+                    f"Adam states for every weight), which would overstate this run several times, so it cannot "
+                    f"check it. {fix}")
+
+
+def axolotl(d: dict, where) -> Settings:
+    """An Axolotl config's run (see the module docstring for the keys and their sources)."""
+    if d.get("adapter") or d.get("load_in_4bit") or d.get("load_in_8bit"):
+        key = "adapter" if d.get("adapter") else "load_in_4bit" if d.get("load_in_4bit") else "load_in_8bit"
+        _refuse(where, "Axolotl", f"{key}: {str(d.get(key))[:20]}", "LoRA/QLoRA fine-tuning: the base model frozen, "
+                "small adapters trained", "For a full fine-tune, remove adapter, load_in_8bit and load_in_4bit.")
+    read, tool = ReadNotes(), "Axolotl"
+    micro = _count(d, "micro_batch_size", where, 1, read, tool)
+    gas = d.get("gradient_accumulation_steps")
+    if gas is None and d.get("batch_size") is not None:
+        gas = max(_count(d, "batch_size", where, None, read, tool) // micro, 1)  # normalize_config
+    else:
+        gas = _count(d, "gradient_accumulation_steps", where, 1, read, tool)
+    flags = TrainerFlags(micro, gas, None, _axolotl_precision(d, where, read), _axolotl_recompute(d, where, read),
+                         _count(d, "sequence_len", where, 512, read, tool))
+    _axolotl_unpriced(d, read)
+    extra = {**fsdp_flags(d, where, str(d.get("fsdp_version")) == "2"), **_optim(d.get("optimizer"))}
+    return Settings("axolotl", "base_model", d.get("base_model"), d.get("deepspeed"), extra, flags, read)
+
+
+def _optim(name) -> dict:
+    return {"--optim": name} if isinstance(name, str) and name else {}
+
+
+def _axolotl_precision(d: dict, where, read: ReadNotes) -> str:
+    """axolotl 0.19.0 resolve_dtype and core/builders/base.py: bf16 "auto" (the default) is on unless fp16 is;
+    TrainingArguments gets bf16 = bf16 or bfloat16 and fp16 = fp16 and not bf16."""
+    bf16, fp16 = d.get("bf16", "auto"), _switch(d, "fp16", where)
+    if bf16 not in ("auto", "full", True, False, None):
+        raise UserError(f"{where}: bf16={str(bf16)[:20]!r}: Axolotl takes true, false or auto")
+    if bf16 == "auto":
+        bf16 = not fp16
+        if bf16:
+            read.assumed.append("bf16: auto: bf16, as Axolotl turns it on on GPUs that have it (every GPU parplan "
+                                "models, Ampere or newer)")
+    bf16 = bool(bf16) or d.get("bfloat16") is True
+    return "bf16" if bf16 else "fp16" if fp16 else "fp32"
+
+
+def _axolotl_recompute(d: dict, where, read: ReadNotes) -> str:
+    value = d.get("gradient_checkpointing", False)
+    if value in ("offload", "offload_disk"):
+        read.notes.append(f"gradient_checkpointing: {value}: the checkpointed activations go to the host/disk, not "
+                          "priced (priced as full recompute with them on the GPU)")
+        return "full"
+    if value not in (True, False, None):
+        raise UserError(f"{where}: gradient_checkpointing={str(value)[:20]!r}: Axolotl takes true, false, offload "
+                        "or offload_disk")
+    return "full" if value else "none"
+
+
+def _axolotl_unpriced(d: dict, read: ReadNotes) -> None:
+    """Keys that change memory but are not priced, named in one note."""
+    said = [f"{k}: {d[k]}" for k in ("tensor_parallel_size", "context_parallel_size", "sequence_parallel_degree",
+                                     "dp_shard_size") if isinstance(d.get(k), int) and d[k] > 1]
+    said += [f"{k}: true" for k in ("bfloat16", "float16", "fp8", "activation_offloading") if d.get(k) is True]
+    if d.get("rl"):
+        said.append(f"rl: {str(d['rl'])[:20]} (a reference model, where the method keeps one)")
+    if said:
+        read.notes.append("read but not priced: " + "; ".join(said))
+
+
+def llamafactory(d: dict, where) -> Settings:
+    """A LLaMA-Factory config's run (see the module docstring)."""
+    tool, read = "LLaMA-Factory", ReadNotes()
+    kind = d.get("finetuning_type", "lora")
+    if kind != "full":
+        _refuse(where, tool, f"finetuning_type: {str(kind)[:20]}" + ("" if "finetuning_type" in d else
+                                                                      " (LLaMA-Factory's default)"),
+                "only adapters or some layers trained", "For a full fine-tune, set finetuning_type: full.")
+    if d.get("quantization_bit"):
+        _refuse(where, tool, f"quantization_bit: {str(d['quantization_bit'])[:5]}", "a quantized frozen base model",
+                "For a full fine-tune, remove quantization_bit.")
+    stage = d.get("stage", "sft")
+    if stage == "ppo":
+        raise UserError(f"{where}: a LLaMA-Factory config with stage: ppo trains a policy and a value model beside a "
+                        "reference and a reward model; parplan prices one model's training and cannot check it (for the policy alone, "
+                        "check a copy with stage: sft)")
+    if stage in ("dpo", "kto"):
+        read.notes.append(f"stage: {stage}: the frozen reference model's weights are not priced")
+    disabled = _switch(d, "disable_gradient_checkpointing", where)
+    on = _switch(d, "gradient_checkpointing", where) or not disabled
+    if disabled is None and not d.get("gradient_checkpointing"):
+        read.assumed.append("gradient checkpointing on (full recompute): LLaMA-Factory enables it unless "
+                            "disable_gradient_checkpointing: true")
+    bf16, fp16 = _switch(d, "bf16", where), _switch(d, "fp16", where)
+    if bf16 and fp16:
+        raise UserError(f"{where}: bf16 and fp16 are both true; the Trainer refuses that (At most one of fp16 and "
+                        "bf16 can be True)")
+    flags = TrainerFlags(_count(d, "per_device_train_batch_size", where, None, read, tool),
+                         _count(d, "gradient_accumulation_steps", where, None, read, tool), None,
+                         "bf16" if bf16 else "fp16" if fp16 else "fp32", "full" if on else "none",
+                         _count(d, "cutoff_len", where, 2048, read, tool))
+    if d.get("pure_bf16") is True:
+        read.notes.append("read but not priced: pure_bf16 (bf16 weights and states without an fp32 master copy; "
+                          "priced with one)")
+    extra = {**fsdp_flags(d, where, None), **_optim(d.get("optim"))}
+    if isinstance(d.get("fsdp_config"), str):  # TrainingArguments: a JSON file
+        extra["--fsdp_config"] = d["fsdp_config"]
+    return Settings("llamafactory", "model_name_or_path", d.get("model_name_or_path"), d.get("deepspeed"), extra,
+                    flags, read)
+
+
+def fsdp_flags(d: dict, where, version2: Optional[bool]) -> dict:
+    """The Trainer's --fsdp words and --fsdp_config JSON (transformers 5.24.0 training_args.py: keys lose an `fsdp_`
+    prefix; version, reshard_after_forward, activation_checkpointing, cpu_offload) for the YAML's `fsdp` words and
+    `fsdp_config` mapping (Axolotl: offload_params, sharding_strategy; FSDP2 only with fsdp_version 2, accelerate's
+    default being FSDP1). {} when the run has no FSDP. `version2`: None leaves the version to the Trainer."""
+    words, cfg = d.get("fsdp"), d.get("fsdp_config")
+    words = words.split() if isinstance(words, str) else words or []
+    if not isinstance(words, list) or not isinstance(cfg or {}, (dict, str)):
+        raise UserError(f"{where}: fsdp must be a list of words (full_shard, auto_wrap, offload...) and fsdp_config "
+                        "a mapping")
+    if not words and (version2 is None or not isinstance(cfg, dict) or not cfg):  # the Trainer needs --fsdp
+        return {}
+    cfg = {(str(k)[5:] if str(k).startswith("fsdp_") else str(k)): v for k, v in (cfg if isinstance(cfg, dict)
+                                                                                  else {}).items()}
+    conf = {} if version2 is None else {"version": 2 if version2 else 1}
+    for key, to in (("reshard_after_forward", "reshard_after_forward"), ("activation_checkpointing",
+                    "activation_checkpointing"), ("offload_params", "cpu_offload"), ("cpu_offload", "cpu_offload")):
+        if key in cfg:
+            conf[to] = cfg[key]
+    strategy = str(cfg.get("sharding_strategy", "")).lower()
+    words = [str(w).lower() for w in words] + ([strategy] if strategy in FSDP_WORDS else [])
+    if not any(w in FSDP_WORDS for w in words):
+        words.append("full_shard")  # accelerate's default strategy
+    return {"--fsdp": " ".join(dict.fromkeys(words)), "--fsdp_config": json.dumps(conf)}
+
+
+def settings(tool: str, data: dict, where) -> Settings:
+    return (axolotl if tool == "axolotl" else llamafactory)(data, where)
+
+
+__all__ = ["FSDP_WORDS", "Settings", "axolotl", "fsdp_flags", "llamafactory", "settings"]

@@ -1,0 +1,226 @@
+"""Other training tools' YAML configs and launch lines, told apart by their own keys and entry points, so that
+`parplan check` names the tool and the next step instead of misreading the file as a parplan plan file or a
+Megatron script.
+
+How each config is told (its characteristic top-level keys, from the tool's schema):
+- Axolotl: `base_model` with `micro_batch_size`, `sequence_len`, `datasets` or `adapter` (axolotl 0.19.0
+  src/axolotl/utils/schemas/config.py AxolotlInputConfig, schemas/training.py HyperparametersConfig). Read
+  (planner.files.finetune_yaml).
+- LLaMA-Factory: `model_name_or_path` with `stage`, `finetuning_type`, `cutoff_len` or `template` (llamafactory
+  0.9.5 hparams/finetuning_args.py, data_args.py, model_args.py). Read (planner.files.finetune_yaml).
+- torchtune: a section whose `_component_` names a `torchtune.` class (torchtune 0.6.1 recipes/configs/*.yaml,
+  torchtune/config/_instantiate.py).
+- NeMo 1.x hydra: `trainer`, `model` and `exp_manager` sections (NeMo 1.x examples/nlp/language_modeling/conf/
+  megatron_gpt_config.yaml).
+- Nanotron: `general`, `parallelism` and `tokens` sections (nanotron 0.4 src/nanotron/config/config.py Config).
+- Levanter: a `trainer` section with `mp`, `per_device_parallelism`, `fsdp_axis`, `batch_axis`, `model_axis_size`
+  or `tensor_parallel_axes` (levanter 1.1 src/levanter/trainer.py TrainerConfig).
+- MaxText: `ici_*_parallelism` / `dcn_*_parallelism`, or `base_config` with `per_device_batch_size`,
+  `model_name`, `max_target_length` or `remat_policy` (MaxText MaxText/configs/base.yml).
+A mapping with parplan's own `cluster` and `train` keys is a plan file whatever else it holds.
+
+Launch lines (the entry point of a command in a shell script): `tune run` (torchtune), `llamafactory-cli train` /
+`lmf train`, `axolotl train` / `-m axolotl.cli.train`, `colossalai run` and ColossalAI example scripts under torchrun
+(their `--plugin`/`-p` gemini, zero2, 3d, ...), Nanotron's `run_train.py --config-file`, `-m MaxText.train`,
+`nemo llm` (NeMo 2), `-m levanter.main.*`. The tools parplan does not read are refused (UserError) with the
+`parplan estimate` command that prices the same run, filled from what the file or line says, as
+planner.frameworks.megatron.nemo_hydra does for NeMo 1.x hydra launches.
+
+This module tells the tools apart (yaml_tool, find_launch), finds the config a launch names (config_name,
+launch_config) and maps the tools' model names to presets (preset_for). The run a refused config describes and
+its refusal are in planner.files.other_tools_runs (refuse_yaml); a refused launch line's in
+planner.files.other_tools_launch (refuse_launch).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import hardware_profiles as hp
+from planner.errors import UserError
+from planner.files import loading
+from planner.files.shellread import ShellScript, flag_dict, parse_flags, read_script
+from planner.frameworks.megatron.ds_json import candidates
+
+
+def _section(data, key: str) -> dict:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _has_any(data: dict, keys) -> bool:
+    return any(k in data for k in keys)
+
+
+MAXTEXT_AXIS = re.compile(r"(ici|dcn)_[a-z_]+_parallelism")
+LEVANTER_TRAINER = ("mp", "per_device_parallelism", "fsdp_axis", "batch_axis", "model_axis_size",
+                    "tensor_parallel_axes")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A training tool: its name, the keys that tell its configs, and the source of those keys."""
+
+    name: str
+    keys: str
+    test: Callable[[dict], bool]
+
+
+YAML_TOOLS = {
+    "axolotl": Tool("Axolotl", "base_model with micro_batch_size/sequence_len",
+                    lambda d: "base_model" in d and _has_any(d, ("micro_batch_size", "sequence_len", "datasets",
+                                                                 "adapter"))),
+    "llamafactory": Tool("LLaMA-Factory", "model_name_or_path with stage/finetuning_type/cutoff_len",
+                         lambda d: "model_name_or_path" in d and _has_any(d, ("stage", "finetuning_type", "cutoff_len",
+                                                                              "template"))),
+    "torchtune": Tool("torchtune", "_component_: torchtune.*",
+                      lambda d: any(str(_section(d, k).get("_component_", "")).startswith("torchtune.") for k in d)),
+    "nemo1": Tool("NeMo 1.x (hydra)", "trainer, model and exp_manager sections",
+                  lambda d: "exp_manager" in d and bool(_section(d, "trainer")) and bool(_section(d, "model"))),
+    "nanotron": Tool("Nanotron", "general, parallelism and tokens sections",
+                     lambda d: all(_section(d, k) for k in ("general", "parallelism", "tokens"))),
+    "levanter": Tool("Levanter", "trainer.mp/per_device_parallelism/fsdp_axis",
+                     lambda d: _has_any(_section(d, "trainer"), LEVANTER_TRAINER)),
+    "maxtext": Tool("MaxText", "ici_*/dcn_*_parallelism or base_config",
+                    lambda d: any(isinstance(k, str) and MAXTEXT_AXIS.fullmatch(k) for k in d)
+                    or ("base_config" in d and _has_any(d, ("per_device_batch_size", "model_name", "max_target_length",
+                                                            "remat_policy")))),
+}
+LAUNCH_TOOLS = {"colossalai": "ColossalAI", "nemo2": "NeMo 2 (nemo llm)", **{k: t.name for k, t in YAML_TOOLS.items()}}
+
+
+def yaml_tool(data) -> Optional[str]:
+    """The YAML_TOOLS key of the tool whose config `data` is, or None (a plan file, an Accelerate config, anything
+    else)."""
+    if not isinstance(data, dict) or {"cluster", "train"} <= set(data) or "distributed_type" in data:
+        return None
+    return next((key for key, tool in YAML_TOOLS.items() if tool.test(data)), None)
+
+
+# ---- presets by the names other tools give models ------------------------------------------------------------------
+
+# Same shapes under another name (config.json: Llama 3.1/3.3 keep Llama 3's layers, widths, heads and vocabulary;
+# their RoPE scaling and longer context are not modelled), and Hub names that normalise to no preset name.
+ALIASES = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.3-70b": "llama3-70b",
+           "llama4-scout-17b-16e": "llama4-scout", "llama4-maverick-17b-128e": "llama4-maverick"}
+
+
+def _normal(name: str) -> str:
+    """`NousResearch/Meta-Llama-3.1-8B-Instruct`, torchtune's `llama3_1_8b`, NeMo's `llama31_405b` -> `llama3.1-8b`,
+    `llama3.1-405b`: the repository name, lower case, without -instruct/-chat/-hf/-base/-v0.1, `Meta-Llama-3` ->
+    `llama3`, `_` -> `-`."""
+    text = name.lower().rsplit("/", 1)[-1].replace("_", "-")
+    previous = None
+    while previous != text:
+        previous, text = text, re.sub(r"-(instruct|chat|hf|base|it|v0\.1)$", "", text)
+    text = re.sub(r"^(meta-)?llama-(\d)", r"llama\2", text)
+    return re.sub(r"^llama(\d)-?(\d)-", r"llama\1.\2-", text)
+
+
+def preset_for(name) -> Optional[str]:
+    """The parplan model preset a tool's model name stands for (same shapes), or None."""
+    if not isinstance(name, str) or not name or len(name) > 200:
+        return None
+    text = _normal(name)
+    return text if text in hp.list_models() else ALIASES.get(text)
+
+
+# ---- launch lines ----------------------------------------------------------------------------------------------------
+
+MODULES = {"axolotl.cli.train": "axolotl", "MaxText.train": "maxtext", "maxtext.train": "maxtext",
+           "MaxText.train_compile": "maxtext"}
+SUBCOMMANDS = {("tune", "run"): "torchtune", ("llamafactory-cli", "train"): "llamafactory",
+               ("lmf", "train"): "llamafactory", ("axolotl", "train"): "axolotl", ("colossalai", "run"): "colossalai",
+               ("nemo", "llm"): "nemo2"}
+# ColossalAI's example scripts: applications/Colossal-LLaMA/train.py and examples/language/llama/benchmark.py
+# `--plugin`/`-p` choices (ColossalAI 0.4)
+COLOSSAL_PLUGINS = {"gemini": 3, "gemini_auto": 3, "zero2": 2, "zero2_cpu": 2, "3d": None, "3d_cpu": None,
+                    "hybrid_parallel": None, "ddp": 0, "fsdp": 3, "fsdp_cpu": 3, "torch_fsdp": 3, "moe": None}
+SCRIPTS = {"MaxText/train.py": "maxtext", "levanter/main/train_lm.py": "levanter", "axolotl/cli/train.py": "axolotl"}
+CHEAP = re.compile(r"\btune\b|llamafactory-cli|\blmf\b|axolotl|colossalai|run_train\.py|maxtext|\bnemo\s+llm\b|"
+                   r"levanter|--plugin|\s-p\s+(" + "|".join(COLOSSAL_PLUGINS) + r")\b", re.IGNORECASE)
+
+
+@dataclass
+class Launch:
+    """Another tool's launch: which tool, its entry point as written (`tune run`, `-m MaxText.train`), the words
+    of its command after the entry point, the launcher words before it, and the script read."""
+
+    tool: str
+    entry: str
+    words: list
+    before: list
+    sh: ShellScript
+
+
+def find_launch(text: str, path) -> Optional[Launch]:
+    """The first command of a shell script that starts another tool's training, or None."""
+    if not CHEAP.search(text) or "--num-layers" in text:
+        return None
+    sh = read_script(text, path if path is not None and path.is_file() else None, every_branch=False)
+    for words in sh.commands:
+        found = _entry(words)
+        if found:
+            tool, start, at = found
+            entry = " ".join(posixpath.basename(w) if w.endswith(".py") or i == at else w
+                             for i, w in enumerate(words[at:start], at))
+            return Launch(tool, entry[:80], words[start:], words[:start], sh)
+    return None
+
+
+def _entry(words: list) -> Optional[tuple[str, int, int]]:
+    """(tool, index of the first word after its entry point, index where the entry point starts) of a command."""
+    for i, word in enumerate(words):
+        base, nxt = posixpath.basename(word), words[i + 1] if i + 1 < len(words) else ""
+        if (base, nxt) in SUBCOMMANDS:
+            return SUBCOMMANDS[(base, nxt)], i + 2, i
+        if word in ("-m", "--module") and (nxt in MODULES or nxt.startswith("levanter.main.")):
+            return MODULES.get(nxt, "levanter"), i + 2, i
+        if base == "run_train.py" and any(w.split("=", 1)[0] == "--config-file" for w in words[i:]):
+            return "nanotron", i + 1, i
+        script = next((tool for suffix, tool in SCRIPTS.items() if word.endswith(suffix)), None)
+        if script:
+            return script, i + 1, i
+    return _colossal(words)
+
+
+def _colossal(words: list) -> Optional[tuple[str, int, int]]:
+    """A ColossalAI example script under torchrun/python: its --plugin/-p names a ColossalAI booster plugin."""
+    for i, word in enumerate(words):
+        if word.endswith(".py"):
+            flags = flag_dict(parse_flags(words[i + 1:]))
+            plugin = flags.get("--plugin", flags.get("-p"))
+            return ("colossalai", i + 1, 0) if plugin in COLOSSAL_PLUGINS else None
+    return None
+
+
+def config_name(launch: Launch) -> Optional[str]:
+    """The config file a launch names: tune --config, Nanotron --config-file, Levanter --config_path, MaxText's
+    first argument, the YAML after `axolotl train` / `llamafactory-cli train`."""
+    flags = flag_dict(parse_flags(launch.words))
+    for flag in ("--config", "--config-file", "--config_path", "--config-path"):
+        if flags.get(flag):
+            return flags[flag]
+    first = next((w for w in launch.words if not w.startswith("-")), None)
+    return first if first and first.endswith((".yaml", ".yml")) else None
+
+
+def launch_config(launch: Launch) -> tuple[Optional[Path], Optional[dict]]:
+    """(the config file the launch names, its mapping) when found beside the script or in the current directory
+    (planner.frameworks.megatron.ds_json.candidates' order) and readable; (None, None) otherwise."""
+    name = config_name(launch)
+    for path in candidates(name, launch.sh.script_dir) if name else []:
+        if path.is_file():
+            try:
+                return path, loading.read_mapping(path)
+            except UserError:
+                return path, None
+    return None, None
+
+
+__all__ = ["LAUNCH_TOOLS", "Launch", "YAML_TOOLS", "config_name", "find_launch", "launch_config", "preset_for",
+           "yaml_tool"]

@@ -1,0 +1,113 @@
+"""The run another tool's launch line describes (launch_run: its config file under the line's overrides; torchtune,
+NeMo 2 and ColossalAI lines), and the refusal of a launch of a tool parplan does not read, naming the estimate
+command that prices the same run (refuse_launch). Finding the line is planner.files.other_tools.find_launch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from planner.errors import UserError
+from planner.files.loading import CHECK_READS
+from planner.files.other_tools import (COLOSSAL_PLUGINS, LAUNCH_TOOLS, YAML_TOOLS, Launch, _has_any, _section,
+                                       config_name, launch_config, preset_for)
+from planner.files.other_tools_runs import RUNS, Run, _dtype, _gpus, _int, _word, command
+from planner.files.shellread import flag_dict, parse_flags
+from planner.frameworks.megatron import nemo_hydra
+
+
+def overrides(words: list) -> dict:
+    """`a.b=v` (hydra, OmegaConf, MaxText, torchtune) and `--a.b v` (draccus: Levanter) as a nested mapping."""
+    out: dict = {}
+    pairs = [tuple(w.split("=", 1)) for w in words if re.match(r"[+~]{0,2}[A-Za-z_][\w.]*=", w)]
+    pairs += [(f[2:], v) for f, v in parse_flags(words) if f.startswith("--") and "." in f and v is not None]
+    for key, value in pairs:
+        parts = key.lstrip("+~").split(".")
+        node = out
+        for part in parts[:-1][:6]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[parts[-1]] = value
+    return out
+
+
+def launch_run(launch: Launch, config: Optional[dict]) -> Run:
+    """The Run of a refused launch: its config file (when found and read) under the line's overrides."""
+    flags = flag_dict(parse_flags(launch.words))
+    data = _merge(config or {}, overrides(launch.words))
+    if launch.tool == "colossalai":
+        return _colossal_run(flags, launch)
+    if launch.tool == "nemo2":
+        return _nemo2_run(flags, data)
+    run = RUNS[launch.tool](data)
+    if launch.tool == "torchtune":
+        _torchtune_line(run, launch, flags)
+    return run
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(_section(out, key), value) if isinstance(value, dict) else value
+    return out
+
+
+def _torchtune_line(run: Run, launch: Launch, flags: dict) -> None:
+    """`tune run --nnodes N --nproc_per_node P RECIPE --config llama3_1/8B_full`: the GPUs, and the model of a
+    built-in config's folder and size (torchtune 0.6.1 recipes/configs/llama3_1/8B_full.yaml)."""
+    run.gpus = run.gpus or _gpus(flags.get("--nnodes", "1"), flags.get("--nproc_per_node"))
+    name = flags.get("--config") or ""
+    match = re.fullmatch(r"([a-z0-9_]+)/([0-9.]+[bB])_\w+", name)
+    if run.model is None and match:
+        run.model = preset_for(f"{match.group(1)}_{match.group(2).lower()}")
+
+
+def _nemo2_run(flags: dict, data: dict) -> Run:
+    """`nemo llm pretrain --factory llama3_8b trainer.strategy.tensor_model_parallel_size=2 data.micro_batch_size=1
+    ...` (NeMo 2.x nemo/collections/llm/api.py; recipes use Megatron's distributed optimizer: zero=1)."""
+    trainer, dat = _section(data, "trainer"), _section(data, "data")
+    strategy = _section(trainer, "strategy")
+    lay = {name: _int(strategy.get(key.split(".", 1)[1])) for key, name in nemo_hydra.LAYOUT_KEYS.items()
+           if name != "mbs"}
+    lay.update(mbs=_int(dat.get("micro_batch_size")), zero=1)
+    factory = _word(flags.get("--factory") or flags.get("-f"))
+    return Run(preset_for(factory), f"MODEL: the preset of recipe {factory or '?'}", lay, _int(dat.get("seq_length")),
+               None, _int(dat.get("global_batch_size")), _gpus(trainer.get("devices"), trainer.get("num_nodes", 1)))
+
+
+def _colossal_run(flags: dict, launch: Launch) -> Run:
+    """ColossalAI examples/language/llama/benchmark.py and applications/Colossal-LLaMA/train.py flags: --plugin,
+    --tp, --pp, --zero, --mbs, -b/--batch_size (per process), -l/--max_length, -g/--grad_checkpoint,
+    --mixed_precision; the launcher's --nproc_per_node and --nnodes."""
+    def get(*names):
+        return next((flags[n] for n in names if n in flags), None)
+    plugin = get("--plugin", "-p") or "gemini"
+    zero = COLOSSAL_PLUGINS.get(plugin)
+    lay = {"tp": _int(get("--tp")), "pp": _int(get("--pp")),
+           "zero": zero if zero is not None else (_int(get("--zero")) or 0),
+           "mbs": _int(get("--mbs", "--micro_batch_size")) or _int(get("-b", "--batch_size")),
+           "recompute": "full" if _has_any(flags, ("-g", "--grad_checkpoint")) else "none"}
+    launcher = flag_dict(parse_flags(launch.before + launch.words))
+    nproc = launcher.get("--nproc_per_node", launcher.get("--nproc-per-node"))
+    gpus = None if "--hostfile" in launcher else _gpus(launcher.get("--nnodes", "1"), nproc)
+    return Run(None, "MODEL: the preset of the model the script builds (its --config/--pretrained)", lay,
+               _int(get("-l", "--max_length")), _dtype(get("--mixed_precision")), None, gpus)
+
+
+def refuse_launch(launch: Launch, where, cluster=None) -> None:
+    """UserError for a launch of a tool parplan does not read, with the estimate command for its run (from the
+    config file it names, when found beside the script or in the current directory, under the line's overrides)."""
+    config = launch_config(launch)[1]
+    name, run, named = LAUNCH_TOOLS[launch.tool], launch_run(launch, config), config_name(launch)
+    shown = "".join(c if c.isprintable() else "?" for c in launch.entry)
+    unread = ""
+    if named and config is None and launch.tool in YAML_TOOLS:
+        where_not = ("was not found beside the script or in the current directory" if named.endswith((".yaml", ".yml"))
+                     else "is a built-in config name, not read")
+        unread = f"; its config {_word(named) or 'file'} {where_not}, so only the line's values are filled in"
+    raise UserError(f"{where}: `{shown} ...` is a {name} launch: parplan does not read {name}'s configs or launch "
+                    f"lines. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
+                    + ("" if run.model else f" ({run.hint})") + unread)
+
+
+__all__ = ["launch_run", "overrides", "refuse_launch"]

@@ -1,0 +1,200 @@
+"""The run another tool's YAML config describes, in `parplan estimate`'s terms (Run, command), read by the tool's
+own keys (torchtune, NeMo 1.x hydra, Nanotron, Levanter, MaxText: RUNS), and the refusal of such a config that
+names the estimate command pricing the same run (refuse_yaml). Telling the tools apart is
+planner.files.other_tools; launch lines' runs are planner.files.other_tools_launch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from planner.errors import UserError
+from planner.files.loading import CHECK_READS
+from planner.files.other_tools import YAML_TOOLS, _section, preset_for
+from planner.frameworks.megatron import nemo_hydra
+
+
+# ---- values shown in a suggested command: numbers and short names only, never the file's text ----------------------
+
+def _int(value) -> Optional[int]:
+    """A count from a config or an override (`4`, `"4"`), else None (absent, -1, an interpolation, anything else)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,7}", value):
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10**7 else None
+
+
+def _word(value) -> Optional[str]:
+    """A short name (model, recipe) fit to echo, else None."""
+    return value if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9._/-]{1,60}", value) else None
+
+
+def _on(value) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes"))
+
+
+def _dtype(value) -> Optional[str]:
+    """parplan's precision for a dtype word (bf16, bfloat16, bf16-mixed, fp16, 16-mixed, float32, f32...)."""
+    text = str(value).lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if "bf16" in text or "bfloat16" in text:
+        return "bf16"
+    if text in ("16", "fp16", "float16", "half") or text.startswith("16-"):
+        return "fp16"
+    return "fp32" if text in ("32", "fp32", "float32", "f32") or text.startswith("32-") else None
+
+
+# ---- the run a refused config describes, as a `parplan estimate` command ---------------------------------------------
+
+@dataclass
+class Run:
+    """What a config or launch line says, in `parplan estimate`'s terms (None: not said)."""
+
+    model: Optional[str] = None  # a parplan preset
+    hint: str = ""  # what the config says of its model, when no preset matches
+    layout: dict = field(default_factory=dict)
+    seq: Optional[int] = None
+    precision: Optional[str] = None
+    global_batch: Optional[int] = None
+    gpus: Optional[int] = None
+    stack: Optional[str] = None
+
+
+DEFAULT_ONE = ("tp", "pp", "cp", "ep", "vpp")  # layout sizes left out of a command when 1
+
+
+def command(run: Run, cluster=None) -> str:
+    """`parplan estimate MODEL --cluster C --layout ... --seq-len N --precision P ...` for `run`."""
+    shown = [f"{k}={v}" for k, v in run.layout.items() if v is not None and not (k in DEFAULT_ONE and v == 1)]
+    lay = ",".join(shown) or "tp=...,pp=...,mbs=..."
+    cluster = cluster if isinstance(cluster, str) and _word(cluster) else "CLUSTER"
+    out = [f"parplan estimate {run.model or 'MODEL'} --cluster {cluster}"]
+    for option, value in (("--gpus", run.gpus), ("--stack", run.stack), ("--layout", lay), ("--seq-len", run.seq),
+                          ("--precision", run.precision), ("--global-batch", run.global_batch)):
+        if value is not None:
+            out.append(f"{option} {value}")
+    return " ".join(out)
+
+
+def _shape_hint(data: dict, keys: tuple, prefix: str) -> str:
+    """`MODEL: a preset or a spec file with model.num_layers 12, model.hidden_size 768` from the model section."""
+    said = [f"{prefix}{k} {data[k]}" for k in keys if _int(data.get(k))]
+    shown = f" with {', '.join(said)}" if said else ""
+    return f"MODEL: a preset or a spec file{shown} (parplan models; parplan schema ModelSpec)"
+
+
+def _gpus(*counts) -> Optional[int]:
+    values = [_int(c) for c in counts]
+    if not values or None in values:
+        return None
+    total = 1
+    for v in values:
+        total *= v
+    return total
+
+
+def torchtune_run(d: dict) -> Run:
+    """torchtune 0.6.1 recipes/full_finetune_distributed.py: FSDP2 over every GPU (reshard after forward: ZeRO-3),
+    `batch_size` per GPU, `enable_activation_checkpointing`, `dtype`, `tensor_parallel_dim`, tokenizer.max_seq_len."""
+    comp = str(_section(d, "model").get("_component_", "")).rsplit(".", 1)[-1]
+    tp = _int(d.get("tensor_parallel_dim"))
+    checkpointing = d.get("enable_activation_checkpointing")
+    lay = {"tp": tp if tp and tp > 1 else None, "zero": 3, "mbs": _int(d.get("batch_size")),
+           "recompute": None if checkpointing is None else "full" if _on(checkpointing) else "none"}
+    return Run(preset_for(comp), f"MODEL: the preset with the shapes of model._component_ {_word(comp) or '?'}", lay,
+               _int(_section(d, "tokenizer").get("max_seq_len")), _dtype(d.get("dtype")),
+               stack=None if lay["tp"] else "fsdp")
+
+
+def nemo1_run(d: dict) -> Run:
+    """NeMo 1.x megatron_gpt_config.yaml: model.* parallel sizes (nemo_hydra.LAYOUT_KEYS), micro/global batch,
+    encoder_seq_length, activations_checkpoint_granularity, optim.name distributed_fused_adam (the distributed
+    optimizer, ZeRO-1); trainer.precision, devices x num_nodes."""
+    model, trainer = _section(d, "model"), _section(d, "trainer")
+    lay = {}
+    for key, name in nemo_hydra.LAYOUT_KEYS.items():
+        value = model.get(key.split(".", 1)[1])
+        lay[name] = (1 if value else None) if isinstance(value, bool) else _int(value)
+    if "distributed" in str(_section(model, "optim").get("name", "")):
+        lay["zero"] = 1
+    granularity = model.get("activations_checkpoint_granularity")
+    lay["recompute"] = granularity if granularity in ("selective", "full") else "none"
+    hint = _shape_hint(model, ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                               "num_query_groups"), "model.")
+    return Run(None, hint, lay, _int(model.get("encoder_seq_length")), _dtype(trainer.get("precision")),
+               _int(model.get("global_batch_size")), _gpus(trainer.get("devices"), trainer.get("num_nodes")))
+
+
+def nanotron_run(d: dict) -> Run:
+    """nanotron 0.4 config: parallelism dp/tp/pp/expert_parallel_size/tp_mode, tokens micro_batch_size,
+    sequence_length, batch_accumulation_per_replica, optimizer.zero_stage, model.dtype, model.model_config."""
+    par, tokens, model = _section(d, "parallelism"), _section(d, "tokens"), _section(d, "model")
+    dp, tp, pp = (_int(par.get(k)) for k in ("dp", "tp", "pp"))
+    mbs = _int(tokens.get("micro_batch_size"))
+    zero = _section(d, "optimizer").get("zero_stage")
+    lay = {"tp": tp, "pp": pp, "dp": dp, "ep": _int(par.get("expert_parallel_size")), "mbs": mbs,
+           "zero": zero if zero in (0, 1) and not isinstance(zero, bool) else None, "sp": 1 if str(par.get("tp_mode", "")).upper() == "REDUCE_SCATTER"
+           and (tp or 1) > 1 else None}
+    accum = _int(tokens.get("batch_accumulation_per_replica"))
+    gbs = mbs * dp * accum if mbs and dp and accum else None
+    hint = _shape_hint(_section(model, "model_config"), ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                          "num_key_value_heads", "intermediate_size", "vocab_size"),
+                       "model_config.")
+    return Run(None, hint, lay, _int(tokens.get("sequence_length")), _dtype(model.get("dtype")), gbs,
+               _gpus(dp, tp, pp))
+
+
+def levanter_run(d: dict) -> Run:
+    """levanter 1.1 TrainerConfig: parameters and optimizer sharded over the data axis (fsdp_axis "embed": ZeRO-3),
+    model_axis_size (tensor parallel), per_device_parallelism (the micro-batch; -1: derived), train_batch_size,
+    mp (jmp policy, c= the compute dtype); LlamaConfig seq_len (default 2048), gradient_checkpointing (default on)."""
+    trainer, model = _section(d, "trainer"), _section(d, "model")
+    tp = _int(trainer.get("model_axis_size"))
+    compute = re.search(r"(?:^|,)\s*c(?:ompute)?=([a-z0-9]+)", str(trainer.get("mp", "f32")))
+    lay = {"tp": tp if tp and tp > 1 else None, "zero": 3, "mbs": _int(trainer.get("per_device_parallelism")),
+           "recompute": "none" if model.get("gradient_checkpointing") is False else "full"}
+    kind = _word(model.get("type"))
+    hint = f"MODEL: the preset or spec file of the {kind + ' ' if kind else ''}model it trains"
+    return Run(None, hint, lay, _int(model.get("seq_len")) or 2048,
+               _dtype(compute.group(1) if compute else trainer.get("mp", "f32")), _int(trainer.get("train_batch_size")),
+               stack=None if lay["tp"] else "fsdp")
+
+
+def maxtext_run(d: dict) -> Run:
+    """MaxText base.yml: ici_/dcn_ tensor, pipeline, context, expert parallelism (their product), fsdp (-1: the
+    remaining devices; parameters and optimizer sharded: ZeRO-3), per_device_batch_size, max_target_length,
+    remat_policy (full, else a saving policy: selective), dtype, model_name."""
+    size = {name: _gpus(d.get(f"ici_{name}_parallelism", 1), d.get(f"dcn_{name}_parallelism", 1))
+            for name in ("tensor", "pipeline", "context", "expert")}
+    fsdp = any(d.get(f"{p}_fsdp_parallelism", -1 if p == "ici" else 1) != 1 for p in ("ici", "dcn"))
+    remat = d.get("remat_policy", "full")
+    lay = {"tp": size["tensor"], "pp": size["pipeline"], "cp": size["context"], "ep": size["expert"],
+           "zero": 3 if fsdp else 0, "mbs": _int(d.get("per_device_batch_size")),
+           "recompute": "full" if remat == "full" else "selective" if remat else "none"}
+    lay = {k: v for k, v in lay.items() if v is not None and not (k in DEFAULT_ONE and v == 1)}
+    model = _word(d.get("model_name"))
+    return Run(preset_for(model), f"MODEL: the preset of model_name {model or '?'}", lay,
+               _int(d.get("max_target_length")), _dtype(d.get("dtype", "bfloat16")),
+               stack="fsdp" if set(lay) <= {"zero", "mbs", "recompute"} and lay.get("recompute") != "selective"
+               else None)
+
+
+RUNS = {"torchtune": torchtune_run, "nemo1": nemo1_run, "nanotron": nanotron_run, "levanter": levanter_run,
+        "maxtext": maxtext_run}
+
+
+def refuse_yaml(tool: str, data: dict, where, cluster=None) -> None:
+    """UserError for a config of a tool parplan does not read, with the estimate command for its run."""
+    run, name = RUNS[tool](data), YAML_TOOLS[tool].name
+    raise UserError(f"{where}: a {name} config (it has {YAML_TOOLS[tool].keys}): parplan does not read {name} "
+                    f"configs. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
+                    + ("" if run.model else f" ({run.hint})") + _lora(tool, data))
+
+
+def _lora(tool: str, data: dict) -> str:
+    comp = str(_section(data, "model").get("_component_", "")) if tool == "torchtune" else ""
+    return ("; this is a LoRA recipe: parplan prices full training, which overstates it" if "lora" in comp.lower()
+            else "")
+
+
+__all__ = ["RUNS", "Run", "command", "refuse_yaml"]

@@ -1,0 +1,80 @@
+"""The Trainer's `--optim` (transformers 5.24.0 training_args.py OptimizerNames, lines 113-158; trainer_optimizer.py
+builds each) as the optimizer-state bytes per parameter costmodels.train_spec prices: TrainSpec.optimizer (adam: two
+moments; sgd: one) and the moments' dtypes exp_avg_dtype / exp_avg_sq_dtype (1, 2 or 4 bytes each), beside the
+fp32 master copy, which every choice keeps.
+
+- 8-bit states (trainer_optimizer.py _get_bitsandbytes_optimizer, line 257: optim_bits 8 when the name has "8bit";
+  bitsandbytes' blockwise int8, plus a 4-byte scale per block of values) are priced at 1 byte each, the "fp8" state
+  dtype; torchao's adamw_torch_8bit likewise, adamw_torch_4bit too (0.5 byte: an upper bound).
+- One-state optimizers (Lion, Adagrad, RMSprop) are priced as sgd's one moment. SGD (torch.optim.SGD, momentum 0
+  unless --optim_args sets it) and Adafactor (factored second moment, no first moment: _get_adafactor) keep less
+  than that one fp32 state: priced at 4 bytes, an upper bound.
+- AdEMAMix keeps three states: its 8-bit form is priced exactly (2 + 1 bytes), its 32-bit form as Adam's 8 bytes,
+  4 bytes per parameter under (said).
+- paged_* variants keep the same states in CUDA unified memory, which can page out under pressure: priced on the
+  GPU, an upper bound. GaLore, APOLLO, LOMO and schedule-free optimizers are priced as Adam (said).
+With a DeepSpeed JSON that has an `optimizer` section DeepSpeed's optimizer runs and --optim is not used
+(integrations/deepspeed.py deepspeed_optim_sched, lines 576-587).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from costmodels.train_spec import TrainSpec
+
+# name -> (optimizer, exp_avg_dtype, exp_avg_sq_dtype, what the price is)
+STATES = {
+    "adamw_bnb_8bit": ("adam", "fp8", "fp8", "exact"), "adamw_8bit": ("adam", "fp8", "fp8", "exact"),
+    "paged_adamw_8bit": ("adam", "fp8", "fp8", "paged"), "adamw_torch_8bit": ("adam", "fp8", "fp8", "exact"),
+    "adamw_torch_4bit": ("adam", "fp8", "fp8", "upper bound: 4-bit states priced at 1 byte"),
+    "ademamix_8bit": ("adam", "bf16", "fp8", "three 8-bit states, 3 bytes"),
+    "paged_ademamix_8bit": ("adam", "bf16", "fp8", "three 8-bit states, 3 bytes; paged"),
+    "ademamix": ("adam", "fp32", "fp32", "lower bound: its third fp32 state, 4 bytes, is not counted"),
+    "paged_ademamix_32bit": ("adam", "fp32", "fp32", "lower bound: its third fp32 state, 4 bytes, is not counted"),
+    "lion_32bit": ("sgd", "fp32", "fp32", "exact"), "paged_lion_32bit": ("sgd", "fp32", "fp32", "paged"),
+    "lion_8bit": ("sgd", "fp8", "fp32", "exact"), "paged_lion_8bit": ("sgd", "fp8", "fp32", "paged"),
+    "adagrad": ("sgd", "fp32", "fp32", "exact"), "rmsprop": ("sgd", "fp32", "fp32", "exact"),
+    "rmsprop_bnb": ("sgd", "fp32", "fp32", "exact"), "rmsprop_bnb_32bit": ("sgd", "fp32", "fp32", "exact"),
+    "rmsprop_bnb_8bit": ("sgd", "fp8", "fp32", "exact"),
+    "sgd": ("sgd", "fp32", "fp32", "upper bound: torch SGD keeps no momentum unless --optim_args sets one"),
+    "adafactor": ("sgd", "fp32", "fp32", "upper bound: Adafactor's factored statistics are a few bytes per row"),
+}
+ADAM_32 = ("adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused", "adamw_anyprecision",
+           "stable_adamw", "grokadamw", "paged_adamw_32bit")
+BYTES = {"fp32": 4, "bf16": 2, "fp8": 1}
+
+
+def state_bytes(optimizer: str, exp_avg: str, exp_avg_sq: str) -> int:
+    """Bytes of moments per parameter (the fp32 master copy aside)."""
+    return BYTES[exp_avg] + (BYTES[exp_avg_sq] if optimizer == "adam" else 0)
+
+
+def apply(train: TrainSpec, flags: dict, ds_optimizer: bool, notes: list) -> TrainSpec:
+    """`train` with the optimizer states --optim keeps, one note naming the flag, its value and the price;
+    unchanged without --optim, for Adam in fp32, or when the DeepSpeed JSON's own optimizer runs."""
+    name: Optional[str] = flags.get("--optim")
+    if not name:
+        return train
+    name = name.lower()
+    if ds_optimizer:
+        notes.append(f"--optim {name[:30]}: not used, the DeepSpeed JSON's optimizer section runs (transformers "
+                     "5.24.0 integrations/deepspeed.py lines 576-577)")
+        return train
+    if name in ADAM_32:
+        if name.startswith("paged_"):
+            notes.append(f"--optim {name}: paged states (CUDA unified memory) priced on the GPU, an upper bound")
+        return train
+    if name not in STATES:
+        notes.append(f"--optim {name[:30]}: its states are not priced; priced as Adam's 8 bytes of fp32 moments "
+                     "per parameter beside the fp32 master copy")
+        return train
+    optimizer, exp_avg, exp_avg_sq, how = STATES[name]
+    said = {"exact": "", "paged": "; paged (CUDA unified memory), priced on the GPU, an upper bound"}
+    said = said.get(how, f"; {how}")
+    notes.append(f"--optim {name}: optimizer states priced at {state_bytes(optimizer, exp_avg, exp_avg_sq)} bytes "
+                 f"per parameter (Adam's fp32 moments: 8){said}; the fp32 master copy is kept")
+    return train.model_copy(update={"optimizer": optimizer, "exp_avg_dtype": exp_avg, "exp_avg_sq_dtype": exp_avg_sq})
+
+
+__all__ = ["apply", "state_bytes"]
