@@ -168,3 +168,20 @@ def test_optim_sets_the_optimizer_states(tmp_path, optim, states, note):
     own = {"ds.json": {**AUTO, "optimizer": {"type": "AdamW"}}}  # DeepSpeed's optimizer runs, not --optim
     prob, read = _load(tmp_path, TRL.format(seq=f"--optim {optim}"), own)
     assert prob.train.exp_avg_dtype == "fp32"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_named_file_that_is_no_regular_file_is_said_so(tmp_path, monkeypatch, kind):
+    """A --deepspeed JSON (Trainer launch) or an Axolotl `deepspeed:` path that exists but is a FIFO or a folder is
+    named as such (safe_read.first_file), not reported "not found" of a path that is there, and never opened."""
+    import os  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "ds.json"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    with pytest.raises(UserError, match="ds.json is not a regular file"):
+        _load(tmp_path, "deepspeed train.py --deepspeed ds.json --per_device_train_batch_size 1 --bf16\n")
+    (tmp_path / "ax.yaml").write_text("base_model: meta-llama/Meta-Llama-3-8B\nmicro_batch_size: 1\n"
+                                      "sequence_len: 4096\ndeepspeed: ds.json\n")
+    with pytest.raises(UserError, match="ds.json is not a regular file"):
+        load_native(tmp_path / "ax.yaml", "llama3-8b", "dgx-h100", None, TrainerFlags(), ReadNotes())

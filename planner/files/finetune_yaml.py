@@ -28,7 +28,7 @@ from planner.files import other_tools_launch, other_tools_runs
 from planner.files import shell_trainer_load as trainer_load
 from planner.files.finetune_yaml_read import Settings, settings
 from planner.files.loading import Problem, read_mapping
-from planner.files.safe_read import read_text
+from planner.files.safe_read import first_file, read_text
 from planner.files.shellread import ShellScript, parse_flags
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
 
@@ -71,7 +71,7 @@ def _json_text(s: Settings, path: Path, dirs: list, read: ReadNotes) -> tuple[st
         return json.dumps(s.deepspeed), f"{path.name}: deepspeed"
     name = str(s.deepspeed)
     places = [Path(name)] if Path(name).is_absolute() else [Path.cwd() / name] + [Path(d) / name for d in dirs]
-    found = next((p for p in places if p.is_file()), None)
+    found = first_file(places, f"{path}: deepspeed: {name[:80]!r}")
     if found is None:
         raise UserError(f"{path}: deepspeed: {name[:80]!r}: the DeepSpeed JSON is not found in the current directory, "
                         f"beside the YAML or in a folder above it; run check from the folder the {TOOLS[s.tool]} run "

@@ -19,7 +19,7 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -62,6 +62,19 @@ def read_capped(path: Path) -> bytes:
     if len(raw) > MAX_FILE_BYTES:
         raise UserError(f"{path}: file is over {MAX_FILE_BYTES} bytes; spec files are limited to {MAX_FILE_BYTES} bytes")
     return raw
+
+
+def first_file(places: list, what: str) -> Optional[Path]:
+    """The first regular file among `places` (the folders a tool would open a named file from, in its order);
+    None when none exists; a UserError naming the first that exists but is a directory, FIFO or device (a
+    lookup that skipped it said "not found" of a path that is there)."""
+    found = next((p for p in places if p.is_file()), None)
+    if found is not None:
+        return found
+    there = next((p for p in places if os.path.lexists(p)), None)
+    if there is not None:
+        raise UserError(f"{what}: {there} is not a regular file (a directory, FIFO or device)")
+    return None
 
 
 def read_text(path: Path) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
-from planner.files.safe_read import read_text
+from planner.files.safe_read import first_file, read_text
 from planner.files.shell_builtins import written_file
 from planner.files.shellread import ShellScript, flag_dict, parse_flags, read_script, split_at_script
 from planner.frameworks.megatron.ds_json import candidates
@@ -183,10 +183,9 @@ def find_file(launch: Launch, given: str, extra: tuple = ()) -> Optional[tuple[s
     body = written_file(launch.sh, given)
     if body is not None:
         return body, Path(given)
-    for path in candidates(given, launch.sh.script_dir) + [Path(d) / given for d in extra]:
-        if path.is_file():
-            return read_text(path), path
-    return None
+    path = first_file(candidates(given, launch.sh.script_dir) + [Path(d) / given for d in extra],
+                      f"{launch.launcher} ... {launch.script}: {given[:80]}")
+    return None if path is None else (read_text(path), path)
 
 
 def config_text(launch: Launch, where: str):
