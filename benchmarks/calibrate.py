@@ -182,7 +182,8 @@ BOUND_REASONS = {  # why a fitted value may sit at its bound: the bounds are pub
     "h100-sxm.gemm_max": "at its ceiling 1.0, the curve's asymptote, which no GEMM reaches: with the fitted half "
                          "size (~3,000) a GEMM of harmonic size 8192 runs at 0.73 of peak and one of 16384 at 0.84, "
                          "the kernel model's typical rates (benchmarks/kernel_prior.py); the kernel bound caps it "
-                         "at the MAMF ceiling 0.803",
+                         "at the MAMF ceiling 0.803, x 0.93 on a 700 W part (the clock it holds at its limit: "
+                         "costmodels.kernels, Generation.sustained)",
     "megatron-2021.elementwise_scale": "at its floor 0.8: costmodels.compute.elementwise_bytes already counts the "
                                        "kernels Megatron fuses (Apex LayerNorm, bias-dropout-add, bias-GeLU, "
                                        "scale-mask-softmax), so no fusion is left to remove bytes; 20% is left for L2 "
