@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from costmodels import moe_compute
 from costmodels.activations import ActShape
 from costmodels.attention_window import window_flops_ratio, window_time_ratio, windowed_share
-from costmodels.glu_clamp import clamp_bytes_per_row
+from costmodels.glu_clamp import clamp_bytes_per_row, clamp_strided_bytes_per_row
 from costmodels.hardware_spec import Efficiency
 from costmodels.kernels import KernelSpec, attention_kernel_efficiency, gemm_kernel_efficiency
 from costmodels.model_spec import ModelSpec
@@ -267,6 +267,15 @@ def dense_activation_bytes(model: ModelSpec, x: ActShape) -> float:
     plus a clamped SwiGLU's eager clamps (costmodels.glu_clamp)."""
     f = model.ffn_hidden_size / x.tp
     return x.tokens * (ACT_BYTES * (_mlp_in(model, f) + f) + clamp_bytes_per_row(model, f))
+
+
+def strided_bytes(model: ModelSpec, x: ActShape, moe: bool) -> float:
+    """Forward-equivalent bytes of a layer's element-wise passes over chunk views (a clamped SwiGLU's clamps:
+    costmodels.glu_clamp), which run at costmodels.strided's issue-bound rate: the dense MLP's M rows at f / t, or
+    the routed and shared experts' rows (costmodels.moe_compute); 0 without glu_clamp."""
+    if moe:
+        return moe_compute.expert_strided_bytes(model, x) + moe_compute.shared_strided_bytes(model, x)
+    return x.tokens * clamp_strided_bytes_per_row(model, model.ffn_hidden_size / x.tp)
 
 
 def cross_entropy_bytes(model: ModelSpec, x: ActShape) -> float:

@@ -39,6 +39,7 @@ class Generation:
     one_attention_kernel: bool = False  # every stack runs the same fused attention kernel here (see below)
     sustained: float = 1.0  # tensor-core rate over hours at the power limit / the microbenchmarks' rate (below)
     sustained_tdp_w: float = 0.0  # the power limit `sustained` was measured at (0: not measured)
+    tensor_per_sm_clock: float = 0.0  # dense 16-bit tensor-core FLOPs per SM (CU) per clock (0: unknown)
 
 
 # Ceilings: kernels.json dense_gemm rows (stas00/ml-engineering @744d01e, compute/accelerator/README.md,
@@ -96,18 +97,23 @@ class Generation:
 # 660-710 for 25 s (gpu_sustained_h100.json mm8192), so no GEMM of a training step runs at the microbenchmark
 # bound. Only on parts at the power limit it was measured at (sustained_tdp_w): a part whose profile derates
 # its peak for a lower limit (h100-sxm-500w: 869 = 989 x 0.878, from the same measured clocks) already has it.
+# tensor_per_sm_clock: the whitepapers' per-SM dense 16-bit rates (above), which the datasheet peaks reproduce:
+# V100 125 T / (80 SMs x 1.53 GHz) = 1,021; A100 312 / (108 x 1.41) = 2,049; H100 989 / (132 x 1.83) = 4,094;
+# B200 2,250 / (148 x 1.86) = 8,173; MI300X 1,307 / (304 CUs x 2.1) = 2,048; MI355X 2,517 / (256 x 2.4) = 4,096.
+# It turns a datasheet peak back into SMs x clock (costmodels.strided).
 GENERATIONS: dict[str, Generation] = {
-    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 512.0, 0.40, 1722.0, tensor_per_exp=64.0),
+    "volta": Generation(0.80, 0.0, ((128, 128), (128, 256)), 512.0, 0.40, 1722.0, tensor_per_exp=64.0,
+                       tensor_per_sm_clock=1024.0),
     "ampere": Generation(0.869, 0.0, ((128, 128), (128, 256), (256, 128)), 512.0, 0.55, 1722.0,
-                         tensor_per_exp=128.0, one_attention_kernel=True),
+                         tensor_per_exp=128.0, one_attention_kernel=True, tensor_per_sm_clock=2048.0),
     "hopper": Generation(0.803, 0.709, ((128, 128), (128, 256), (256, 128)), 512.0, 0.573, 1722.0,
-                         tensor_per_exp=256.0, sustained=0.93, sustained_tdp_w=700.0),
+                         tensor_per_exp=256.0, sustained=0.93, sustained_tdp_w=700.0, tensor_per_sm_clock=4096.0),
     "blackwell": Generation(0.776, 0.763, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
-                            tensor_per_exp=512.0),
+                            tensor_per_exp=512.0, tensor_per_sm_clock=8192.0),
     "blackwell-ultra": Generation(0.786, 0.745, ((256, 128), (256, 256), (128, 256)), 512.0, 0.488, 1722.0,
-                                  tensor_per_exp=256.0),
-    "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 512.0, 0.40, 1722.0),
-    "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 512.0, 0.45, 1722.0),
+                                  tensor_per_exp=256.0, tensor_per_sm_clock=8192.0),
+    "cdna3": Generation(0.511, 0.511, ((256, 256), (128, 128)), 512.0, 0.40, 1722.0, tensor_per_sm_clock=2048.0),
+    "cdna4": Generation(0.622, 0.622, ((256, 256), (128, 128)), 512.0, 0.45, 1722.0, tensor_per_sm_clock=4096.0),
 }
 
 

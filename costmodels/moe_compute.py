@@ -26,7 +26,7 @@ other element-wise kernels do.
 from __future__ import annotations
 
 from costmodels.activations import ActShape
-from costmodels.glu_clamp import clamp_bytes_per_row
+from costmodels.glu_clamp import clamp_bytes_per_row, clamp_strided_bytes_per_row
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_dispatch import miss_probability
 
@@ -84,6 +84,19 @@ def shared_activation_bytes(model: ModelSpec, x: ActShape) -> float:
     if not model.num_shared_experts:
         return 0.0
     return x.tokens * _activation_bytes_per_row(model, model.num_shared_experts * model.moe_ffn_hidden_size / x.tp)
+
+
+def expert_strided_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward-equivalent bytes of the routed experts' clamp passes over chunk views (costmodels.glu_clamp; priced at
+    costmodels.strided's rate): P rows at width f_e / etp; 0 without glu_clamp."""
+    return routed_rows(model, x) * clamp_strided_bytes_per_row(model, model.moe_ffn_hidden_size / x.etp)
+
+
+def shared_strided_bytes(model: ModelSpec, x: ActShape) -> float:
+    """The same for the shared experts: M tokens at width n_s f_e / tp (0 without shared experts or glu_clamp)."""
+    if not model.num_shared_experts:
+        return 0.0
+    return x.tokens * clamp_strided_bytes_per_row(model, model.num_shared_experts * model.moe_ffn_hidden_size / x.tp)
 
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:

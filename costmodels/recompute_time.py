@@ -11,7 +11,8 @@ recompute_modules; transformer_layer.py, moe/moe_layer.py, moe/experts.py, mlp.p
 - layernorm: the norms that are modules of their own. Transformer Engine fuses a dense layer's norms into the next
   linear (LayerNormLinear), so only an MoE layer's pre-MLP norm and MLA's input norm run again: read h, write h
   per token (2 bytes each).
-- moe_act: the routed experts' activation over the P rows (moe_compute.expert_activation_bytes).
+- moe_act: the routed experts' activation over the P rows (moe_compute.expert_activation_bytes), with a clamped
+  SwiGLU's passes over chunk views at costmodels.strided's rate (moe_compute.expert_strided_bytes).
 - shared_experts: the shared experts' two GEMMs and activation.
 - mlp (dense layers): the MLP's two GEMMs and activation.
 - moe (MoE layers): the whole MoE block: router, experts, shared experts, activations, permutes, and the dispatch
@@ -29,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from costmodels import compute as cmp
-from costmodels import moe_compute
+from costmodels import moe_compute, strided
 from costmodels.activations import ActShape
 from costmodels.compute import Gemm
 from costmodels.model_spec import ModelSpec
@@ -52,6 +53,12 @@ def _bytes_s(c: "Context", nbytes: float) -> float:
     return cmp.memory_s(c.dev16, nbytes * c.stack.elementwise_scale * c.train.activation_scale)
 
 
+def strided_view_s(c: "Context", nbytes: float) -> float:
+    """Seconds of eager element-wise passes over chunk views (costmodels.strided: issue-bound, so neither the HBM
+    rate nor the stack's element-wise fusion applies)."""
+    return strided.strided_s(c.cluster.gpu_profile, c.dev16, nbytes * c.train.activation_scale)
+
+
 def separate_norms(c: "Context", moe: bool) -> int:
     """Norms of a layer that are modules of their own: an MoE layer's pre-MLP norm, MLA's input norm."""
     return (1 if moe else 0) + (1 if c.model.mla is not None else 0)
@@ -60,7 +67,8 @@ def separate_norms(c: "Context", moe: bool) -> int:
 def _moe_block_s(c: "Context") -> float:
     """Forward seconds of the whole MoE block but its dispatch: its GEMMs, activations and permutes."""
     gemms = cmp.mlp_gemms(c.model, c.x, True, c.stack.moe_grouped_gemm)
-    return _gemms_s(c, gemms) + _bytes_s(c, moe_compute.routed_activation_bytes(c.model, c.x)) + permute_s(c)
+    return (_gemms_s(c, gemms) + _bytes_s(c, moe_compute.routed_activation_bytes(c.model, c.x))
+            + strided_view_s(c, cmp.strided_bytes(c.model, c.x, True)) + permute_s(c))
 
 
 def _module_s(c: "Context", module: str, moe: bool, core_s: float) -> float:
@@ -73,11 +81,14 @@ def _module_s(c: "Context", module: str, moe: bool, core_s: float) -> float:
     if module == "mla_up_proj":
         return _gemms_s(c, [Gemm(x.tokens, k, n) for k, n in mla_up_matrices(m, x.tp)])
     if module == "mlp" and not moe:
-        return _gemms_s(c, cmp.mlp_gemms(m, x, False)) + _bytes_s(c, cmp.dense_activation_bytes(m, x))
+        return (_gemms_s(c, cmp.mlp_gemms(m, x, False)) + _bytes_s(c, cmp.dense_activation_bytes(m, x))
+                + strided_view_s(c, cmp.strided_bytes(m, x, False)))
     if module == "moe_act" and moe:
-        return _bytes_s(c, moe_compute.expert_activation_bytes(m, x))
+        return (_bytes_s(c, moe_compute.expert_activation_bytes(m, x))
+                + strided_view_s(c, moe_compute.expert_strided_bytes(m, x)))
     if module == "shared_experts" and moe:
-        return _gemms_s(c, cmp.shared_expert_gemms(m, x)) + _bytes_s(c, moe_compute.shared_activation_bytes(m, x))
+        return (_gemms_s(c, cmp.shared_expert_gemms(m, x)) + _bytes_s(c, moe_compute.shared_activation_bytes(m, x))
+                + strided_view_s(c, moe_compute.shared_strided_bytes(m, x)))
     if module == "moe" and moe:
         return _moe_block_s(c)
     return 0.0

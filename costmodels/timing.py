@@ -49,7 +49,7 @@ from costmodels.memory import act_shape
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_s
 from costmodels.params import stage_layer_mix
-from costmodels.recompute_time import module_recompute_s
+from costmodels.recompute_time import module_recompute_s, strided_view_s
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 
@@ -206,7 +206,8 @@ def _passes(c: Context, moe: bool) -> tuple[float, float, float, tuple[float, fl
     core = cmp.attention_core_s(m, x, c.dev16, causal_skip=flash)
     elem = cmp.memory_s(c.dev16, cmp.elementwise_bytes(m, x, flash, moe) * c.stack.elementwise_scale
                         * c.train.activation_scale)  # fp32/tf32 training moves 4-byte activations
-    return lin, core, elem, _fp8_cast_s(c, moe)
+    return lin, core, elem + strided_view_s(c, cmp.strided_bytes(m, x, moe)), _fp8_cast_s(c, moe)
+
 
 
 def _recompute(c: Context, moe: bool, lin: float, core: float, elem: float) -> tuple[float, int, int]:

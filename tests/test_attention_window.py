@@ -20,11 +20,12 @@ import hardware_profiles as hp
 from costmodels import compute as cmp
 from costmodels.activations import ActShape, dense_mlp_bytes, moe_mlp_bytes, attention_bytes
 from costmodels.attention_window import visited_tiles, window_time_ratio, windowed_share
-from costmodels.glu_clamp import clamp_bytes_per_row
+from costmodels.glu_clamp import clamp_bytes_per_row, clamp_strided_bytes_per_row
 from costmodels.layout import Layout, resolve_layout
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_compute import routed_activation_bytes
 from costmodels.params import attention_params, total_params
+from costmodels.strided import strided_s
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
 from tests.helpers import llama_like
@@ -123,16 +124,21 @@ def test_sinks_are_one_parameter_per_head_and_layer():
 def test_clamp_adds_bytes_and_activations_to_a_gated_mlp():
     plain = ModelSpec.model_validate({**OSS.model_dump(), "glu_clamp": None})
     x = ActShape(seq=4096, mbs=1, ep=8)
-    # 18 f-wide passes per row over forward + backward, priced as 6 per forward (backward = 2x forward)
-    assert clamp_bytes_per_row(OSS, 2880) == 2 * 6 * 2880 and clamp_bytes_per_row(plain, 2880) == 0
+    # 23 f-wide passes per row over forward + backward: 9.5 on contiguous tensors at the HBM rate, 13.5 on chunk
+    # views at the strided rate, each priced as a third per forward (backward = 2x forward)
+    assert clamp_bytes_per_row(OSS, 2880) == 2 * 9.5 / 3 * 2880 and clamp_bytes_per_row(plain, 2880) == 0
+    assert clamp_strided_bytes_per_row(OSS, 2880) == 2 * 13.5 / 3 * 2880 and clamp_strided_bytes_per_row(plain, 1) == 0
     rows = 4096 * 4
-    assert routed_activation_bytes(OSS, x) - routed_activation_bytes(plain, x) == rows * 2 * 6 * 2880
+    assert routed_activation_bytes(OSS, x) - routed_activation_bytes(plain, x) == pytest.approx(rows * 2 * 9.5 / 3 * 2880)
+    assert cmp.strided_bytes(OSS, x, True) == pytest.approx(rows * 2 * 13.5 / 3 * 2880) and cmp.strided_bytes(plain, x, True) == 0
     assert cmp.elementwise_bytes(OSS, x, True, moe=True) > cmp.elementwise_bytes(plain, x, True, moe=True)
     # the clamps keep fc1's 2f-wide output beside the fused GLU's clamped copy
     assert moe_mlp_bytes(OSS, x) - moe_mlp_bytes(plain, x) == rows * 2 * 2 * 2880
     dense = llama_like(1024, 16, 8, 4, 4096)
     clamped = ModelSpec.model_validate({**dense.model_dump(), "glu_clamp": 7.0})
-    assert cmp.elementwise_bytes(clamped, X, True) - cmp.elementwise_bytes(dense, X, True) == 4096 * 12 * 4096
+    assert cmp.elementwise_bytes(clamped, X, True) - cmp.elementwise_bytes(dense, X, True) == pytest.approx(
+        4096 * 2 * 9.5 / 3 * 4096)
+    assert cmp.strided_bytes(clamped, X, False) == pytest.approx(4096 * 2 * 13.5 / 3 * 4096)
     assert dense_mlp_bytes(clamped, X) - dense_mlp_bytes(dense, X) == 4096 * 2 * 2 * 4096
 
 
@@ -141,8 +147,10 @@ def test_clamp_time_stays_below_the_measured_eager_difference():
     # (16384, 2 x 2880); the difference also holds the eager quick-GeGLU's own extra ops: an upper bound
     rows = {r["kind"]: float(r["median_ms"]) for r in csv.DictReader((DATA / "gpu_moe_h100.csv").open())}
     measured_extra_s = (rows["glu_clamped"] - rows["glu_plain"]) / 1e3
-    priced_s = 3 * cmp.memory_s(DEV, 16384 * clamp_bytes_per_row(OSS, 2880))  # forward + 2x backward
-    assert 0.2 * measured_extra_s < priced_s < measured_extra_s
+    h100 = hp.load_gpu("h100-sxm")
+    priced_s = 3 * (cmp.memory_s(DEV, 16384 * clamp_bytes_per_row(OSS, 2880))  # forward + 2x backward
+                    + strided_s(h100, DEV, 16384 * clamp_strided_bytes_per_row(OSS, 2880)))
+    assert 0.5 * measured_extra_s < priced_s < measured_extra_s
 
 
 def test_gpt_oss_preset_and_measured_models_agree():

@@ -11,7 +11,7 @@ import hardware_profiles as hp
 from costmodels import compute as cmp
 from costmodels import moe_compute
 from costmodels.layout import Layout, resolve_layout
-from costmodels.recompute_time import NORM_BYTES_PER_ELEMENT, module_recompute_s, recompute_flops
+from costmodels.recompute_time import NORM_BYTES_PER_ELEMENT, module_recompute_s, recompute_flops, strided_view_s
 from costmodels.timing import _passes, layer_time, make_context
 from costmodels.train_spec import TrainSpec
 
@@ -39,12 +39,15 @@ def test_the_default_recomputes_the_attention_core_alone():
 
 
 def test_moe_act_reruns_the_routed_activation_alone():
-    """GPT-OSS-120B, ep 8: moe_act re-runs the clamped activation over the P routed rows; the shared experts (none
-    here) and the GEMMs are not re-run; a dense layer has nothing for it."""
+    """GPT-OSS-120B, ep 8: moe_act re-runs the clamped activation over the P routed rows, its clamps' passes over
+    chunk views at the strided rate; the shared experts (none here) and the GEMMs are not re-run; a dense layer has
+    nothing for it."""
     c = _context("gpt-oss-120b", ["moe_act"], ep=8, pp=1, dp=64)
     rows = moe_compute.routed_rows(c.model, c.x)
     assert rows == 4096 * 4  # M k, balanced
-    want = _bytes_s(c, moe_compute.expert_activation_bytes(c.model, c.x))
+    strided = strided_view_s(c, moe_compute.expert_strided_bytes(c.model, c.x))
+    assert strided > _bytes_s(c, moe_compute.expert_activation_bytes(c.model, c.x))  # issue-bound, not HBM-bound
+    want = _bytes_s(c, moe_compute.expert_activation_bytes(c.model, c.x)) + strided
     assert module_recompute_s(c, True, 1.0) == (pytest.approx(want), 0)
     assert module_recompute_s(c, False, 1.0) == (0.0, 0)
 

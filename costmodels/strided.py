@@ -1,0 +1,60 @@
+"""Eager element-wise kernels that read strided views: issue-bound, not HBM-bound.
+
+Notation (SI units): B_sm bytes moved per SM (CU) per clock by PyTorch's generic element-wise kernel, N_sm the SM
+count, f_clk the clock the datasheet peak is quoted at (peak_16 / (N_sm x tensor FLOPs per SM per clock),
+costmodels.kernels Generation.tensor_per_sm_clock), R_hbm the fitted HBM rate (hbm_gb_per_s x efficiency.hbm).
+
+What it counts. `x.chunk(2, -1)` returns two views with a row stride twice their width. PyTorch's TensorIterator
+runs an element-wise op on such a view with its generic, non-vectorised kernel (one element per thread per
+iteration: `elementwise_kernel<128, 4, gpu_kernel_impl_nocast>` in the traces below), whose rate is set by
+load/store instructions per SM and clock, not by HBM bandwidth. The same bytes on contiguous tensors run the
+vectorised kernel at the HBM rate.
+
+Measured (benchmarks/data/measured/gpu_moe_mcore_h200.json, megatron-core 0.19.2 MoELayer, GPT-OSS-120B's
+clamped quick-GeGLU over 16,384 rows x 2 x 2,880 on one H200, one profiled step per run): the clamps and their
+autograd backward (le, ge, where) on the chunk views moved 1.2-1.8 TB/s (25-38% of the 4.8 TB/s peak); the cats
+and logical_and on contiguous tensors 3.9-4.0 TB/s (the HBM rate parplan prices). Per SM and clock at the
+datasheet clock (H200: 132 SMs, 989 TFLOP/s / (132 x 4,096) = 1.83 GHz): 1.46 TB/s for the clamp path as a whole
+= 6.0 bytes; by op 5.0 (le, ge) to 7.4 (where): physical range 5-7.5.
+
+Cross-check on the H100 (same SMs and datasheet clock, 3.35 TB/s HBM; gpu_moe_h100.csv): an eager clamped
+quick-GeGLU over the same chunk views took 2.358 ms fwd + bwd against 1.048 ms for silu(gate) * up, so the clamps
+cost at most 1.31 ms there. Priced at this rate, Megatron-Core's clamp path costs 1.13 ms on the H100 (below the
+bound) and 1.06 ms on the H200 (measured 1.10). Read as HBM-bound instead (the H200's rate x 3.35 / 4.8), the
+same path would take 1.6 ms on the H100, above the bound: the rate follows the SMs, not the memory.
+
+Known deviations: measured on Hopper only; other generations carry the same bytes per SM and clock (an
+assumption: the generic kernel's per-thread loop is the same code), and AMD CUs the same per CU. The clock is
+the datasheet's, not the sustained clock under a power limit.
+"""
+
+from __future__ import annotations
+
+from costmodels.kernels import GENERATIONS
+
+BYTES_PER_SM_CLOCK = 6.0  # measured, H200 (above): physical range 5.0-7.5
+
+
+def datasheet_clock_hz(gpu) -> float | None:
+    """f_clk: the clock the GPU's dense 16-bit peak is quoted at, Hz; None without its SM count or generation."""
+    gen = GENERATIONS.get(gpu.tensor_core_gen or "")
+    if gpu.sm_count is None or gen is None or gen.tensor_per_sm_clock <= 0:
+        return None
+    return gpu.bf16_tflops * 1e12 / (gpu.sm_count * gen.tensor_per_sm_clock)
+
+
+def strided_bytes_per_s(gpu, hbm_bytes_per_s: float) -> float:
+    """Rate of eager element-wise kernels on strided views, bytes/s: min(R_hbm, N_sm f_clk B_sm); R_hbm where the
+    profile lacks the SM count or generation (no issue bound known)."""
+    clock = datasheet_clock_hz(gpu)
+    if clock is None:
+        return hbm_bytes_per_s
+    return min(hbm_bytes_per_s, gpu.sm_count * clock * BYTES_PER_SM_CLOCK)
+
+
+def strided_s(gpu, dev, nbytes: float) -> float:
+    """Seconds to move `nbytes` through strided-view element-wise kernels on `gpu`, whose 16-bit device `dev`
+    gives the fitted HBM rate R_hbm."""
+    if nbytes <= 0:
+        return 0.0
+    return nbytes / strided_bytes_per_s(gpu, dev.hbm_bytes_per_s * dev.eff.hbm)
