@@ -26,7 +26,7 @@ Bound (benchmarks/data/measured/gpu_moe_h100.csv glu_clamped / glu_plain, one H1
 eager clamped quick-GeGLU fwd + bwd 2.358 ms against eager silu(gate) * up 1.048 ms. That difference also holds
 the eager quick-GeGLU's extra ops (sigmoid, scale, offset), so the clamp's priced time must stay below it
 (tests/test_attention_window.py). On the H200 the clamp path's kernels took 1.10 ms per layer (gpu_moe_mcore_h200.json,
-grouped run), priced 1.06 (tests/test_moe_mcore_measured.py).
+grouped run), priced 1.14 (tests/test_moe_mcore_measured.py).
 Known deviations: Transformer Engine's fused ScaledClampedQGeGLU op (megatron-core's fused-ops MoE path, taken
 when the installed TE has it) clamps inside one kernel and costs nothing extra: parplan prices the eager path.
 A dense quick-GeGLU MLP runs fully unfused in Megatron-Core (mlp.py fuses only gelu and swiglu without

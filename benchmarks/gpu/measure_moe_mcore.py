@@ -230,7 +230,8 @@ def profile_step(layers, x, trace_path):
         top[e["name"][:90]] = top.get(e["name"][:90], 0.0) + e["dur"] / 1e3 / LAYERS
     top = dict(sorted(top.items(), key=lambda kv: -kv[1])[:25])
     return {"busy_ms": busy / 1e3, "kernel_ms_per_layer": by_kind, "kernels_per_step": count,
-            "top_kernels_ms_per_layer": top, "ops_ms_per_layer": ops_by_launcher(events), "wall_traced_ms": (spans[-1][1] - spans[0][0]) / 1e3}
+            "top_kernels_ms_per_layer": top, "ops_ms_per_layer": ops_by_launcher(events),
+            "wall_traced_ms": (spans[-1][1] - spans[0][0]) / 1e3}
 
 
 def measure(name, shape, plain=False):
@@ -244,8 +245,8 @@ def measure(name, shape, plain=False):
     for _ in range(WARM):
         step(layers, x)
     torch.cuda.synchronize()
-    row = {"plain_fallback": plain, "shape": dict(hidden=hidden, local_experts=experts, ffn=ffn, topk=topk, tokens=tokens, act=act,
-                         bias=bias), "warm_s": time.perf_counter() - t0}
+    shape_row = dict(hidden=hidden, local_experts=experts, ffn=ffn, topk=topk, tokens=tokens, act=act, bias=bias)
+    row = {"plain_fallback": plain, "shape": shape_row, "warm_s": time.perf_counter() - t0}
     steps, fwds, host_fwd = [], [], []
     for _ in range(REPS):
         torch.cuda.synchronize()
