@@ -176,15 +176,23 @@ def config_name(launch: Launch) -> Optional[str]:
     return given
 
 
-def find_file(launch: Launch, given: str, extra: tuple = ()) -> Optional[tuple[str, Path]]:
+def config_option(launch: Launch) -> str:
+    """The option config_name's file comes from, as messages name it."""
+    if launch.flags.get("--deepspeed") is None and launch.launcher == "accelerate":
+        return "accelerate launch --deepspeed_config_file"
+    return "--deepspeed"
+
+
+def find_file(launch: Launch, given: str, extra: tuple = (), what: Optional[str] = None) -> Optional[tuple[str, Path]]:
     """(text, path) of a file the launch names: written by the script (a here-document), else found beside the
     script or in the current directory (planner.frameworks.megatron.ds_json.candidates), else in `extra`
-    folders; None when nowhere."""
+    folders; None when nowhere. `what` (the script and the option that names the file) begins the UserError
+    safe_read.first_file raises when the path there is a folder, FIFO or device."""
     body = written_file(launch.sh, given)
     if body is not None:
         return body, Path(given)
     path = first_file(candidates(given, launch.sh.script_dir) + [Path(d) / given for d in extra],
-                      f"{launch.launcher} ... {launch.script}: {given[:80]}")
+                      what or f"{launch.launcher} ... {launch.script}: {given[:80]}")
     return None if path is None else (read_text(path), path)
 
 
@@ -194,10 +202,11 @@ def config_text(launch: Launch, where: str):
     given = config_name(launch)
     if not given:
         return None
-    found = find_file(launch, given)
+    said = f"{where}: {config_option(launch)} {given[:80]}"
+    found = find_file(launch, given, what=said)
     if found is None:
-        raise UserError(f"{where}: --deepspeed {given[:80]}: the DeepSpeed JSON the Trainer is given is not written "
-                        "by the script and not found beside it or in the current directory")
+        raise UserError(f"{said}: the DeepSpeed JSON the Trainer is given is not written by the script and not "
+                        "found beside it or in the current directory")
     return found
 
 

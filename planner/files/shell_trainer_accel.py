@@ -77,10 +77,10 @@ def from_config_file(launch, where: str) -> Optional[tuple[dict, Path]]:
     name = opts.get("--config_file")
     if launch.launcher != "accelerate" or not name:
         return None
-    found = shell_trainer.find_file(launch, name)
+    said = f"{where}: accelerate launch --config_file {name[:80]}"
+    found = shell_trainer.find_file(launch, name, what=said)
     if found is None:
-        raise UserError(f"{where}: accelerate launch --config_file {name[:80]}: not written by the script and not "
-                        "found beside it or in the current directory")
+        raise UserError(f"{said}: not written by the script and not found beside it or in the current directory")
     text, path = found
     cfg = parse_yaml(text, str(path))
     if not isinstance(cfg, dict) or "distributed_type" not in cfg and not any(f in opts for f in TYPES):
@@ -135,10 +135,10 @@ def _fsdp_json(launch, where: str) -> dict:
     if name.lstrip().startswith("{"):
         conf = parse_json(name, "--fsdp_config")
     else:
-        found = shell_trainer.find_file(launch, name)
+        said = f"{where}: --fsdp_config {name[:80]}"
+        found = shell_trainer.find_file(launch, name, what=said)
         if found is None:
-            raise UserError(f"{where}: --fsdp_config {name[:80]}: not written by the script and not found beside "
-                            "it or in the current directory")
+            raise UserError(f"{said}: not written by the script and not found beside it or in the current directory")
         conf = parse_json(found[0], str(found[1]))
     if not isinstance(conf, dict):
         raise UserError(f"{where}: --fsdp_config {name[:80]}: expected a JSON object")
