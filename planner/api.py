@@ -114,6 +114,17 @@ def _options(options: dict):
     return TrainOptions(**options)
 
 
+def _model_noted(model: ModelArg) -> tuple["ModelSpec", list[str]]:
+    """The model and the Hugging Face reader's notes on it (planner.files.loading.load_model_noted; none for a spec)."""
+    from costmodels.model_spec import ModelSpec
+    from planner.files import loading
+
+    if isinstance(model, ModelSpec):
+        return model, []
+    spec, notes = loading.load_model_noted(str(model))
+    return spec, list(notes)
+
+
 def load_model(model: ModelArg) -> "ModelSpec":
     """A ModelSpec from a preset name, a spec file or Hugging Face config.json, or a ModelSpec as is."""
     from costmodels.model_spec import ModelSpec
@@ -300,7 +311,7 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
         prob = loading.load_plan(path)
         if prob.layout is None:
             raise UserError(f"{config}: a plan file for check needs a 'layout'")
-        spec = load_model(model) if model is not None else prob.model
+        spec, read_warnings = _model_noted(model) if model is not None else (prob.model, list(prob.model_notes))
         clus = load_cluster(cluster, nodes) if cluster is not None else loading.resize_cluster(prob.cluster, nodes, None)
     else:
         named = [str(a) if isinstance(a, Path) else a for a in (model, cluster)]  # names, files or specs

@@ -159,10 +159,11 @@ def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Pro
         resized = loading.resize_cluster(prob.cluster, nodes, gpus)
         if cluster:
             resized = loading.load_cluster(cluster, nodes, gpus)
-        return loading.Problem(prob.model, resized, prob.train, prob.layout)
+        return loading.Problem(prob.model, resized, prob.train, prob.layout, model_notes=prob.model_notes)
     if not cluster:
         raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
-    return loading.Problem(loading.load_model(model), loading.load_cluster(cluster, nodes, gpus), None)
+    spec, notes = loading.load_model_noted(model)
+    return loading.Problem(spec, loading.load_cluster(cluster, nodes, gpus), None, model_notes=notes)
 
 
 MODEL_ARG = typer.Argument(..., help="Model preset, spec file, Hugging Face config.json, or plan file.")
@@ -178,10 +179,12 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds
 
 
 def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False, whole=None,
-         warnings: Optional[list[str]] = None, extra: Optional[dict] = None) -> None:
+         warnings: Optional[list[str]] = None, extra: Optional[dict] = None,
+         noted: Optional[list[str]] = None) -> None:
     """The estimate as tables, or as JSON with `extra` top-level keys (check's "assumed" and "notes");
     `warnings` (check: what the config sets that is not priced) also go to stderr, one line each, and
-    under "warnings" in the JSON."""
+    under "warnings" in the JSON, after `noted` (the model reader's, on stderr already: Problem.model_notes).
+    Either given, the JSON has "warnings" (an empty list when there are none)."""
     from planner.report.render import print_estimate
     from planner.report.runblock import print_whole_run
 
@@ -189,8 +192,8 @@ def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False
         err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     if as_json:
         more = {"whole_run": whole.model_dump(mode="json")} if whole is not None else {}
-        if warnings is not None:
-            more["warnings"] = list(warnings)
+        if warnings is not None or noted is not None:
+            more["warnings"] = list(noted or []) + list(warnings or [])
         print_json({**result.model_dump(mode="json"), **more, **(extra or {})})
     else:
         print_estimate(result, out, title, chosen_split)

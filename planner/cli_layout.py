@@ -64,11 +64,10 @@ def estimate_cmd(
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
-    for line in fws.unrunnable(train, result.layout):  # stderr only: the Estimate JSON has no warnings key
-        err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
     show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
                            f"stack {train.stack_spec.name}", chosen,
-          whole_run_of(result, prob.model, prob.cluster, train, run))
+          whole_run_of(result, prob.model, prob.cluster, train, run),
+          warnings=fws.unrunnable(train, result.layout), noted=prob.model_notes)
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
@@ -200,11 +199,11 @@ def check_cmd(
         prob = loading.load_plan(path)
         if prob.layout is None:
             raise UserError(f"{config}: a plan file for check needs a 'layout'")
-        spec = loading.load_model(model) if model else prob.model
+        spec, noted = loading.load_model_noted(model) if model else (prob.model, prob.model_notes)
         clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
     else:
         prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
-        spec, clus = prob.model, prob.cluster
+        spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
         train, lay = co.apply_batch(train, lay, clus, over)
@@ -216,6 +215,6 @@ def check_cmd(
     print_read_notes(read, result)
     extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
-         warnings=list(prob.warnings) + extra_warnings,
+         warnings=list(prob.warnings) + extra_warnings, noted=noted,
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

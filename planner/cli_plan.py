@@ -84,7 +84,8 @@ def plan_cmd(
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
         print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
-                     "whole_run": whole.model_dump(mode="json") if whole else None})
+                     "whole_run": whole.model_dump(mode="json") if whole else None,
+                     "warnings": list(prob.model_notes)})  # the model reader's, on stderr already
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "

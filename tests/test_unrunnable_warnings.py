@@ -32,6 +32,15 @@ def test_estimate_names_a_layout_its_stacks_framework_cannot_run():
     assert "cannot run this layout" not in _estimate(1).stderr
 
 
+def test_estimate_json_carries_the_same_warning():
+    import json
+
+    result = runner.invoke(app, ["estimate", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch",
+                                 "64", "--layout", LAYOUT.format(z=3), "--json"])
+    warnings = json.loads(result.stdout)["warnings"]
+    assert len(warnings) == 1 and warnings[0].startswith("megatron (stack megatron-core) cannot run this layout")
+
+
 def test_zero2_with_pipelining_holds_unsharded_gradients():
     """torch 2.13 pipelining/stage.py: every backward but the last sets set_requires_gradient_sync(False) on an
     FSDP module, so ZeRO-2's gradients stay whole until the step ends: ZeRO-1's gradient memory, not ZeRO-2's."""

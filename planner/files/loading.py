@@ -39,6 +39,7 @@ class Problem:
     train: TrainSpec
     layout: Optional[Layout] = None
     warnings: list = field(default_factory=list)  # lines naming what the config sets that parplan does not price
+    model_notes: list = field(default_factory=list)  # the model reader's warnings, on stderr already (model_noted)
 
 
 def validate(cls: type[T], data: Any, where: str, from_file: bool = True) -> T:
@@ -80,29 +81,58 @@ def _is_preset_name(arg: str, presets: list[str]) -> bool:
 
 def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     """A preset name, an inline ModelSpec mapping or a Hugging Face config mapping."""
+    return model_noted(data, where)[0]
+
+
+def model_noted(data: Any, where: str = "model") -> tuple[ModelSpec, list[str]]:
+    """model_from_data's spec and the warning lines of a Hugging Face config (hf_notes.hf_warnings, each
+    `WHERE: LINE`), printed on stderr as read; none for a preset or a parplan spec."""
     if isinstance(data, str):
-        return _preset(hp.load_model, data)
+        return _preset(hp.load_model, data), []
     hint = hf_hint(data, where)
     if hint:  # an empty or model_type-less config.json: name the Hugging Face keys, not parplan's
         raise UserError(hint)
-    if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name; its warnings on stderr
-        try:
-            spec = model_from_hf_config(data, name=hf_name(data, where))
-            notes = hf_warnings(data, spec)
-        except ValueError as err:
-            raise UserError(located(where, err)) from None
+    if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name
+        spec, notes = _hf_model(data, where)
         for line in notes:  # as the launch-file readers do (planner.files.native.note)
-            print(f"parplan: warning: {where}: {line}", file=sys.stderr)
-        return spec
-    return validate(ModelSpec, data, where)
+            print(f"parplan: warning: {line}", file=sys.stderr)
+        return spec, notes
+    return validate(ModelSpec, data, where), []
+
+
+def _hf_model(data: dict, where: str) -> tuple[ModelSpec, list[str]]:
+    """A Hugging Face config's spec and its warnings (`WHERE: LINE`); a bad file is a UserError located at `where`."""
+    try:
+        spec = model_from_hf_config(data, name=hf_name(data, where))
+        notes = hf_warnings(data, spec)
+    except ValueError as err:
+        raise UserError(located(where, err)) from None
+    return spec, [f"{where}: {line}" for line in notes]
 
 
 def load_model(arg: str) -> ModelSpec:
     """MODEL argument: a preset name, a spec file (YAML/JSON) or a Hugging Face config.json."""
+    return load_model_noted(arg)[0]
+
+
+def load_model_noted(arg: str) -> tuple[ModelSpec, list[str]]:
+    """load_model's spec and a Hugging Face config's warning lines (model_noted), printed on stderr as read."""
     if _is_preset_name(arg, hp.list_models()):
-        return _preset(hp.load_model, arg)
+        return _preset(hp.load_model, arg), []
     path = Path(arg)
-    return model_from_data(read_mapping(path), where=str(path))
+    return model_noted(read_mapping(path), where=str(path))
+
+
+def model_notes(arg: Optional[str]) -> list[str]:
+    """The warning lines load_model_noted gives for `arg` (none for None or a preset), read again and NOT
+    printed: for a reader that loaded the model and printed them itself (planner.files.native)."""
+    if not isinstance(arg, str) or _is_preset_name(arg, hp.list_models()):
+        return []
+    path = Path(arg)
+    data = read_mapping(path)
+    if isinstance(data, dict) and "model_type" in data and not hf_hint(data, str(path)):
+        return _hf_model(data, str(path))[1]
+    return []
 
 
 def cluster_from_data(data: Any, nodes: Optional[int] = None, gpus: Optional[int] = None,
@@ -226,11 +256,13 @@ def problem_from_plan(data: dict, where: str) -> Problem:
         layout = parse_layout(layout)
     elif layout is not None:
         layout = validate(Layout, layout, f"{where}: layout")
+    model, notes = model_noted(data["model"], f"{where}: model")
     return Problem(
-        model=model_from_data(data["model"], f"{where}: model"),
+        model=model,
         cluster=cluster_from_data(data["cluster"], where=f"{where}: cluster"),
         train=train_from_data(data["train"], f"{where}: train"),
         layout=layout,
+        model_notes=notes,
     )
 
 

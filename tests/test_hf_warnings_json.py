@@ -1,0 +1,129 @@
+"""The Hugging Face reader's warnings (planner.files.hf_notes.hf_warnings) in `--json` output: `check`, `estimate`
+and `plan` list them under the top-level "warnings" key, each as `WHERE: LINE`, the same text stderr shows after
+`parplan: warning: `, which stays as it was (once, whether or not --json is given). A preset model adds none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+
+# A small Llama whose checkpoint is fp8-quantized: the reader warns that the quantized format is not priced.
+TINY_QUANT = dict(model_type="llama", num_hidden_layers=8, hidden_size=1024, num_attention_heads=8,
+                  num_key_value_heads=8, intermediate_size=2816, vocab_size=32000, max_position_embeddings=2048,
+                  quantization_config={"quant_method": "fp8"})
+NOTE = "quantization_config (quant_method fp8): the checkpoint's quantized weight format is not priced"
+TRAIN = {"global_batch_size": 16, "seq_length": 2048}
+LAYOUT = {"tp": 1, "pp": 1, "mbs": 1}
+DS_JSON = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+           "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}
+
+
+def _write(path: Path, data: dict) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _hf(tmp_path: Path) -> str:
+    return _write(tmp_path / "tiny-quant" / "config.json", TINY_QUANT)
+
+
+def _json(*args: str) -> tuple[dict, str]:
+    """The command's parsed stdout and its stderr; exit 0 (fits / a plan found) expected."""
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, (result.exit_code, result.stderr, result.exception)
+    return json.loads(result.stdout), result.stderr
+
+
+def _noted(warnings: list, where: str) -> list:
+    return [line for line in warnings if line.startswith(f"{where}: {NOTE}")]
+
+
+def _on_stderr_once(stderr: str, where: str) -> None:
+    """The reader's line as before: `parplan: warning: WHERE: LINE`, once (show() does not print it again)."""
+    assert stderr.count(f"parplan: warning: {where}: {NOTE}") == 1, stderr
+    assert stderr.count(NOTE) == 1, stderr
+
+
+def test_estimate_json_lists_the_hf_warning(tmp_path):
+    hf = _hf(tmp_path)
+    data, stderr = _json("estimate", hf, "--cluster", "dgx-h100", "--nodes", "1", "--layout", "tp=1,pp=1,mbs=1",
+                         "--global-batch", "16", "--seq-len", "2048", "--json")
+    assert len(_noted(data["warnings"], hf)) == 1 and "memory" in data and "time" in data
+    _on_stderr_once(stderr, hf)
+
+
+def test_plan_json_lists_the_hf_warning(tmp_path):
+    hf = _hf(tmp_path)
+    data, stderr = _json("plan", hf, "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "16",
+                         "--seq-len", "2048", "--top", "1", "--time-limit", "10", "--json")
+    assert len(_noted(data["warnings"], hf)) == 1 and data["plans"]
+    _on_stderr_once(stderr, hf)
+
+
+def test_check_json_lists_the_hf_warning_of_model_option(tmp_path):
+    hf = _hf(tmp_path)
+    plan = _write(tmp_path / "plan.json", {"model": "llama3-8b", "cluster": "dgx-h100", "train": TRAIN,
+                                           "layout": LAYOUT})
+    data, stderr = _json("check", plan, "--model", hf, "--json")
+    assert _noted(data["warnings"], hf) == [data["warnings"][0]]  # first, before the config's own
+    assert data["read"]["model"]["num_layers"] == 8
+    _on_stderr_once(stderr, hf)
+
+
+def test_check_json_lists_the_hf_warning_of_a_plan_files_inline_config(tmp_path):
+    plan = _write(tmp_path / "plan.json", {"model": TINY_QUANT, "cluster": "dgx-h100", "train": TRAIN,
+                                           "layout": LAYOUT})
+    data, stderr = _json("check", plan, "--json")
+    assert len(_noted(data["warnings"], f"{plan}: model")) == 1
+    _on_stderr_once(stderr, f"{plan}: model")
+
+
+def test_check_json_lists_the_hf_warning_of_a_native_configs_model(tmp_path):
+    hf = _hf(tmp_path)
+    ds = _write(tmp_path / "ds_config.json", DS_JSON)
+    data, stderr = _json("check", ds, "--model", hf, "--cluster", "dgx-h100", "--nodes", "1", "--json")
+    assert len(_noted(data["warnings"], hf)) == 1
+    _on_stderr_once(stderr, hf)
+
+
+def test_without_json_stderr_is_unchanged(tmp_path):
+    hf = _hf(tmp_path)
+    result = runner.invoke(app, ["estimate", hf, "--cluster", "dgx-h100", "--nodes", "1", "--layout",
+                                 "tp=1,pp=1,mbs=1", "--global-batch", "16", "--seq-len", "2048"])
+    assert result.exit_code == 0, result.stderr
+    _on_stderr_once(result.stderr, hf)
+
+
+def test_a_preset_model_adds_no_warning(tmp_path):
+    data, stderr = _json("estimate", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--layout",
+                         "tp=2,pp=1,mbs=1", "--global-batch", "16", "--json")
+    assert data["warnings"] == [] and "parplan: warning:" not in stderr
+    data, _ = _json("plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "16",
+                    "--top", "1", "--time-limit", "10", "--json")
+    assert data["warnings"] == []
+    plan = _write(tmp_path / "plan.json", {"model": "llama3-8b", "cluster": "dgx-h100", "train": TRAIN,
+                                           "layout": {"tp": 2, "pp": 1, "mbs": 1}})
+    data, stderr = _json("check", plan, "--json")
+    assert data["warnings"] == [] and "warning" not in stderr
+
+
+def test_the_python_api_check_returns_the_hf_warning_too(tmp_path):
+    """planner.api.check(plan file, model=config.json) and (plan file with an inline config): the same note in
+    CheckResult.warnings as check --json gives."""
+    from planner import api
+
+    hf = _hf(tmp_path)
+    plan = _write(tmp_path / "plan.json", {"model": "llama3-8b", "cluster": "dgx-h100", "train": TRAIN,
+                                           "layout": LAYOUT})
+    assert len(_noted(api.check(plan, model=hf).warnings, hf)) == 1
+    inline = _write(tmp_path / "inline.json", {"model": TINY_QUANT, "cluster": "dgx-h100", "train": TRAIN,
+                                               "layout": LAYOUT})
+    assert len(_noted(api.check(inline).warnings, f"{inline}: model")) == 1
