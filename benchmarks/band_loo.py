@@ -46,8 +46,11 @@ def left_out(samples: list[tuple], loro: dict, summarize, level: float = STEP_LE
         inside = {i for i, s in enumerate(samples) if (s[2] == key if by_group else i == key)}
         rest = [(s[0], s[1], *s[3:]) for i, s in enumerate(samples) if i not in inside]  # (regime, error[, run])
         tables, _ = held_out_by_stack(rest, loro, summarize, level)
+        looked: dict[str, tuple] = {}  # printed_band of each regime of the group, on these tables
         for i in sorted(inside):
-            entry, rows = printed_band(tables, samples[i][0])
+            if samples[i][0] not in looked:
+                looked[samples[i][0]] = printed_band(tables, samples[i][0])
+            entry, rows = looked[samples[i][0]]
             p90 = entry.p90 if entry else float("nan")
             out.append((entry is not None and abs(samples[i][1]) <= p90, p90, rows))
     return out
@@ -57,9 +60,24 @@ def coverage(results: list[tuple[bool, float, int]]) -> float:
     return sum(r[0] for r in results) / max(len(results), 1)
 
 
-def calibrated_level(samples, loro: dict, summarize) -> float:
-    """The smallest of LEVELS whose leave-one-group-out coverage reaches BAND_LEVEL (the last if none does)."""
-    return next((lv for lv in LEVELS if coverage(left_out(samples, loro, summarize, lv)) >= BAND_LEVEL), LEVELS[-1])
+def calibrated_level(samples, loro: dict, summarize, at=None) -> float:
+    """The smallest of LEVELS whose leave-one-group-out coverage reaches BAND_LEVEL (the last if none does);
+    `at(level)`, when given, is left_out(samples, loro, summarize, level) already computed."""
+    at = at or (lambda lv: left_out(samples, loro, summarize, lv))
+    return next((lv for lv in LEVELS if coverage(at(lv)) >= BAND_LEVEL), LEVELS[-1])
+
+
+def memo_summary(summarize):
+    """`summarize` remembering its result per error list: every left-out group rebuilds the same pools at each
+    level, and the summary (mean, median, bias) does not depend on the level. The returned dicts are only read."""
+    seen: dict[tuple, dict] = {}
+
+    def cached(signed: list[float]) -> dict:
+        key = tuple(signed)
+        if key not in seen:
+            seen[key] = summarize(signed)
+        return seen[key]
+    return cached
 
 
 def line(name: str, results: list[tuple[bool, float, int]]) -> str:
@@ -75,15 +93,22 @@ def main(argv: list[str]) -> int:
 
     loro = loro_mod.load()
     samples = grouped_samples(accuracy.collect(), loro)
+    summarize = memo_summary(accuracy.summary_errs)
+    by_level: dict[float, list] = {}
+
+    def at(level: float) -> list:  # each level's leave-one-group-out run once (printed, then calibrated)
+        if level not in by_level:
+            by_level[level] = left_out(samples, loro, summarize, level)
+        return by_level[level]
     print("| left out | covered | median printed p90 |\n|---|---|---|")
     for lv in LEVELS[:4]:
-        print(line(f"one group at a time, nominal {lv:.2f}", left_out(samples, loro, accuracy.summary_errs, lv)))
+        print(line(f"one group at a time, nominal {lv:.2f}", at(lv)))
     if "--rows" in argv:
-        rows = left_out(samples, loro, accuracy.summary_errs, STEP_LEVEL, by_group=False)
+        rows = left_out(samples, loro, summarize, STEP_LEVEL, by_group=False)
         print(line(f"one row at a time, nominal {STEP_LEVEL:.2f}", rows))
         few = conformal_min_rows(STEP_LEVEL)
         print(line(f"one row, own regime under {few} rows", [r for r in rows if 0 < r[2] < few]))
-    level = calibrated_level(samples, loro, accuracy.summary_errs)
+    level = calibrated_level(samples, loro, summarize, at)
     print(f"\ncalibrated nominal level {level:.2f}; uncertainty_table.STEP_LEVEL {STEP_LEVEL:.2f}")
     return int("--check" in argv and level != STEP_LEVEL)
 

@@ -34,6 +34,7 @@ the target itself, and a level above 0.99 would mean the bands cannot hold new f
 
 from __future__ import annotations
 
+import functools
 import math
 
 from benchmarks.stack_yaml import STACKS, read_profile, write_profile
@@ -104,12 +105,18 @@ def _run(loro_row: dict) -> str:
     return f"{loro_row['dataset']}:{loro_row['label']}"
 
 
-def _keys(regime: str) -> tuple[str, list[str]]:
+@functools.cache  # a pure function of the string; benchmarks/band_loo.py asks it again for every group left out
+def _keys(regime: str) -> tuple[str, tuple[str, ...]]:
     """(stack, the held_out keys a sample of `regime` counts in): an MoE sample's are the 'moe:' keys only."""
     stack, sharding, scale, gen, moe = parse_regime(regime)
-    keys = [f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*", f"{sharding}/{scale}", f"{sharding}/*",
-            "*/*"]
-    return stack, [MOE_PREFIX + k for k in keys] if moe else keys
+    keys = (f"{gen}/{sharding}/{scale}", f"{gen}/{sharding}/*", f"{gen}/*/*", f"{sharding}/{scale}", f"{sharding}/*",
+            "*/*")
+    return stack, tuple(MOE_PREFIX + k for k in keys) if moe else keys
+
+
+@functools.cache  # as _keys
+def _is_moe(regime: str) -> bool:
+    return parse_regime(regime)[4]
 
 
 def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEVEL,
@@ -122,11 +129,11 @@ def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEV
         stack, keys = _keys(regime)
         for key in keys:
             parts.setdefault(stack, {}).setdefault(key, []).append((err, run))
-    pools = {"all-stacks": [(e, r) for g, e, r in runs if not parse_regime(g)[4]],
-             ALL_MOE: [(e, r) for g, e, r in runs if parse_regime(g)[4]],
+    pools = {"all-stacks": [(e, r) for g, e, r in runs if not _is_moe(g)],
+             ALL_MOE: [(e, r) for g, e, r in runs if _is_moe(g)],
              "loro:gpu-generation": [(x["predicted_s"] / x["measured_s"] - 1, _run(x)) for name, res in loro.items()
                                      if name.startswith("gpu:") for x in res["rows"]
-                                     if not parse_regime(x["regime"])[4]]}
+                                     if not _is_moe(x["regime"])]}
 
     def entry(pool: list) -> dict:
         return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level, seq_of)

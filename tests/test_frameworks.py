@@ -3,6 +3,7 @@ framework runs, its stack and exporter, and the context-parallel algorithms (p2p
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import importlib.util
 import json
@@ -261,70 +262,6 @@ def test_deepspeed_ulysses_export_reads_back(tmp_path: Path):
     assert (lay["cp"], lay["cp_comm"], lay["dp"]) == (4, "a2a", 2)
 
 
-@pytest.fixture(scope="module")
-def megatron_site(tmp_path_factory):
-    """Megatron-Core 0.19.2 unpacked (benchmarks/megatron_crosscheck.py): its own parse_args and
-    validate_args run on CPU; skipped without torch or when the wheel cannot be downloaded."""
-    pytest.importorskip("torch")
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "megatron_crosscheck.py"
-    spec = importlib.util.spec_from_file_location("megatron_crosscheck", path)
-    mc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mc)
-    root = tmp_path_factory.mktemp("megatron")
-    try:
-        wheel = mc.fetch_wheel(root)
-    except (RuntimeError, OSError) as err:
-        pytest.skip(f"megatron-core wheel not available: {err}")
-    return mc, root / "site", mc.unpack(wheel, root / "site")
-
-
-def _plan_script(model: str) -> tuple[str, int]:
-    """The Megatron launch script of `plan MODEL --framework megatron`, and its world size."""
-    doc = json.loads(_planned(model, "megatron"))
-    files, _ = render_all(plan_from_doc(doc), "megatron")
-    return files["launch_megatron.sh"][0], doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]
-
-
-@functools.lru_cache(maxsize=None)
-def _overlap_script(sp: bool) -> tuple[str, int]:
-    """llama3-8b tp=8 on one node with TP overlap asked for, sequence parallelism `sp`: script, world size."""
-    model, clus = hp.load_model("llama3-8b"), loading.load_cluster("dgx-h100", 1)
-    train = hp.resolve_train(TrainSpec(global_batch_size=8, tp_comm_overlap=True))
-    doc = plan_document(model, clus, train, estimate(model, clus, train, Layout(tp=8, sp=sp)))
-    return render_all(plan_from_doc(doc), "megatron")[0]["launch_megatron.sh"][0], 8
-
-
-@pytest.fixture(scope="module")
-def megatron_verdicts(megatron_site, tmp_path_factory) -> dict:
-    """Megatron's verdict on every script below, all checked in one interpreter (Megatron imported once,
-    a forked child per script: benchmarks/megatron_crosscheck.check_many); a fresh interpreter per script
-    cost ~6 s each on the 2-core CI machine."""
-    mc, site, stubs = megatron_site
-    scripts = {("plan", m): _plan_script(m) for m in PROBLEMS}
-    scripts.update({("overlap", sp): _overlap_script(sp) for sp in (True, False)})
-    jobs = []
-    for i, (text, world) in enumerate(scripts.values()):
-        path = tmp_path_factory.mktemp(f"megatron-{i}") / "launch_megatron.sh"
-        path.write_text(text)
-        jobs.append(mc.job_for(path, world, site, stubs))
-    return dict(zip(scripts, mc.check_many(jobs)))
-
-
-@pytest.mark.parametrize("model", list(PROBLEMS))
-def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_verdicts):
-    ok, why = megatron_verdicts[("plan", model)]
-    assert ok, why
-
-
-@pytest.mark.parametrize("sp", [True, False])
-def test_megatron_plans_pass_argument_validation_with_tp_comm_overlap(sp, megatron_verdicts):
-    """With TP overlap asked for, sp=1 writes --tp-comm-overlap and sp=0 leaves it out: Megatron's
-    validate_args asserts the flag has --sequence-parallel, so either script must pass it."""
-    assert ("--tp-comm-overlap" in _overlap_script(sp)[0]) == sp
-    ok, why = megatron_verdicts[("overlap", sp)]
-    assert ok, why
-
-
 # ---- fixed splits: CP-SAT equals the oracle -----------------------------------------------------
 
 @given(layers=st.integers(4, 12), name=st.sampled_from(["deepspeed", "torchtitan"]), hbm=st.sampled_from([0.6, 8.0]))
@@ -412,3 +349,91 @@ def test_the_searchs_quick_verdict_is_the_refusals(fw, tp, cp, cp_comm, ep, etp,
                     recompute=recompute, schedule="1f1b", num_microbatches=4, shard_group=shard)
     assert runs(caps, lay, precision, optimizer, ep_overlap) == (not refusals(caps, lay, precision, optimizer,
                                                                            ep_overlap))
+
+
+# ---- Megatron's own argument validation (last: its check runs beside the tests above) ----------------
+
+@pytest.fixture(scope="module")
+def megatron_site(tmp_path_factory):
+    """Megatron-Core 0.19.2 unpacked (benchmarks/megatron_crosscheck.py): its own parse_args and
+    validate_args run on CPU; skipped without torch or when the wheel cannot be downloaded."""
+    pytest.importorskip("torch")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "megatron_crosscheck.py"
+    spec = importlib.util.spec_from_file_location("megatron_crosscheck", path)
+    mc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mc)
+    root = tmp_path_factory.mktemp("megatron")
+    try:
+        wheel = mc.fetch_wheel(root)
+    except (RuntimeError, OSError) as err:
+        pytest.skip(f"megatron-core wheel not available: {err}")
+    return mc, root / "site", mc.unpack(wheel, root / "site")
+
+
+def _plan_script(model: str) -> tuple[str, int]:
+    """The Megatron launch script of `plan MODEL --framework megatron`, and its world size."""
+    doc = json.loads(_planned(model, "megatron"))
+    files, _ = render_all(plan_from_doc(doc), "megatron")
+    return files["launch_megatron.sh"][0], doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]
+
+
+@functools.lru_cache(maxsize=None)
+def _overlap_script(sp: bool) -> tuple[str, int]:
+    """llama3-8b tp=8 on one node with TP overlap asked for, sequence parallelism `sp`: script, world size."""
+    model, clus = hp.load_model("llama3-8b"), loading.load_cluster("dgx-h100", 1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=8, tp_comm_overlap=True))
+    doc = plan_document(model, clus, train, estimate(model, clus, train, Layout(tp=8, sp=sp)))
+    return render_all(plan_from_doc(doc), "megatron")[0]["launch_megatron.sh"][0], 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def megatron_started(request, tmp_path_factory):
+    """Megatron's check of every script below (megatron_verdicts), started before the module's first test when
+    a selected test needs it, and left to run beside the tests before the Megatron ones: all scripts checked in
+    one interpreter (Megatron imported once, a forked child per script: benchmarks/megatron_crosscheck.check_many;
+    a fresh interpreter per script cost ~6 s each on the 2-core CI machine), which imports torch and Megatron
+    (~7 s) in a child process that the tests here never wait on until they read its verdicts. Yields
+    (script keys, future of their verdicts); the skip or error that stopped it; None when no test asks."""
+    if not any("megatron_verdicts" in item.fixturenames for item in request.session.items
+               if getattr(item, "module", None) is request.module):
+        yield None
+        return
+    try:
+        mc, site, stubs = request.getfixturevalue("megatron_site")
+        scripts = {("plan", m): _plan_script(m) for m in PROBLEMS}
+        scripts.update({("overlap", sp): _overlap_script(sp) for sp in (True, False)})
+        jobs = []
+        for i, (text, world) in enumerate(scripts.values()):
+            path = tmp_path_factory.mktemp(f"megatron-{i}") / "launch_megatron.sh"
+            path.write_text(text)
+            jobs.append(mc.job_for(path, world, site, stubs))
+    except (Exception, pytest.skip.Exception) as err:  # raised by megatron_verdicts, to the tests that ask
+        yield err
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # the thread only waits on the child
+        yield list(scripts), pool.submit(mc.check_many, jobs)
+
+
+@pytest.fixture(scope="module")
+def megatron_verdicts(megatron_started) -> dict:
+    """Megatron's verdict on every script (megatron_started), by key."""
+    assert megatron_started is not None, "megatron_started saw no selected test ask for the verdicts"
+    if isinstance(megatron_started, BaseException):
+        raise megatron_started
+    keys, verdicts = megatron_started
+    return dict(zip(keys, verdicts.result()))
+
+
+@pytest.mark.parametrize("model", list(PROBLEMS))
+def test_megatron_plans_pass_megatrons_argument_validation(model, megatron_verdicts):
+    ok, why = megatron_verdicts[("plan", model)]
+    assert ok, why
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_megatron_plans_pass_argument_validation_with_tp_comm_overlap(sp, megatron_verdicts):
+    """With TP overlap asked for, sp=1 writes --tp-comm-overlap and sp=0 leaves it out: Megatron's
+    validate_args asserts the flag has --sequence-parallel, so either script must pass it."""
+    assert ("--tp-comm-overlap" in _overlap_script(sp)[0]) == sp
+    ok, why = megatron_verdicts[("overlap", sp)]
+    assert ok, why
