@@ -70,12 +70,16 @@ class PlanOutput(BaseModel):
                                      "capability tables accept plans[i] (hardware_profiles/frameworks).")
     whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the winner's whole run (days, "
                                           "GPU-hours, energy, cost, checkpoint interval, goodput); null otherwise.")
+    warnings: list[str] = Field(default_factory=list, description="What the inputs hold that is not priced: the "
+                                "Hugging Face config reader's notes, each 'WHERE: LINE' (also on stderr).")
 
 
 class EstimateOutput(Estimate):
     """`estimate --json`: one Estimate, with `whole_run` when --tokens is given."""
 
     whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the whole run of this layout.")
+    warnings: list[str] = Field(default_factory=list, description="The Hugging Face config reader's notes, then "
+                                "a layout the stack's framework cannot run (also on stderr).")
 
 
 MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput, EstimateOutput,

@@ -53,7 +53,7 @@ def test_example_plan_files_validate(path: Path):
 def test_cli_json_validates():
     est = runner.invoke(app, ["estimate", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch",
                               "64", "--layout", "tp=1,pp=4,ep=8,mbs=1,zero=1,recompute=full", "--json"])
-    _validate(json.loads(est.stdout), "Estimate")
+    _validate(json.loads(est.stdout), "EstimateOutput")
     plan = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "16", "--json"])
     _validate(json.loads(plan.stdout), "PlanOutput")
 
