@@ -66,11 +66,17 @@ def _setup(job):
     sys.meta_path.insert(0, _Finder(set(job["stubs"])))
     import megatron.training.arguments as A
     A.get_device_arch_version = lambda: 9          # pretend Hopper
+    import torch
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)   # validate_args asks it for --moe-grouped-gemm
     A.is_te_min_version = lambda *a, **k: True      # pretend Transformer Engine is installed
     import megatron.core.transformer.transformer_config as TC
     import megatron.core.models.common.embeddings.rope_utils as R
     TC.is_te_min_version = A.is_te_min_version
     R.fused_apply_rotary_pos_emb = R.fused_apply_rotary_pos_emb or (lambda *a, **k: None)  # TE's fused RoPE
+    import megatron.core.transformer.moe.moe_utils as MU                    # TE's fused MoE permutes
+    for name in ("fused_permute", "fused_permute_with_probs", "fused_sort_chunks_by_index",
+                 "fused_sort_chunks_by_index_with_probs", "fused_unpermute"):
+        setattr(MU, name, getattr(MU, name, None) or (lambda *a, **k: None))
     return A
 
 

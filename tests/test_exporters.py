@@ -194,6 +194,10 @@ def test_megatron_mappings(tmp_path):
                  "--data-parallel-sharding-strategy optim_grads_params"):
         assert flag in text
     assert "CUDA_DEVICE_MAX_CONNECTIONS=1" not in text  # Megatron-FSDP refuses it
+    # the kernels the plan was priced with: one grouped GEMM (without it Megatron runs SequentialMLP) and the fused
+    # permute (without it an atomic index_add backward): docs/moe.md, measured on Megatron-Core's MoE layer
+    assert "--moe-grouped-gemm" in text and "--moe-permute-fusion" in text
+    assert "--moe-grouped-gemm" not in _megatron_text(CASES["8b-tp2-interleaved"](), tmp_path / "dense")
     text = _megatron_text(CASES["moe-dense-first"](), tmp_path / "b")
     assert "--moe-layer-freq '([0]*1+[1]*15)'" in text and "--moe-shared-expert-intermediate-size 1024" in text
     text = _megatron_text(CASES["8b-tp2-interleaved"](), tmp_path / "c")

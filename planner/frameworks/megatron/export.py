@@ -105,11 +105,19 @@ def mla_args(mla) -> list:
 
 
 def moe_args(plan: ExportPlan) -> list:
+    """Megatron's MoE flags for the kernels the plan was priced with: one grouped GEMM over the local experts where
+    the stack prices it (Stack.moe_grouped_gemm; without --moe-grouped-gemm Megatron runs SequentialMLP, one MLP
+    per expert, which waited on the host 4x the grouped path's time in docs/moe.md's measurement), and the fused
+    permute parplan prices (costmodels.moe_compute; without --moe-permute-fusion the unpermute is a scatter_add and
+    the permute's backward an atomic index_add, 6x the fused time: docs/moe.md)."""
     m = plan.model
     if not m.is_moe:
         return []
     args = [("--num-experts", m.num_experts), ("--moe-ffn-hidden-size", m.moe_ffn_hidden_size),
             ("--moe-router-topk", m.top_k), ("--moe-token-dispatcher-type", "alltoall")]
+    if plan.train.stack_spec.moe_grouped_gemm:
+        args.append(("--moe-grouped-gemm", None))
+    args.append(("--moe-permute-fusion", None))
     freq = layer_freq.write(m)
     if freq is not None:
         args.append(("--moe-layer-freq", freq))
