@@ -27,6 +27,7 @@ from planner.errors import UserError
 from planner.exporters import FORMATS, ExportRefused, export, run_export
 from planner.exporters.check_written import validate_export
 from planner.files.planfile import plan_document
+from tests.helpers import cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -198,6 +199,12 @@ def test_megatron_mappings(tmp_path):
     # permute (without it an atomic index_add backward): docs/moe.md, measured on Megatron-Core's MoE layer
     assert "--moe-grouped-gemm" in text and "--moe-permute-fusion" in text
     assert "--moe-grouped-gemm" not in _megatron_text(CASES["8b-tp2-interleaved"](), tmp_path / "dense")
+    # Volta: validate_args refuses --moe-grouped-gemm below compute capability 8, and TE's fused permute needs Ampere
+    volta = cluster(8, gpu=hp.load_gpu("v100-sxm3-32gb"))
+    tr = hp.resolve_train(TrainSpec(global_batch_size=8, precision="fp16"))
+    moe = moe_model(first_k_dense_layers=0, num_shared_experts=0)
+    text = _megatron_text(plan_document(moe, volta, tr, estimate(moe, volta, tr, Layout(ep=8, mbs=1))), tmp_path / "v")
+    assert "--num-experts 16" in text and "--moe-grouped-gemm" not in text and "--moe-permute-fusion" not in text
     text = _megatron_text(CASES["moe-dense-first"](), tmp_path / "b")
     assert "--moe-layer-freq '([0]*1+[1]*15)'" in text and "--moe-shared-expert-intermediate-size 1024" in text
     text = _megatron_text(CASES["8b-tp2-interleaved"](), tmp_path / "c")

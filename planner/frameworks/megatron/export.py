@@ -115,9 +115,10 @@ def moe_args(plan: ExportPlan) -> list:
         return []
     args = [("--num-experts", m.num_experts), ("--moe-ffn-hidden-size", m.moe_ffn_hidden_size),
             ("--moe-router-topk", m.top_k), ("--moe-token-dispatcher-type", "alltoall")]
-    if plan.train.stack_spec.moe_grouped_gemm:
-        args.append(("--moe-grouped-gemm", None))
-    args.append(("--moe-permute-fusion", None))
+    if plan.cluster.gpu_profile.tensor_core_gen != "volta":  # validate_args: grouped GEMMs need compute capability 8
+        if plan.train.stack_spec.moe_grouped_gemm:
+            args.append(("--moe-grouped-gemm", None))
+        args.append(("--moe-permute-fusion", None))
     freq = layer_freq.write(m)
     if freq is not None:
         args.append(("--moe-layer-freq", freq))
