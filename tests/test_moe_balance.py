@@ -164,6 +164,16 @@ def test_a_zero_aux_loss_coefficient_is_warned():
     assert not any("aux-loss-coeff" in w for w in _read("--moe-router-load-balancing-type none").warnings)
 
 
+def test_moe_kernel_switches_left_off_are_warned():
+    """Without --moe-grouped-gemm Megatron runs SequentialMLP and without --moe-permute-fusion the unfused permute;
+    parplan prices both on (docs/moe.md measured both paths), so a script leaving them off is told, once each."""
+    plain = _read("").warnings
+    assert sum("--moe-grouped-gemm is not set" in w for w in plain) == 1
+    assert sum("--moe-permute-fusion is not set" in w for w in plain) == 1
+    both = _read("--moe-grouped-gemm --moe-permute-fusion").warnings
+    assert not any("is not set: Megatron runs" in w for w in both)
+
+
 def test_a_bad_kind_names_the_flag():
     a = mf.MegatronArgs(parse_flags(["--moe-router-load-balancing-type", "balanced"], mf.SWITCHES, mf.LIST_FLAGS))
     with pytest.raises(UserError, match="--moe-router-load-balancing-type 'balanced'"):

@@ -326,9 +326,10 @@ def recompute_modules(text: str) -> list[str]:
 
 def unpriced_warnings(a: MegatronArgs) -> list[str]:
     """One line per flag given that parplan reads but does not price (megatron_flag_table.WARNED), one when the
-    router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings), and one per
-    context-parallel type priced as another (planner.frameworks.megatron.cp_comm.warnings)."""
-    from planner.frameworks.megatron.train import balance_warnings  # train imports this module
+    router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings), one per MoE
+    kernel switch left off that parplan prices on (train.kernel_warnings), and one per context-parallel type priced
+    as another (planner.frameworks.megatron.cp_comm.warnings)."""
+    from planner.frameworks.megatron.train import balance_warnings, kernel_warnings  # train imports this module
 
-    return (flag_table.unpriced(a.flags) + balance_warnings(a)
+    return (flag_table.unpriced(a.flags) + balance_warnings(a) + kernel_warnings(a)
             + cp_comm_flags.warnings(a, a.int("--context-parallel-size", 1)))

@@ -180,3 +180,23 @@ def require_fp8_peak(a: MegatronArgs, cluster, where: str) -> None:
 def expandable_segments(conf: str) -> bool:
     """PYTORCH_CUDA_ALLOC_CONF turns on expandable segments ('expandable_segments:True', among commas)."""
     return any(part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(","))
+
+
+def kernel_warnings(a: MegatronArgs) -> list[str]:
+    """One line per MoE kernel switch a Megatron-Core MoE script leaves off while parplan prices it on: without
+    --moe-grouped-gemm Megatron runs SequentialMLP (one MLP per local expert, launched from Python), without
+    --moe-permute-fusion the unfused permute. Measured on megatron-core 0.19.2's MoELayer (docs/moe.md,
+    benchmarks/data/measured/gpu_moe_mcore_h200.json): the per-expert loop left the GPU idle 3-15x longer per layer
+    than the grouped path on the same host, and the unfused permute took 6x the fused kernels' time."""
+    if deepspeed_dialect.is_megatron_deepspeed(a) or not a.int("--num-experts", 0, minimum=0):
+        return []
+    out = []
+    if not a.has("--moe-grouped-gemm"):
+        out.append("--moe-grouped-gemm is not set: Megatron runs one MLP per local expert (SequentialMLP), whose "
+                   "host time parplan does not price (it prices one grouped GEMM); measured 3-15x the grouped "
+                   "path's idle GPU time per layer (docs/moe.md)")
+    if not a.has("--moe-permute-fusion"):
+        out.append("--moe-permute-fusion is not set: Megatron runs the unfused token permute (an atomic index_add "
+                   "in its backward), measured at 6x the fused kernels' time that parplan prices (docs/moe.md)")
+    return out
+
