@@ -109,7 +109,7 @@ def moe_args(plan: ExportPlan) -> list:
     the stack prices it (Stack.moe_grouped_gemm; without --moe-grouped-gemm Megatron runs SequentialMLP, one MLP
     per expert, which waited on the host 4x the grouped path's time in docs/moe.md's measurement), and the fused
     permute parplan prices (costmodels.moe_compute; without --moe-permute-fusion the unpermute is a scatter_add and
-    the permute's backward an atomic index_add, 6x the fused time: docs/moe.md)."""
+    the permute's backward an atomic index_add, 5-6x the fused time: docs/moe.md)."""
     m = plan.model
     if not m.is_moe:
         return []

@@ -187,7 +187,8 @@ def kernel_warnings(a: MegatronArgs) -> list[str]:
     --moe-grouped-gemm Megatron runs SequentialMLP (one MLP per local expert, launched from Python), without
     --moe-permute-fusion the unfused permute. Measured on megatron-core 0.19.2's MoELayer (docs/moe.md,
     benchmarks/data/measured/gpu_moe_mcore_h200.json): the per-expert loop left the GPU idle 3-15x longer per layer
-    than the grouped path on the same host, and the unfused permute took 6x the fused kernels' time."""
+    than the grouped path on the same host, and the unfused permute took 5-6x the fused kernels' time (H100 and
+    H200: gpu_unpermute_h100.json too)."""
     if deepspeed_dialect.is_megatron_deepspeed(a) or not a.int("--num-experts", 0, minimum=0):
         return []
     out = []
@@ -197,6 +198,6 @@ def kernel_warnings(a: MegatronArgs) -> list[str]:
                    "path's idle GPU time per layer (docs/moe.md)")
     if not a.has("--moe-permute-fusion"):
         out.append("--moe-permute-fusion is not set: Megatron runs the unfused token permute (an atomic index_add "
-                   "in its backward), measured at 6x the fused kernels' time that parplan prices (docs/moe.md)")
+                   "in its backward), measured at 5-6x the fused kernels' time that parplan prices (docs/moe.md)")
     return out
 
