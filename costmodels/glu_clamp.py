@@ -28,7 +28,8 @@ the eager quick-GeGLU's extra ops (sigmoid, scale, offset), so the clamp's price
 (tests/test_attention_window.py). On the H200 the clamp path's kernels took 1.10 ms per layer (gpu_moe_mcore_h200.json,
 grouped run), priced 1.14 (tests/test_moe_mcore_measured.py).
 Known deviations: Transformer Engine's fused ScaledClampedQGeGLU op (megatron-core's fused-ops MoE path, taken
-when the installed TE has it) clamps inside one kernel and costs nothing extra: parplan prices the eager path.
+when the installed TE has it) clamps inside one kernel and costs nothing extra, and a compiled stack (torchtitan
+with torch.compile) fuses the clamps into contiguous passes: parplan prices the eager path for every stack.
 A dense quick-GeGLU MLP runs fully unfused in Megatron-Core (mlp.py fuses only gelu and swiglu without
 per-token scales); it is priced like the experts' path (a lower bound).
 """
