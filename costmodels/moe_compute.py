@@ -99,6 +99,32 @@ def shared_strided_bytes(model: ModelSpec, x: ActShape) -> float:
     return x.tokens * clamp_strided_bytes_per_row(model, model.num_shared_experts * model.moe_ffn_hidden_size / x.tp)
 
 
+# Megatron-Core's unfused permute (moe_utils.permute / unpermute without --moe-permute-fusion), in units of the routed
+# rows' bytes R = P h 2, measured on one H100 (benchmarks/data/measured/gpu_unpermute_h100.json) and inside
+# megatron-core's MoELayer on an H200 (gpu_moe_mcore_h200.json): forward, the index_select gather (2 R) and the
+# probability multiply (2 R) at the HBM rate, and the scatter_add unpermute, which moves 7.5 R at the HBM rate
+# (H100 0.35 ms for R = 0.134 GB, H200 0.25: 7.4-7.6 R, an atomic read-modify-write per 16-bit element); backward,
+# the gather and the probabilities' gradient (4 R) at the HBM rate, and the permute's index_add, atomic, at
+# costmodels.strided.atomic_bytes_per_s (R at 0.23-0.26 TB/s on both GPUs).
+UNFUSED_FWD_ROW_BYTES = 11.5  # index_select 2 + probability multiply 2 + scatter_add 7.5 (physical range 10-13)
+UNFUSED_BWD_ROW_BYTES = 4.0  # gather 2 + the probabilities' gradient 2
+UNFUSED_ATOMIC_ROW_BYTES = 1.0  # the index_add's rows, at the atomic rate
+
+
+def fused_pair_bytes(model: ModelSpec, x: ActShape) -> float:
+    """Forward bytes of the permute before the all-to-all and the unpermute after the combine, fused (the part of
+    permute_bytes' alltoall count the unfused path replaces): 2 (T + T k) h 2."""
+    tokens = x.tokens * x.u
+    return 2 * (tokens + tokens * model.top_k) * model.hidden_size * ACT_BYTES
+
+
+def unfused_permute_bytes(model: ModelSpec, x: ActShape) -> tuple[float, float, float]:
+    """(forward HBM bytes, backward HBM bytes, backward atomic bytes) of the same permute and unpermute unfused,
+    over the R = T k h 2 bytes of the rows the dispatching rank permutes (the constants above)."""
+    rows = x.tokens * x.u * model.top_k * model.hidden_size * ACT_BYTES
+    return UNFUSED_FWD_ROW_BYTES * rows, UNFUSED_BWD_ROW_BYTES * rows, UNFUSED_ATOMIC_ROW_BYTES * rows
+
+
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
     """Rows a rank's dispatch delivers before the permute into expert order: DeepEP one per (token, rank),
     n T (1 - q(E / n)) L with q the hypergeometric miss probability (costmodels.moe_dispatch); all-to-all one per

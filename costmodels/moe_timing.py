@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from costmodels import compute as cmp
-from costmodels import moe_compute, moe_dispatch
+from costmodels import moe_compute, moe_dispatch, strided
 from costmodels.layout import Layout
 from costmodels.overlap import exposed_s
 from costmodels.train_spec import TrainSpec
@@ -63,9 +63,32 @@ def microbatch_dispatch_s(c: Context) -> float:
 
 def permute_s(c: Context) -> float:
     """Forward seconds of one MoE layer's token permutes and unpermutes (costmodels.moe_compute.permute_bytes, the
-    stack's dispatcher) at the fitted HBM rate; its backward, the mirrored gathers, takes the same again. Not scaled by
-    the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel."""
-    return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
+    stack's dispatcher) at the fitted HBM rate; fused, its backward, the mirrored gathers, takes the same again. Not
+    scaled by the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel. Unfused
+    (TrainSpec.moe_permute_fusion false, alltoall dispatcher): the permute and unpermute at their measured bytes."""
+    if not _unfused(c):
+        return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
+    fwd, _, _ = moe_compute.unfused_permute_bytes(c.model, c.x)
+    return cmp.memory_s(c.dev16, _rest_bytes(c) + fwd)
+
+
+def permute_backward_s(c: Context) -> float:
+    """Backward seconds of the same: permute_s when fused; unfused, the gathers at the HBM rate and the permute's
+    atomic index_add at costmodels.strided.atomic_bytes_per_s."""
+    if not _unfused(c):
+        return permute_s(c)
+    _, bwd, atomic = moe_compute.unfused_permute_bytes(c.model, c.x)
+    rate = strided.atomic_bytes_per_s(c.cluster.gpu_profile, c.dev16.hbm_bytes_per_s * c.dev16.eff.hbm)
+    return cmp.memory_s(c.dev16, _rest_bytes(c) + bwd) + atomic / rate
+
+
+def _unfused(c: Context) -> bool:
+    return not c.train.moe_permute_fusion and dispatcher(c) == "alltoall"
+
+
+def _rest_bytes(c: Context) -> float:
+    """permute_bytes less the fused permute / unpermute pair (what the unfused path leaves as it is: the chunk sort)."""
+    return moe_compute.permute_bytes(c.model, c.x, "alltoall") - moe_compute.fused_pair_bytes(c.model, c.x)
 
 
 def dispatch_tokens(c: Context) -> float:

@@ -38,6 +38,11 @@ from __future__ import annotations
 from costmodels.kernels import GENERATIONS
 
 BYTES_PER_SM_CLOCK = 5.5  # measured on H100 and H200 (above): physical range 5.0-6.0
+# Atomic index_add of 16-bit rows (megatron-core's unfused permute backward): 0.23-0.26 TB/s of rows on one H100 at
+# three shapes (gpu_unpermute_h100.json) and 0.25 inside Megatron-Core's layer on an H200 (gpu_moe_mcore_h200.json):
+# the same on both, so set by the SMs and L2 atomics, not HBM: 0.24e12 / (132 x 1.83e9) = 1.0 byte per SM and clock,
+# physical range 0.95-1.1.
+ATOMIC_BYTES_PER_SM_CLOCK = 1.0
 
 
 def datasheet_clock_hz(gpu) -> float | None:
@@ -63,3 +68,13 @@ def strided_s(gpu, dev, nbytes: float) -> float:
     if nbytes <= 0:
         return 0.0
     return nbytes / strided_bytes_per_s(gpu, dev.hbm_bytes_per_s * dev.eff.hbm)
+
+
+def atomic_bytes_per_s(gpu, hbm_bytes_per_s: float) -> float:
+    """Rate of an atomic index_add of 16-bit rows, bytes of rows per second: min(R_hbm, N_sm f_clk x
+    ATOMIC_BYTES_PER_SM_CLOCK); R_hbm / 12 (the H100's measured ratio) where the profile lacks SM count or
+    generation."""
+    clock = datasheet_clock_hz(gpu)
+    if clock is None:
+        return hbm_bytes_per_s / 12
+    return min(hbm_bytes_per_s, gpu.sm_count * clock * ATOMIC_BYTES_PER_SM_CLOCK)

@@ -47,7 +47,7 @@ from costmodels.layer_comm import cp_s, tp_s, zero3_layer_s
 from costmodels.layout import Layout
 from costmodels.memory import act_shape
 from costmodels.model_spec import ModelSpec
-from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_s
+from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_backward_s, permute_s
 from costmodels.params import stage_layer_mix
 from costmodels.recompute_time import module_recompute_s, strided_view_s
 from costmodels.stack import Stack
@@ -231,8 +231,8 @@ def layer_time(c: Context, moe: bool) -> MicroTime:
     flash = c.train.flash
     lin, core, elem, (cast_fwd, cast_bwd) = _passes(c, moe)
     bwd_core = core * (2.5 if flash else 2.0)
-    perm = permute_s(c) if moe else 0.0
-    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + 2 * perm
+    perm, perm_bwd = (permute_s(c), permute_backward_s(c)) if moe else (0.0, 0.0)
+    compute = 3 * (lin + elem) + cast_fwd + cast_bwd + core + bwd_core + perm + perm_bwd
     recompute, extra, ep_extra = _recompute(c, moe, lin + cast_fwd, core, elem)  # recomputed GEMMs cast again
     recompute += perm * extra
     tp = tp_s(c, lin, extra)

@@ -65,6 +65,12 @@ class TrainSpec(BaseModel):
         "--moe-token-dispatcher-type allgather), deepep (one copy per destination rank and node: DeepEP or HybridEP, "
         "Megatron --moe-token-dispatcher-type flex); null = the stack's (Stack.ep_dispatcher)."
     )
+    moe_permute_fusion: bool = Field(
+        True, description="The MoE token permute and unpermute run as fused kernels (Megatron --moe-permute-fusion, "
+        "Transformer Engine; torchtitan's and DeepEP's own): priced at the HBM rate. false = megatron-core's "
+        "unfused path, an index_select whose backward is an atomic index_add and a probability-weighted "
+        "scatter_add (costmodels.moe_compute.unfused_permute_bytes; with the alltoall dispatcher)."
+    )
     ep_comm_overlap: bool = Field(
         False, description="MoE all-to-all (dispatch and combine) hidden behind another micro-batch's computation: "
         "Megatron-Core --overlap-moe-expert-parallel-comm (the 1F1B phase runs one micro-batch's forward beside the "

@@ -118,7 +118,8 @@ def moe_args(plan: ExportPlan) -> list:
     if plan.cluster.gpu_profile.tensor_core_gen != "volta":  # validate_args: grouped GEMMs need compute capability 8
         if plan.train.stack_spec.moe_grouped_gemm:
             args.append(("--moe-grouped-gemm", None))
-        args.append(("--moe-permute-fusion", None))
+        if plan.train.moe_permute_fusion:
+            args.append(("--moe-permute-fusion", None))
     freq = layer_freq.write(m)
     if freq is not None:
         args.append(("--moe-layer-freq", freq))

@@ -62,6 +62,7 @@ PRICED: dict[str, str] = {
     "--cp-comm-type": "layout.cp_comm",
     "--moe-router-load-balancing-type": "train.moe_load_balancing (the busiest EP rank's load: costmodels.moe_balance)",
     "--moe-router-force-load-balancing": "train.moe_load_balancing=forced",
+    "--moe-permute-fusion": "train.moe_permute_fusion (absent: the unfused permute, priced at its measured kernels)",
     "--moe-router-enable-expert-bias": "train.moe_expert_bias (aux-loss-free balancing)",
     "--deepspeed": "layout.zero (Megatron-DeepSpeed; with --bf16 and stage 0 the BF16 optimizer's ZeRO-1)",
     "--zero-stage": "layout.zero (Megatron-DeepSpeed)",
@@ -89,8 +90,6 @@ HARMLESS: dict[str, str] = {
     "--moe-router-group-topk": "routing restriction", "--moe-router-topk-limited-devices": "routing restriction",
     "--moe-router-dtype": "router logits already priced in fp32", "--moe-router-fusion": "fused kernel",
     "--moe-per-layer-logging": "logging", "--moe-deepep-num-sms": "SM split", "--moe-hybridep-num-sms": "SM split",
-    "--moe-permute-fusion": "priced fused either way (without it the unpermute is a scatter_add and the permute's "
-    "backward an atomic index_add: 5-6x the fused time at the recipes' shapes, docs/moe.md)",
     "--moe-enable-routing-replay": "replays routing decisions", "--moe-apply-probs-on-input": "where probs multiply",
     "--moe-use-legacy-grouped-gemm": "kernel choice", "--moe-router-padding-for-quantization": "pads to 16/32 tokens",
     "--moe-router-padding-for-fp8": "pads to 16 tokens", "--moe-token-drop-policy": "which tokens drop",

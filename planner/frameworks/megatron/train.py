@@ -43,6 +43,8 @@ def train_data(a: MegatronArgs) -> dict:
         data["ep_dispatcher"] = choice(a, "--moe-token-dispatcher-type", EP_DISPATCHERS, "allgather")
     if a.has("--moe-enable-deepep"):
         data["ep_dispatcher"] = "deepep"
+    if a.int("--num-experts", 0, minimum=0) and not deepspeed_dialect.is_megatron_deepspeed(a):
+        data["moe_permute_fusion"] = a.has("--moe-permute-fusion")  # Megatron's default: unfused
     if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
         data["expandable_segments"] = True
     if a.has("--global-batch-size"):
@@ -183,12 +185,11 @@ def expandable_segments(conf: str) -> bool:
 
 
 def kernel_warnings(a: MegatronArgs) -> list[str]:
-    """One line per MoE kernel switch a Megatron-Core MoE script leaves off while parplan prices it on: without
-    --moe-grouped-gemm Megatron runs SequentialMLP (one MLP per local expert, launched from Python), without
-    --moe-permute-fusion the unfused permute. Measured on megatron-core 0.19.2's MoELayer (docs/moe.md,
-    benchmarks/data/measured/gpu_moe_mcore_h200.json): the per-expert loop left the GPU idle 3-15x longer per layer
-    than the grouped path on the same host, and the unfused permute took 5-6x the fused kernels' time (H100 and
-    H200: gpu_unpermute_h100.json too)."""
+    """One line when a Megatron-Core MoE script leaves --moe-grouped-gemm off while parplan prices grouped GEMMs:
+    Megatron then runs SequentialMLP (one MLP per local expert, launched from Python), and measured on megatron-core
+    0.19.2's MoELayer (docs/moe.md, benchmarks/data/measured/gpu_moe_mcore_h200.json) the per-expert loop left the
+    GPU idle 3-15x longer per layer than the grouped path on the same host: host time, which parplan does not price.
+    (--moe-permute-fusion left off is priced: TrainSpec.moe_permute_fusion.)"""
     if deepspeed_dialect.is_megatron_deepspeed(a) or not a.int("--num-experts", 0, minimum=0):
         return []
     out = []
@@ -196,8 +197,5 @@ def kernel_warnings(a: MegatronArgs) -> list[str]:
         out.append("--moe-grouped-gemm is not set: Megatron runs one MLP per local expert (SequentialMLP), whose "
                    "host time parplan does not price (it prices one grouped GEMM); measured 3-15x the grouped "
                    "path's idle GPU time per layer (docs/moe.md)")
-    if not a.has("--moe-permute-fusion"):
-        out.append("--moe-permute-fusion is not set: Megatron runs the unfused token permute (an atomic index_add "
-                   "in its backward), measured at 5-6x the fused kernels' time that parplan prices (docs/moe.md)")
     return out
 
