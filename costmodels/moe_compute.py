@@ -106,9 +106,9 @@ def shared_strided_bytes(model: ModelSpec, x: ActShape) -> float:
 # (H100 0.35 ms for R = 0.134 GB, H200 0.25: 7.4-7.6 R, an atomic read-modify-write per 16-bit element); backward,
 # the gather and the probabilities' gradient (4 R) at the HBM rate, and the permute's index_add, atomic, at
 # costmodels.strided.atomic_bytes_per_s (R at 0.23-0.26 TB/s on both GPUs).
-UNFUSED_FWD_ROW_BYTES = 11.5  # index_select 2 + probability multiply 2 + scatter_add 7.5 (physical range 10-13)
-UNFUSED_BWD_ROW_BYTES = 4.0  # gather 2 + the probabilities' gradient 2
-UNFUSED_ATOMIC_ROW_BYTES = 1.0  # the index_add's rows, at the atomic rate
+UNFUSED_FWD_BYTES_PER_ROW_BYTE = 11.5  # index_select 2 + probability multiply 2 + scatter_add 7.5 (range 10-13)
+UNFUSED_BWD_BYTES_PER_ROW_BYTE = 4.0  # gather 2 + the probabilities' gradient 2
+UNFUSED_ATOMIC_BYTES_PER_ROW_BYTE = 1.0  # the index_add's rows, at the atomic rate
 
 
 def fused_pair_bytes(model: ModelSpec, x: ActShape) -> float:
@@ -122,7 +122,8 @@ def unfused_permute_bytes(model: ModelSpec, x: ActShape) -> tuple[float, float, 
     """(forward HBM bytes, backward HBM bytes, backward atomic bytes) of the same permute and unpermute unfused,
     over the R = T k h 2 bytes of the rows the dispatching rank permutes (the constants above)."""
     rows = x.tokens * x.u * model.top_k * model.hidden_size * ACT_BYTES
-    return UNFUSED_FWD_ROW_BYTES * rows, UNFUSED_BWD_ROW_BYTES * rows, UNFUSED_ATOMIC_ROW_BYTES * rows
+    return (UNFUSED_FWD_BYTES_PER_ROW_BYTE * rows, UNFUSED_BWD_BYTES_PER_ROW_BYTE * rows,
+            UNFUSED_ATOMIC_BYTES_PER_ROW_BYTE * rows)
 
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:

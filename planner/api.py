@@ -127,10 +127,7 @@ def _model_noted(model: ModelArg) -> tuple["ModelSpec", list[str]]:
 
 def load_model(model: ModelArg) -> "ModelSpec":
     """A ModelSpec from a preset name, a spec file or Hugging Face config.json, or a ModelSpec as is."""
-    from costmodels.model_spec import ModelSpec
-    from planner.files import loading
-
-    return model if isinstance(model, ModelSpec) else loading.load_model(str(model))
+    return _model_noted(model)[0]
 
 
 def load_cluster(cluster: ClusterArg, nodes: Optional[int] = None, gpus: Optional[int] = None) -> "ClusterSpec":

@@ -13,27 +13,14 @@ median of 20 timed launches after 5 (CUDA events), bytes moved and TB/s. Also a 
 whole tensor (HBM rate) and the GPU's SM count and clock read after the runs.
 """
 import json
-import statistics
 import subprocess
 
 import torch
 
+from cuda_timing import median_ms
+
 ROWS, F = 16384, 2880
 UNIT = ROWS * F * 2  # one f-wide bf16 pass
-
-
-def timed_ms(fn, reps=20, warm=5):
-    for _ in range(warm):
-        fn()
-    out = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        out.append(s.elapsed_time(e))
-    return statistics.median(out)
 
 
 def views(x):
@@ -49,10 +36,10 @@ def main():
         ops = {"clamp": (lambda: v.clamp(-7.0, 7.0), 2.0), "le": (lambda: v <= 7.0, 1.5),
                "where": (lambda: torch.where(mask, v, 0.0), 2.5), "add": (lambda: v + other[name], 3.0)}
         for op, (fn, units) in ops.items():
-            ms = timed_ms(fn)
+            ms = median_ms(fn)
             rows.append({"view": name, "op": op, "ms": round(ms, 4), "units": units,
                          "tb_per_s": round(units * UNIT / ms / 1e9, 3)})
-    ms = timed_ms(lambda: x.clone())
+    ms = median_ms(lambda: x.clone())
     rows.append({"view": "whole", "op": "clone", "ms": round(ms, 4), "units": 4.0,
                  "tb_per_s": round(4 * UNIT / ms / 1e9, 3)})
     props = torch.cuda.get_device_properties(0)

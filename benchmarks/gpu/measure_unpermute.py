@@ -11,9 +11,10 @@ k distinct experts, rows sorted by expert): median ms of 20 timed calls after 5 
 contiguous copy of the P rows (the HBM rate the fused kernels run near). `rows_gb` = P h 2 bytes / 1e9.
 """
 import json
-import statistics
 
 import torch
+
+from cuda_timing import median_ms
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -21,18 +22,9 @@ SHAPES = {"qwen3-30b-a3b": (4096, 8, 2048, 128), "gpt-oss-120b": (4096, 4, 2880,
           "deepseek-v3": (2048, 8, 7168, 256)}  # T, k, h, experts (DeepSeek-V3: tp2 with SP halves T)
 
 
-def timed_ms(fn, reps=20, warm=5):
-    for _ in range(warm):
-        fn()
-    out = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        out.append(s.elapsed_time(e))
-    return round(statistics.median(out), 4)
+def timed_ms(fn):
+    """median_ms (cuda_timing), rounded to 0.1 us."""
+    return round(median_ms(fn), 4)
 
 
 def sorted_indices(tokens, k, experts):
