@@ -230,3 +230,10 @@ def test_the_production_rows_read_their_performance_recipes():
     _, qwen, qwen_lay = cases["mb2604-h100-qwen3-30b-ep16"]
     assert qwen.moe_load_balancing == "forced" and qwen_lay.recompute == "none"
     assert {train.grad_reduce_bytes_per_param for _, train, _ in cases.values()} == {2}
+
+
+def test_a_switch_given_a_value_is_refused_as_megatron_refuses_it():
+    """Megatron's argparse exits on `--moe-permute-fusion=yes` (store_true: "ignored explicit argument"); read on, the
+    switch would have been priced as on."""
+    with pytest.raises(UserError, match=r"--moe-permute-fusion=yes: --moe-permute-fusion is a switch and takes no"):
+        _read("--moe-permute-fusion=yes")

@@ -127,6 +127,8 @@ def vet(pairs: list, warn, deepspeed: bool = False) -> None:
     """Warn (`warn(line)`) of each flag Megatron would refuse; raise UserError for the first whose meant flag is
     one parplan prices (the module docstring says why). deepspeed: a Megatron-DeepSpeed launch, whose fork may
     define flags MEGATRON_DEEPSPEED does not list (its warning says so)."""
+    if not deepspeed:
+        refuse_switch_values(pairs)
     for flag, value in unknown(pairs):
         near = meant(flag)
         if near in READ:
@@ -135,3 +137,14 @@ def vet(pairs: list, warn, deepspeed: bool = False) -> None:
                             "instead; correct the flag")
         fork = " (unless this Megatron-DeepSpeed defines it)" if deepspeed else ""
         warn(f"{flag} is {message(flag, near)}{fork}; ignored")
+
+
+def refuse_switch_values(pairs: list) -> None:
+    """Raise UserError for a switch given a value (`--bf16=yes`): Megatron's argparse exits with "ignored explicit
+    argument" (store_true actions take none), so the script never trains. planner.files.shellread.parse_flags gives
+    a switch a value only in the `--flag=value` form."""
+    for flag, value in pairs:
+        if flag in SWITCHES and value is not None:
+            raise UserError(f"{flag}={value[:40]}: {flag} is a switch and takes no value (Megatron's argparse "
+                            f"exits: ignored explicit argument {value[:40]!r}); write {flag} alone")
+
