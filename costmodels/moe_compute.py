@@ -109,6 +109,11 @@ def shared_strided_bytes(model: ModelSpec, x: ActShape) -> float:
 UNFUSED_FWD_BYTES_PER_ROW_BYTE = 11.5  # index_select 2 + probability multiply 2 + scatter_add 7.5 (range 10-13)
 UNFUSED_BWD_BYTES_PER_ROW_BYTE = 4.0  # gather 2 + the probabilities' gradient 2
 UNFUSED_ATOMIC_BYTES_PER_ROW_BYTE = 1.0  # the index_add's rows, at the atomic rate
+# The probability multiply and its gradient, 2 R each way: only the all-to-all dispatcher's unpermute weights the
+# rows (megatron-core 0.19.2 token_dispatcher.py MoEAlltoAllTokenDispatcher.combine_preprocess passes probs); the
+# all-gather and DeepEP paths hand the probabilities to the experts, whose activation applies them
+# (MoEAllGatherTokenDispatcher.dispatch_postprocess, _DeepepManager.get_permuted_hidden_states_by_experts).
+UNFUSED_PROB_BYTES_PER_ROW_BYTE = 2.0
 
 
 def fused_pair_bytes(model: ModelSpec, x: ActShape) -> float:
@@ -118,11 +123,23 @@ def fused_pair_bytes(model: ModelSpec, x: ActShape) -> float:
     return 2 * (tokens + tokens * model.top_k) * model.hidden_size * ACT_BYTES
 
 
-def unfused_permute_bytes(model: ModelSpec, x: ActShape) -> tuple[float, float, float]:
-    """(forward HBM bytes, backward HBM bytes, backward atomic bytes) of the same permute and unpermute unfused,
-    over the R = T k h 2 bytes of the rows the dispatching rank permutes (the constants above)."""
-    rows = x.tokens * x.u * model.top_k * model.hidden_size * ACT_BYTES
-    return (UNFUSED_FWD_BYTES_PER_ROW_BYTE * rows, UNFUSED_BWD_BYTES_PER_ROW_BYTE * rows,
+def unfused_permute_bytes(model: ModelSpec, x: ActShape, dispatcher: str = "alltoall") -> tuple[float, float, float]:
+    """(forward HBM bytes, backward HBM bytes, backward atomic bytes) of the permute and unpermute unfused, in units
+    of the constants above over R, the bytes of the rows the rank permutes:
+    alltoall: R = T k h 2, the dispatching rank's T tokens before the all-to-all (what was measured);
+    allgather and deepep: R = P h 2, the rows bound for the local experts, permuted after the gather or the
+    dispatch, without the probability multiply (UNFUSED_PROB_BYTES_PER_ROW_BYTE); the all-gather's unpermute
+    also zero-fills the g T gathered rows it scatters into (g = tp x ep), and so does the permute's backward
+    (torch.zeros of restore_shape; its index_add target): g T h 2 each way."""
+    h = model.hidden_size * ACT_BYTES
+    if dispatcher == "alltoall":
+        rows = x.tokens * x.u * model.top_k * h
+        return (UNFUSED_FWD_BYTES_PER_ROW_BYTE * rows, UNFUSED_BWD_BYTES_PER_ROW_BYTE * rows,
+                UNFUSED_ATOMIC_BYTES_PER_ROW_BYTE * rows)
+    rows = routed_rows(model, x) * h
+    zeros = x.tp * x.ep * x.tokens * x.u * h if dispatcher == "allgather" else 0.0
+    return ((UNFUSED_FWD_BYTES_PER_ROW_BYTE - UNFUSED_PROB_BYTES_PER_ROW_BYTE) * rows + zeros,
+            (UNFUSED_BWD_BYTES_PER_ROW_BYTE - UNFUSED_PROB_BYTES_PER_ROW_BYTE) * rows + zeros,
             UNFUSED_ATOMIC_BYTES_PER_ROW_BYTE * rows)
 
 

@@ -65,29 +65,29 @@ def permute_s(c: Context) -> float:
     """Forward seconds of one MoE layer's token permutes and unpermutes (costmodels.moe_compute.permute_bytes, the
     stack's dispatcher) at the fitted HBM rate; fused, its backward, the mirrored gathers, takes the same again. Not
     scaled by the stack's element-wise fusion: no framework fuses these gathers into a neighbouring kernel. Unfused
-    (TrainSpec.moe_permute_fusion false, alltoall dispatcher): the permute and unpermute at their measured bytes."""
-    if not _unfused(c):
-        return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
-    fwd, _, _ = moe_compute.unfused_permute_bytes(c.model, c.x)
-    return cmp.memory_s(c.dev16, _rest_bytes(c) + fwd)
+    (TrainSpec.moe_permute_fusion false; every dispatcher calls moe_utils.permute / unpermute with
+    fused=moe_permute_fusion): the permute and unpermute at their measured bytes."""
+    if not c.train.moe_permute_fusion:
+        fwd, _, _ = moe_compute.unfused_permute_bytes(c.model, c.x, dispatcher(c))
+        return cmp.memory_s(c.dev16, _rest_bytes(c) + fwd)
+    return cmp.memory_s(c.dev16, moe_compute.permute_bytes(c.model, c.x, dispatcher(c)))
 
 
 def permute_backward_s(c: Context) -> float:
     """Backward seconds of the same: permute_s when fused; unfused, the gathers at the HBM rate and the permute's
     atomic index_add at costmodels.strided.atomic_bytes_per_s."""
-    if not _unfused(c):
+    if c.train.moe_permute_fusion:
         return permute_s(c)
-    _, bwd, atomic = moe_compute.unfused_permute_bytes(c.model, c.x)
+    _, bwd, atomic = moe_compute.unfused_permute_bytes(c.model, c.x, dispatcher(c))
     rate = strided.atomic_bytes_per_s(c.cluster.gpu_profile, c.dev16.hbm_bytes_per_s * c.dev16.eff.hbm)
     return cmp.memory_s(c.dev16, _rest_bytes(c) + bwd) + atomic / rate
 
 
-def _unfused(c: Context) -> bool:
-    return not c.train.moe_permute_fusion and dispatcher(c) == "alltoall"
-
-
 def _rest_bytes(c: Context) -> float:
-    """permute_bytes less the fused permute / unpermute pair (what the unfused path leaves as it is: the chunk sort)."""
+    """What the unfused path leaves fused: the all-to-all's chunk sort (its permute_bytes less the permute /
+    unpermute pair); nothing for the all-gather and DeepEP, whose permute_bytes is that pair alone."""
+    if dispatcher(c) != "alltoall":
+        return 0.0
     return moe_compute.permute_bytes(c.model, c.x, "alltoall") - moe_compute.fused_pair_bytes(c.model, c.x)
 
 

@@ -69,7 +69,7 @@ class TrainSpec(BaseModel):
         True, description="The MoE token permute and unpermute run as fused kernels (Megatron --moe-permute-fusion, "
         "Transformer Engine; torchtitan's and DeepEP's own): priced at the HBM rate. false = megatron-core's "
         "unfused path, an index_select whose backward is an atomic index_add and a probability-weighted "
-        "scatter_add (costmodels.moe_compute.unfused_permute_bytes; with the alltoall dispatcher)."
+        "scatter_add (costmodels.moe_compute.unfused_permute_bytes; every dispatcher)."
     )
     ep_comm_overlap: bool = Field(
         False, description="MoE all-to-all (dispatch and combine) hidden behind another micro-batch's computation: "

@@ -166,5 +166,15 @@ def test_megatron_script_dispatcher_is_what_the_time_prices():
         "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep")
     assert a2a[0] == "alltoall" and flex[0] == "deepep"
     assert 0 < flex[1] < a2a[1]  # EP16 over 2 nodes: DeepEP sends a token once per node, all-to-all once per expert
-    assert _script_ep_s("--moe-enable-deepep")[0] == "deepep"
-    assert _script_ep_s("")[0] is None  # no flag: the stack's dispatcher
+    assert _script_ep_s("--moe-token-dispatcher-type flex --moe-enable-deepep")[0] == "deepep"
+    default = _script_ep_s("")  # no flag: Megatron's default dispatcher (TransformerConfig), not the stack's
+    assert default[0] == "allgather" and default[1] != a2a[1]
+
+
+def test_megatron_refuses_deepep_without_the_flex_dispatcher():
+    """megatron-core TransformerConfig.__post_init__ raises 'DeepEP backend is only supported with flex token
+    dispatcher.'; the reader exits 2 the same way instead of pricing DeepEP."""
+    from planner.errors import UserError
+
+    with pytest.raises(UserError, match="--moe-enable-deepep needs --moe-token-dispatcher-type flex"):
+        _script_ep_s("--moe-enable-deepep")

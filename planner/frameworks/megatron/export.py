@@ -114,7 +114,7 @@ def moe_args(plan: ExportPlan) -> list:
     if not m.is_moe:
         return []
     args = [("--num-experts", m.num_experts), ("--moe-ffn-hidden-size", m.moe_ffn_hidden_size),
-            ("--moe-router-topk", m.top_k), ("--moe-token-dispatcher-type", "alltoall")]
+            ("--moe-router-topk", m.top_k), *dispatcher_args(plan.train)]
     if plan.cluster.gpu_profile.tensor_core_gen != "volta":  # validate_args: grouped GEMMs need compute capability 8
         if plan.train.stack_spec.moe_grouped_gemm:
             args.append(("--moe-grouped-gemm", None))
@@ -130,6 +130,17 @@ def moe_args(plan: ExportPlan) -> list:
     if ep_overlap_applies(plan.train, plan.layout):
         args.append(("--overlap-moe-expert-parallel-comm", None))
     return args + balance_args(plan.train)
+
+
+def dispatcher_args(train) -> list:
+    """The token dispatcher the plan was priced with (costmodels.moe_timing.dispatcher: the run's, else the
+    stack's): alltoall and allgather by name, DeepEP as Megatron's flex dispatcher with its deepep backend. Always
+    written: without the flag Megatron runs allgather (TransformerConfig's default)."""
+    priced = train.ep_dispatcher or ("allgather" if train.moe_dispatcher == "allgather" else
+                                     train.stack_spec.ep_dispatcher)
+    if priced == "deepep":
+        return [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")]
+    return [("--moe-token-dispatcher-type", priced)]
 
 
 AUX_LOSS_KINDS = ("aux_loss", "seq_aux_loss", "global_aux_loss")

@@ -38,17 +38,29 @@ def train_data(a: MegatronArgs) -> dict:
         data["fp8_param_gather"] = True
     if a.has("--cross-entropy-loss-fusion"):
         data["fused_loss"] = True
-    if a.has("--moe-token-dispatcher-type"):
-        data["moe_dispatcher"] = choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
-        data["ep_dispatcher"] = choice(a, "--moe-token-dispatcher-type", EP_DISPATCHERS, "allgather")
-    if a.has("--moe-enable-deepep"):
-        data["ep_dispatcher"] = "deepep"
     if a.int("--num-experts", 0, minimum=0) and not deepspeed_dialect.is_megatron_deepspeed(a):
-        data["moe_permute_fusion"] = a.has("--moe-permute-fusion")  # Megatron's default: unfused
+        data.update(dispatch_data(a))
     if expandable_segments(a.env.get("PYTORCH_CUDA_ALLOC_CONF", "")):
         data["expandable_segments"] = True
     if a.has("--global-batch-size"):
         data["global_batch_size"] = a.int("--global-batch-size")
+    return data
+
+
+def dispatch_data(a: MegatronArgs) -> dict:
+    """TrainSpec.moe_dispatcher, ep_dispatcher and moe_permute_fusion of a Megatron-Core MoE script. Without
+    --moe-token-dispatcher-type Megatron runs its default, allgather (megatron-core TransformerConfig
+    moe_token_dispatcher_type, 0.16-0.19.2), which is priced, not the stack's dispatcher. Without
+    --moe-permute-fusion the permutes are unfused (Megatron's default), except behind HybridEP
+    (--moe-flex-dispatcher-backend hybridep), which permutes inside its own kernels (token_dispatcher.py
+    _HybridEPManager: hybrid_ep_dispatch / hybrid_ep_combine; moe_utils' unfused path is never called)."""
+    data = {"moe_dispatcher": choice(a, "--moe-token-dispatcher-type", DISPATCHERS, "allgather"),
+            "ep_dispatcher": choice(a, "--moe-token-dispatcher-type", EP_DISPATCHERS, "allgather")}
+    if a.has("--moe-enable-deepep") and data["ep_dispatcher"] != "deepep":  # TransformerConfig.__post_init__
+        raise UserError("--moe-enable-deepep needs --moe-token-dispatcher-type flex: Megatron refuses DeepEP with "
+                        f"the {a.str('--moe-token-dispatcher-type', 'allgather')} dispatcher")
+    hybrid = data["ep_dispatcher"] == "deepep" and a.str("--moe-flex-dispatcher-backend", "deepep") == "hybridep"
+    data["moe_permute_fusion"] = hybrid or a.has("--moe-permute-fusion")
     return data
 
 
