@@ -4,7 +4,8 @@ Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names, th
 enforces, the CUDA_DEVICE_MAX_CONNECTIONS requirement) and section "torchrun" (static launch).
 Two facts read from megatron.training.arguments 0.19.2 refine the brief: Megatron-FSDP asserts that
 CUDA_DEVICE_MAX_CONNECTIONS is not 1 and needs `--ckpt-format fsdp_dtensor`; with --bf16 Megatron
-keeps fp32 main gradients unless `--grad-reduce-in-bf16` is given.
+keeps fp32 main gradients unless `--grad-reduce-in-bf16` is given (Megatron-FSDP: only with
+`--megatron-fsdp-main-grads-dtype fp32`; its default is the weights' dtype).
 `megatron_arg_groups` is the argument builder the SLURM exporter reuses.
 """
 
@@ -264,6 +265,8 @@ def training_args(plan: ExportPlan) -> list:
     # unless grad_dtype says otherwise), so that check on the exported script prices what the plan did
     if memory_train(train, plan.layout).grad_bytes_per_param == 4:
         args.append(("--accumulate-allreduce-grads-in-fp32", None))
+        if fsdp(plan):  # Megatron-FSDP ignores that flag: its main grads default to the weights' dtype (0.19.2
+            args.append(("--megatron-fsdp-main-grads-dtype", "fp32"))  # arguments.py line 3524; train.grad_dtype)
     elif train.precision != "fp16":
         args.append(("--grad-reduce-in-bf16", None))  # 16-bit gradients
     args += [("--optimizer", train.optimizer), ("--lr", "3.0e-4"), ("--min-lr", "3.0e-5"),

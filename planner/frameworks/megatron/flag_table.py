@@ -44,6 +44,10 @@ PRICED: dict[str, str] = {
     "--optimizer-cpu-offload": "train.offload_optimizer=cpu", "--optimizer-offload-fraction": "train.offload_optimizer_fraction",
     "--use-distributed-optimizer": "layout.zero=1", "--use-megatron-fsdp": "layout.zero",
     "--use-custom-fsdp": "layout.zero (the flag's older name)",
+    "--use-torch-fsdp2": "layout.zero=3 and train.grad_dtype (the weights' dtype)",
+    "--torch-fsdp2-no-reshard-after-forward": "layout.zero=2 (weights stay gathered from forward to backward)",
+    "--megatron-fsdp-main-grads-dtype": "train.grad_dtype (with --use-megatron-fsdp; default auto: the weights')",
+    "--transformer-impl": "train.flash_attention (local: megatron-core's unfused DotProductAttention)",
     "--data-parallel-sharding-strategy": "layout.zero", "--recompute-granularity": "layout.recompute",
     "--recompute-modules": "layout.recompute_modules", "--recompute-method": "layout.recompute_method",
     "--recompute-num-layers": "layout.recompute_num_layers", "--recompute-activations": "layout.recompute=selective",
@@ -158,7 +162,8 @@ SWITCHES = {
     "--defer-embedding-wgrad-compute", "--use-cpu-initialization", "--gradient-accumulation-fusion",
     "--fsdp-double-buffer", "--first-last-layers-bf16", "--moe-use-legacy-grouped-gemm", "--moe-extended-tp",
     "--overlap-param-gather-with-optimizer-step", "--align-param-gather", "--moe-router-force-load-balancing",
-    "--moe-router-enable-expert-bias", "--quick-geglu",
+    "--moe-router-enable-expert-bias", "--quick-geglu", "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
+    "--no-gradient-accumulation-fusion",
 }
 
 

@@ -3,8 +3,10 @@
 Source: benchmarks/data/launch_formats.md, section "Megatron-LM" (flag names and meanings: the
 inverse of planner.frameworks.megatron.export's mapping tables). Megatron's defaults apply to flags left
 out: dropout on, gelu, LayerNorm, learned positions, tied embeddings, biases, expert tensor
-parallel size = tensor parallel size, and fp32 main gradients with --bf16 unless
---grad-reduce-in-bf16. Used by planner.files.native (parplan check) and planner.exporters.check_written.
+parallel size = tensor parallel size, an MLP 4h wide (int(8h/3 / 64) * 64 with --swiglu: ffn_width),
+and fp32 main gradients with --bf16 unless --grad-reduce-in-bf16 (the weights' dtype under Megatron-FSDP
+and torch FSDP2: planner.frameworks.megatron.train.grad_dtype). Used by planner.files.native (parplan
+check) and planner.exporters.check_written.
 Every bad value raises UserError naming the flag and the value.
 """
 
@@ -141,9 +143,9 @@ def model_data(a: MegatronArgs) -> dict:
                      "its attention bias is not counted)")
     data.update(deepspeed_dialect.model_fields(a))
     data["seq_length"] = max(data["seq_length"], a.int("--max-position-embeddings", data["seq_length"]))
-    for flag, key in (("--ffn-hidden-size", "ffn_hidden_size"), ("--kv-channels", "head_dim")):
-        if a.has(flag):
-            data[key] = a.int(flag)
+    data["ffn_hidden_size"] = ffn_width(a)
+    if a.has("--kv-channels"):
+        data["head_dim"] = a.int("--kv-channels")
     if a.has("--group-query-attention"):
         data["num_kv_heads"] = a.int("--num-query-groups", 1)
     if a.has("--multi-latent-attention"):
@@ -151,6 +153,23 @@ def model_data(a: MegatronArgs) -> dict:
         data.pop("num_kv_heads", None)
         data["mla"] = mla_data(a)
     return {**data, **moe_data(a, data["num_layers"]), **attention_model_data(a, data["num_layers"])}
+
+
+def ffn_width(a: MegatronArgs) -> int:
+    """The dense MLP width: --ffn-hidden-size, else Megatron's default, 4 x --hidden-size, which --swiglu narrows
+    to int((4h * 2 / 3) / 64) * 64 (megatron-core 0.19.2 megatron/training/arguments.py lines 1280-1289,
+    validate_args; --quick-geglu keeps 4h: only args.swiglu is tested). Megatron-DeepSpeed scripts are read by the
+    same rule: 0.19.2 is preferred (that fork, not on PyPI, was not checked here)."""
+    if a.has("--ffn-hidden-size"):
+        return a.int("--ffn-hidden-size")
+    hidden = a.require_int("--hidden-size")
+    if not a.has("--swiglu"):
+        return 4 * hidden
+    width = int((4 * hidden * 2 / 3) / 64) * 64
+    if width < 1:
+        raise UserError(f"--swiglu with --hidden-size {hidden} and no --ffn-hidden-size: Megatron's default MLP "
+                        f"width int((4 x {hidden} x 2/3) / 64) x 64 is 0; give --ffn-hidden-size")
+    return width
 
 
 def mla_data(a: MegatronArgs) -> dict:
@@ -202,7 +221,7 @@ def _zero(a: MegatronArgs, flag: str) -> bool:
 
 def moe_data(a: MegatronArgs, layers: int) -> dict:
     if deepspeed_dialect.is_megatron_deepspeed(a):
-        return deepspeed_dialect.moe_fields(a, a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size"))
+        return deepspeed_dialect.moe_fields(a, ffn_width(a))
     experts = a.int("--num-experts", 0, minimum=0)
     if not experts:
         return {}
@@ -212,7 +231,7 @@ def moe_data(a: MegatronArgs, layers: int) -> dict:
     data.update(layer_freq.read(a.str("--moe-layer-freq", "1"), layers))
     shared = a.int("--moe-shared-expert-intermediate-size", 0, minimum=0)
     if shared:
-        width = data.get("moe_ffn_hidden_size") or a.int("--ffn-hidden-size") or 4 * a.int("--hidden-size")
+        width = data.get("moe_ffn_hidden_size") or ffn_width(a)
         if shared % width:
             raise UserError(f"--moe-shared-expert-intermediate-size {shared}: not a multiple of the expert width {width}")
         data["num_shared_experts"] = shared // width
@@ -273,12 +292,40 @@ def zero_stage(a: MegatronArgs) -> int:
         if stage > 3:
             raise UserError(f"--zero-stage {stage}: DeepSpeed's ZeRO stages are 0 to 3")
         return max(stage, 1 if a.has("--bf16") else 0)
+    if a.has("--use-torch-fsdp2"):
+        return torch_fsdp2_stage(a)
     if a.has("--use-megatron-fsdp") or a.has("--use-custom-fsdp"):
         strategy = a.str("--data-parallel-sharding-strategy", "optim_grads_params")
         if strategy not in FSDP_BACK:
             raise UserError(f"--data-parallel-sharding-strategy {strategy!r}: expected one of {', '.join(FSDP_BACK)}")
         return max(FSDP_BACK[strategy], 1 if a.has("--use-distributed-optimizer") else 0)
     return 1 if a.has("--use-distributed-optimizer") else 0
+
+
+# megatron-core 0.19.2 megatron/training/arguments.py lines 997-1013 (validate_args, `if args.use_torch_fsdp2`):
+# what Megatron asserts beside --use-torch-fsdp2, as (refused when, what to write)
+FSDP2_REFUSALS = (
+    (lambda a: a.int("--pipeline-model-parallel-size", 1) > 1, "--pipeline-model-parallel-size 1 (no pipeline)"),
+    (lambda a: a.int("--expert-model-parallel-size", 1) > 1, "--expert-model-parallel-size 1 (no expert parallelism)"),
+    (lambda a: a.has("--use-distributed-optimizer"), "no --use-distributed-optimizer"),
+    (lambda a: not a.has("--no-gradient-accumulation-fusion"), "--no-gradient-accumulation-fusion"),
+    (lambda a: not a.has("--untie-embeddings-and-output-weights"), "--untie-embeddings-and-output-weights"),
+    (lambda a: a.has("--fp16"), "--bf16, not --fp16"),
+)
+
+
+def torch_fsdp2_stage(a: MegatronArgs) -> int:
+    """ZeRO stage of --use-torch-fsdp2: PyTorch's fully_shard on every transformer layer, the embedding and the
+    root (megatron-core 0.19.2 megatron/core/distributed/torch_fully_sharded_data_parallel.py lines 55-148) shards
+    weights, gradients and optimizer states over dp x cp: 3. With --torch-fsdp2-no-reshard-after-forward
+    (reshard_after_forward False: megatron/training/training.py line 1981) the gathered weights stay whole from
+    forward to backward, priced as 2 (whole weights, sharded gradients and states). What Megatron refuses beside it
+    (FSDP2_REFUSALS) raises UserError."""
+    needed = [fix for refused, fix in FSDP2_REFUSALS if refused(a)]
+    if needed:
+        raise UserError(f"--use-torch-fsdp2 needs {'; '.join(needed)}: Megatron refuses it otherwise (megatron-core "
+                        "0.19.2 arguments.py lines 997-1013)")
+    return 2 if a.has("--torch-fsdp2-no-reshard-after-forward") else 3
 
 
 def recompute(a: MegatronArgs) -> str:
@@ -306,6 +353,7 @@ def recompute_data(a: MegatronArgs) -> dict:
         if method not in (None, "uniform", "block"):
             raise UserError(f"--recompute-method {method!r}: expected uniform or block")
         layers = a.int("--recompute-num-layers") or a.int("--activations-checkpoint-num-layers")
+        _require_method_and_layers(a, method, layers)
         if method is not None:
             data["recompute_method"] = method
         if layers is not None and layers > 1 or method == "block":
@@ -313,6 +361,20 @@ def recompute_data(a: MegatronArgs) -> dict:
     if mode == "selective" and a.has("--recompute-modules"):
         data["recompute_modules"] = recompute_modules(a.str("--recompute-modules") or "")
     return data
+
+
+def _require_method_and_layers(a: MegatronArgs, method: Optional[str], layers: Optional[int]) -> None:
+    """--recompute-granularity full without --recompute-method or --recompute-num-layers: Megatron has no default
+    for them and refuses to start (megatron-core 0.19.2 transformer_config.py lines 1736-1747,
+    TransformerConfig.__post_init__), so UserError rather than a price for every layer. The legacy
+    --checkpoint-activations (no granularity) and Megatron-DeepSpeed launches are left as they are read."""
+    if a.str("--recompute-granularity") != "full" or deepspeed_dialect.is_megatron_deepspeed(a):
+        return
+    missing = [flag for flag, value in (("--recompute-method uniform|block", method),
+                                        ("--recompute-num-layers N", layers)) if value is None]
+    if missing:
+        raise UserError(f"--recompute-granularity full needs {' and '.join(missing)}: Megatron has no default for "
+                        "them and refuses to start (megatron-core 0.19.2 transformer_config.py lines 1736-1747)")
 
 
 def recompute_modules(text: str) -> list[str]:

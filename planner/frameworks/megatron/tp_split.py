@@ -43,7 +43,8 @@ def require(a, model, tp: int, from_flags: bool, where: str) -> None:
     read from the flags (from_flags) or given by check --model (then named by its fields)."""
     groups = "--num-key-value-heads" if a.has("--num-key-value-heads") else "--num-query-groups"
     names = ("--num-attention-heads", groups) if from_flags else ("--model's num_attention_heads", "num_kv_heads")
-    ffn = ("--ffn-hidden-size" if a.has("--ffn-hidden-size") else "the MLP width (4 x --hidden-size)") \
+    default = "int(8/3 x --hidden-size / 64) x 64 with --swiglu" if a.has("--swiglu") else "4 x --hidden-size"
+    ffn = ("--ffn-hidden-size" if a.has("--ffn-hidden-size") else f"the MLP width ({default})") \
         if from_flags else "--model's ffn_hidden_size"
     found = problems(model.num_attention_heads, model.num_kv_heads, tp, names)
     found += mlp_problems(model.ffn_hidden_size, tp, ffn) if not model.num_experts else []  # MoE: experts' own split

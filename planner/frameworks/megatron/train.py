@@ -28,7 +28,7 @@ def train_data(a: MegatronArgs) -> dict:
     if optimizer not in ("adam", "sgd"):
         raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
     data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
-            "flash_attention": a.str("--attention-backend", "auto") not in ("unfused", "local"),
+            "flash_attention": flash_attention(a),
             "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
             "ep_comm_overlap": a.has("--overlap-moe-expert-parallel-comm"),
             **optimizer_dtypes(a), **offload_data(a), **balance_data(a)}
@@ -45,6 +45,22 @@ def train_data(a: MegatronArgs) -> dict:
     if a.has("--global-batch-size"):
         data["global_batch_size"] = a.int("--global-batch-size")
     return data
+
+
+TRANSFORMER_IMPLS = ("transformer_engine", "local", "inference_optimized")  # TransformerConfig.transformer_impl
+
+
+def flash_attention(a: MegatronArgs) -> bool:
+    """Fused attention (no s x s scores kept): --attention-backend (default auto: Transformer Engine picks flash or
+    cuDNN fused) unless unfused or local, and only with Transformer Engine layers. --transformer-impl local (default
+    transformer_engine: megatron-core 0.19.2 transformer_config.py line 1220) builds megatron-core's own layer spec,
+    whose core attention is DotProductAttention, unfused whatever the backend (megatron/training/models/gpt.py
+    _te_or_local_layer_spec lines 98-130 -> get_gpt_layer_local_spec; megatron/core/models/backends.py
+    LocalSpecProvider.core_attention, line 131)."""
+    impl = a.str("--transformer-impl", "transformer_engine")
+    if impl not in TRANSFORMER_IMPLS:
+        raise UserError(f"--transformer-impl {impl!r}: Megatron knows {', '.join(TRANSFORMER_IMPLS)}")
+    return impl != "local" and a.str("--attention-backend", "auto") not in ("unfused", "local")
 
 
 def dispatch_data(a: MegatronArgs) -> dict:
@@ -130,19 +146,58 @@ def balance_warnings(a: MegatronArgs) -> list[str]:
 
 
 def grad_dtype(a: MegatronArgs) -> Optional[str]:
-    """The gradient buffer's dtype: fp32 with --accumulate-allreduce-grads-in-fp32 or by default with
-    --bf16 (Megatron's main grads), bf16 with --grad-reduce-in-bf16, or --main-grads-dtype under the
-    precision-aware optimizer; None (the stack's) otherwise."""
-    if a.has("--use-precision-aware-optimizer") and a.has("--main-grads-dtype"):
-        value = a.str("--main-grads-dtype")
-        if value not in ("fp32", "bf16"):
-            raise UserError(f"--main-grads-dtype {value!r}: expected fp32 or bf16")
-        return value
-    if a.has("--accumulate-allreduce-grads-in-fp32"):
-        return "fp32"
+    """The gradient buffer's dtype, as megatron-core 0.19.2 sets it (None: the 16-bit weights'):
+    - Megatron-FSDP (--use-megatron-fsdp): megatron_fsdp_grads;
+    - torch FSDP2 (--use-torch-fsdp2): the weights' dtype; its DDP config is TorchFullyShardedDataParallelConfig,
+      whose grad_reduce_in_fp32 stays False (megatron/training/training.py lines 1980-1982);
+    - --bf16 (DDP): bf16 with --grad-reduce-in-bf16, which wins over --accumulate-allreduce-grads-in-fp32
+      (arguments.py lines 1190-1191), else --main-grads-dtype (main_grads), default fp32: validate_args then sets
+      accumulate_allreduce_grads_in_fp32 (line 1192);
+    - otherwise (--fp16): fp32 with --accumulate-allreduce-grads-in-fp32, else None."""
+    main = main_grads(a)
+    if a.has("--use-megatron-fsdp"):
+        return megatron_fsdp_grads(a)
+    if a.has("--use-torch-fsdp2"):
+        return "bf16" if a.has("--bf16") else None
+    if not a.has("--bf16"):
+        return "fp32" if a.has("--accumulate-allreduce-grads-in-fp32") else None
     if a.has("--grad-reduce-in-bf16"):
         return "bf16"
-    return "fp32" if a.has("--bf16") else None
+    return main
+
+
+def main_grads(a: MegatronArgs) -> str:
+    """--main-grads-dtype (default fp32), read only with --use-precision-aware-optimizer like the other optimizer
+    dtypes (optimizer_dtypes; megatron-core 0.19.2 refuses a non-fp32 value without it, optimizer_config.py lines
+    470-481), and refused beside --accumulate-allreduce-grads-in-fp32 with --bf16 (arguments.py lines 1186-1188)."""
+    value = a.str("--main-grads-dtype", "fp32")
+    if value not in ("fp32", "bf16"):
+        raise UserError(f"--main-grads-dtype {value!r}: expected fp32 or bf16")
+    if not a.has("--use-precision-aware-optimizer"):
+        return "fp32"
+    if value != "fp32" and a.has("--bf16") and a.has("--accumulate-allreduce-grads-in-fp32"):
+        raise UserError(f"--main-grads-dtype {value} with --accumulate-allreduce-grads-in-fp32: Megatron refuses "
+                        "both (megatron-core 0.19.2 arguments.py line 1187)")
+    return value
+
+
+FSDP_GRAD_DTYPES = ("fp32", "bf16", "fp16", "auto")
+
+
+def megatron_fsdp_grads(a: MegatronArgs) -> str:
+    """Megatron-FSDP's main gradients: --megatron-fsdp-main-grads-dtype, default auto = the weights' dtype (bf16
+    under FP8 weights), whatever --accumulate-allreduce-grads-in-fp32 says: megatron-core 0.19.2 arguments.py
+    line 3524; distributed_data_parallel_config.py megatron_fsdp_main_grads_dtype (None: "main gradients will
+    match the dtype of the model compute parameters"); megatron_fsdp/param_and_grad_buffer.py
+    _resolve_group_grad_dtype (line 2306); Megatron-FSDP never reads grad_reduce_in_fp32. Earlier releases kept
+    fp32 main grads there; the flag's 0.19.2 meaning is read (--use-custom-fsdp, the older name, keeps the DDP
+    rule). A different --megatron-fsdp-grad-comm-dtype changes only the wire, which TrainSpec cannot say apart."""
+    value = a.str("--megatron-fsdp-main-grads-dtype", "auto")
+    if value not in FSDP_GRAD_DTYPES:
+        raise UserError(f"--megatron-fsdp-main-grads-dtype {value!r}: expected one of {', '.join(FSDP_GRAD_DTYPES)}")
+    if value != "auto":
+        return value
+    return "fp16" if a.has("--fp16") else "bf16"
 
 
 def optimizer_dtypes(a: MegatronArgs) -> dict:
