@@ -81,13 +81,26 @@ def tt_layout(par: dict, path: Path, world: int, layers: int,
         raise UserError(f"{path}: data_parallel_replicate*shard*cp*tp*pp = {rep}*{shard}*{cp}*{tp}*{pp} must equal "
                         f"the {world} GPUs")
     reshard = _tt_choice(par, "fsdp_reshard_after_forward", path, "default", TT_RESHARD)
-    zero = {"never": 2, "always": 3}.get(reshard, 3 if shard > 1 else 0)
+    zero = tt_zero(reshard, shard, cp)
     lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
-    if rep > 1 and shard > 1:  # HSDP: FSDP over dp_shard*cp, replicated rep times
+    if rep > 1 and zero:  # HSDP: FSDP over dp_shard*cp, replicated rep times
         lay["shard_group"] = shard * cp
     if pp > 1:
         lay.update(_tt_stages(par, path, layers, pp, [] if notes is None else notes))
     return lay, rep * shard
+
+
+def tt_zero(reshard: str, shard: int, cp: int) -> int:
+    """Layout.zero of torchtitan's data parallelism. FSDP2 runs when dp_shard * cp > 1 (ParallelDims.fsdp_enabled =
+    dp_shard_enabled or cp_enabled: torchtitan 0.1.0-0.2.2 distributed/parallel_dims.py, models/llama3/infra/
+    parallelize.py parallelize_llama; 0.3.0 shards over its "fsdp" mesh of dp_shard * cp ranks), so context
+    parallelism alone shards the model states over the cp ranks; with dp_shard * cp = 1 torchtitan runs DDP (0.1-0.2
+    apply_ddp) or one rank (0.3: fully_shard over one rank), sharding nothing whatever fsdp_reshard_after_forward
+    says. "default" reshards after forward (3) except under pipelining (apply_fsdp: not pp_enabled), which zero 3
+    with pp > 1 already prices (costmodels.memory.memory_zero: weights kept gathered across the micro-batches)."""
+    if shard * cp == 1:
+        return 0
+    return {"never": 2, "always": 3}.get(reshard, 3)
 
 
 def _tt_stages(par: dict, path: Path, layers: int, pp: int, notes: list) -> dict:
