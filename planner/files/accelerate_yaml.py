@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from planner.errors import UserError
 from planner.files.accelerate_yaml_parallel import parallelism
@@ -51,8 +51,13 @@ def framework(cfg: dict) -> str:
     return "deepspeed" if cfg.get("distributed_type") == "DEEPSPEED" else "fsdp"
 
 
-def world(cfg: dict, path: Path) -> int:
-    value = cfg.get("num_processes", 1)
+def world(cfg: dict, path: Path) -> Optional[int]:
+    """num_processes; None when absent: accelerate 1.15 commands/config/config_args.py ClusterConfig.num_processes
+    defaults to -1, and commands/launch.py then refuses the file unless `accelerate launch --num_processes` is given
+    (only distributed_type NO is given 1, config_args.py process_config), so the file alone does not fix the count."""
+    value = cfg.get("num_processes")
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
         raise UserError(f"{path}: num_processes={str(value)[:30]!r}: expected a whole number of processes (GPUs)")
     return value
@@ -65,7 +70,7 @@ def machines(cfg: dict, path: Path) -> int:
     return value
 
 
-def machines_cluster(cfg: dict, path: Path, cluster, nodes, gpus: int, read: ReadNotes):
+def machines_cluster(cfg: dict, path: Path, cluster, nodes, gpus: Optional[int], read: ReadNotes):
     """The cluster the run uses: --nodes, else num_processes GPUs (all machines together: accelerate 1.15
     commands/config/cluster.py asks "How many processes in total") over num_machines nodes. When the
     processes per machine differ from the preset's GPUs per node, the nodes are priced with that many GPUs
@@ -74,6 +79,12 @@ def machines_cluster(cfg: dict, path: Path, cluster, nodes, gpus: int, read: Rea
     from planner.files import native  # noqa: PLC0415 - native dispatches here
 
     count = machines(cfg, path)
+    if gpus is None:  # no num_processes (world): num_machines whole nodes, else the cluster as given, said
+        if nodes is None and count > 1:
+            read.assumed.append(f"num_processes not set (accelerate launch needs --num_processes with this file): "
+                                f"num_machines {count} whole nodes assumed; set --nodes")
+            nodes = count
+        return native._sized_cluster(cluster, nodes, None, path, "num_processes", read)
     if nodes is not None or count == 1 or gpus == 1:
         return native._sized_cluster(cluster, nodes, gpus, path, "num_processes")
     base = native._load_cluster(cluster)
@@ -161,8 +172,15 @@ def _on(value) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
+def _fsdp2(fsdp: dict) -> bool:
+    return str(fsdp.get("fsdp_version", 1)) == "2"  # accelerate 1.15 FSDP_VERSION default "1"
+
+
 def _strategy(fsdp: dict, path: Path) -> tuple[int, bool]:
-    value = fsdp.get("fsdp_reshard_after_forward", fsdp.get("fsdp_sharding_strategy", True))
+    # FSDP2 reads fsdp_reshard_after_forward alone (default true), never fsdp_sharding_strategy: accelerate 1.15.0
+    # utils/dataclasses.py FullyShardedDataParallelPlugin.__post_init__ takes the strategy for fsdp_version 1 only
+    default = True if _fsdp2(fsdp) else fsdp.get("fsdp_sharding_strategy", True)
+    value = fsdp.get("fsdp_reshard_after_forward", default)
     if isinstance(value, str) and value.lower() in ("true", "false"):
         value = value.lower() == "true"
     if isinstance(value, bool):
@@ -196,6 +214,10 @@ def batch(flags: TrainerFlags, dp: int, read: ReadNotes) -> tuple[int, int, int]
 
 def note_unpriced(cfg: dict, read: ReadNotes) -> None:
     fsdp = cfg.get("fsdp_config") or {}
+    if isinstance(fsdp, dict) and _fsdp2(fsdp) and "fsdp_sharding_strategy" in fsdp \
+            and "fsdp_reshard_after_forward" not in fsdp:
+        read.notes.append(f"fsdp_sharding_strategy={str(fsdp['fsdp_sharding_strategy'])[:30]!r} is not read by FSDP2 "
+                          "(fsdp_version 2): fsdp_reshard_after_forward, default true (FULL_SHARD), is priced")
     if isinstance(fsdp, dict) and _on(fsdp.get("fsdp_offload_params")):
         read.notes.append("fsdp_offload_params: parameters, gradients and the optimizer step on the host, priced as "
                           "ZeRO-3 offload of parameters and optimizer")
@@ -231,7 +253,7 @@ def priced(path: Path, cfg: dict, model, clus, flags: TrainerFlags, read: ReadNo
             read.notes.append("mixed_precision fp8 with DeepSpeed: priced as bf16 (Transformer Engine's FP8 GEMMs "
                               "under DeepSpeed are not priced)")
             prec = "bf16"
-        given = dataclasses.replace(flags, precision=prec)
+        given = dataclasses.replace(flags, precision=_deepspeed_precision(cfg, ds, prec, flags, read))
         prob = native._deepspeed(path, json.dumps(ds), model, clus, clus.num_nodes, given, read)
         _note_defaults(cfg, flags, prob.train, read, say_seq)
         return prob
@@ -250,6 +272,22 @@ def priced(path: Path, cfg: dict, model, clus, flags: TrainerFlags, read: ReadNo
     _note_defaults(cfg, flags, train, read, say_seq)
     layout = native._layout({**lay, "mbs": micro, "num_microbatches": gas}, str(path))
     return native.loading.Problem(spec, clus, train, layout)
+
+
+def _deepspeed_precision(cfg: dict, ds: dict, prec: str, flags: TrainerFlags, read: ReadNotes) -> Optional[str]:
+    """The precision handed to the DeepSpeed reader: mixed_precision "no" (accelerate's default) sets nothing, so a
+    bf16/fp16 section the file turns on stands (accelerate 1.15.0 utils/dataclasses.py DeepSpeedPlugin.
+    set_mixed_precision fills only "auto" values, and checks the other dtype only when mixed_precision is not "no");
+    None then, said in a note. Otherwise `prec`, which must agree with the file."""
+    if prec != "fp32" or flags.precision is not None:
+        return prec
+    on = [k for k in ("bf16", "bfloat16", "fp16") if isinstance(ds.get(k), dict) and ds[k].get("enabled") is True]
+    if not on:
+        return prec
+    said = f"mixed_precision {cfg['mixed_precision']!r}" if "mixed_precision" in cfg else "no mixed_precision ('no')"
+    read.notes.append(f"{said} leaves the DeepSpeed file's {on[0]}.enabled=true as it is (accelerate fills only "
+                      "\"auto\" values): priced in the file's precision")
+    return None
 
 
 def _note_defaults(cfg: dict, flags: TrainerFlags, train, read: ReadNotes, say_seq: bool = True) -> None:

@@ -7,10 +7,10 @@ Source: DeepSpeedExamples applications/DeepSpeed-Chat, training/step1_supervised
 step2_reward_model_finetuning/main.py parse_args (--per_device_train_batch_size default 16, --max_seq_len 512,
 --gradient_accumulation_steps 1, --gradient_checkpointing, --zero_stage 0, --offload, --dtype fp16|bf16 default
 fp16, --lora_dim, --only_optimize_lora), and dschat/utils/ds_utils.py get_train_ds_config (zero_optimization.stage
-= --zero_stage; offload_param and offload_optimizer device "cpu" with --offload, else "none"; fp16 or bf16 enabled by
---dtype; train_micro_batch_size_per_gpu and train_batch_size = micro x world x accumulation, set in main.py). That
-repository is not a package on a registry: these were read from its source as published, not from a copy here.
-Step 3 (RLHF: actor, critic, reference and reward models, `--actor_zero_stage`) is refused by name.
+= --zero_stage, overlap_comm true; offload_param and offload_optimizer device "cpu" with --offload, else "none"; fp16
+or bf16 enabled by --dtype; train_micro_batch_size_per_gpu and train_batch_size = micro x world x accumulation, set in
+main.py). That repository is not a package on a registry: these were read from its source as published, not from a
+copy here. Step 3 (RLHF: actor, critic, reference and reward models, `--actor_zero_stage`) is refused by name.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def ds_config(launch, cli: TrainerFlags, where: str, read: ReadNotes) -> tuple[d
     if offload and stage == 0:
         raise UserError(f"{where}: --offload with --zero_stage 0: DeepSpeed offloads the optimizer only under ZeRO "
                         "1-3 (runtime/engine.py)")
-    zero: dict = {"stage": stage}
+    zero: dict = {"stage": stage, "overlap_comm": True}  # get_train_ds_config's zero_opt_dict sets overlap_comm true
     if offload:
         zero["offload_optimizer"] = {"device": "cpu"}
         if stage == 3:  # DeepSpeed reads offload_param under ZeRO-3 only

@@ -91,7 +91,7 @@ def world(launch, where: str, acc: Optional[dict] = None) -> tuple[Optional[int]
         if launch.launcher == "torchrun":  # torchrun --nnodes defaults to 1
             nodes, per_node = torchrun_size(launch.opts)
             given = any(o.split("=")[0] in ("--nnodes", "--nnode") for o in launch.opts)
-            return (1 if nodes is None and not given else nodes), per_node
+            return (1 if nodes is None and not given else nodes), (1 if _torchrun_one_per_node(launch) else per_node)
     except UserError as err:
         raise UserError(f"{where}: {err}") from None
     opts = acc if acc is not None else accel.overlay({}, shell_trainer.launch_options(launch))
@@ -105,6 +105,18 @@ def world(launch, where: str, acc: Optional[dict] = None) -> tuple[Optional[int]
         raise UserError(f"{where}: accelerate --num_processes {total} is not a whole number per --num_machines "
                         f"{machines}")
     return machines, total // machines
+
+
+NPROC = ("--nproc_per_node", "--nproc-per-node")
+
+
+def _torchrun_one_per_node(launch) -> bool:
+    """A torchrun (or python -m torch.distributed.run / launch) line of the script without --nproc_per_node (nor
+    PET_NPROC_PER_NODE, which torchrun reads for it): one process per node, torch's default (torch/distributed/run.py
+    get_args_parser: --nproc-per-node default "1"). Not the torchrun planner.files.finetune_yaml makes for
+    llamafactory-cli (no command of a script), whose NPROC_PER_NODE defaults to every GPU."""
+    return (launch.launcher == "torchrun" and bool(launch.sh.commands) and "PET_NPROC_PER_NODE" not in launch.sh.env
+            and not any(o.split("=")[0] in NPROC for o in launch.opts))
 
 
 def _count(opts: dict, key: str, where: str) -> Optional[int]:
@@ -177,6 +189,9 @@ def _accelerate_config(launch, fsdp: Optional[dict], where: str, notes: ReadNote
 def _sized(launch, where: str, acc: Optional[dict], cluster, nodes, notes: ReadNotes, size_cluster: Callable):
     """The cluster the launch starts (its launcher's counts, else the cluster's size, said)."""
     script_nodes, per_node = world(launch, where, acc)
+    if _torchrun_one_per_node(launch):
+        notes.assumed.append("torchrun without --nproc_per_node: 1 process (GPU) per node, torch's default "
+                             "(torch/distributed/run.py); set --nproc_per_node in the script")
     if script_nodes is None and nodes is None:
         unread = {"deepspeed": " (its --hostfile is not read)"}
         notes.assumed.append(f"{launch.launcher} gives no node count{unread.get(launch.launcher, '')}: the "

@@ -14,9 +14,10 @@ max_grad_norm 1.0, bf16 and fp16 False (so with neither flag the run trains in f
 a flag, is reported as an assumption. DeepSpeed's own `"bfloat16"` section is read as `"bf16"` (its
 deprecated alias, deepspeed/runtime/constants.py BFLOAT16_OLD). --precision must agree with a bf16/fp16/amp
 `enabled` boolean the file states, as the Trainer's fill_match requires (integrations/deepspeed.py), except fp8
-over bf16 (Transformer Engine FP8 inside DeepSpeed's bf16 training). Before any of this, `_deepspeed_reads`
-applies what DeepSpeed itself does with the keys (planner.frameworks.deepspeed.ds_keys, legacy, sharding);
-ZeRO-3's persistence threshold needs the model and is read after (planner.files.native._deepspeed).
+over bf16 (Transformer Engine FP8 inside DeepSpeed's bf16 training). zero_optimization.stage and the offload devices
+are "auto" only to Accelerate's DeepSpeedPlugin, which the Trainer runs: ACCELERATE_AUTO. Before any of this,
+`_deepspeed_reads` applies what DeepSpeed itself does with the keys (planner.frameworks.deepspeed.ds_keys, legacy,
+sharding); ZeRO-3's persistence threshold needs the model and is read after (planner.files.native._deepspeed).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def resolve(cfg: dict, flags: TrainerFlags, path: Path, read: ReadNotes) -> dict
     --global-batch is given, and train_batch_size is always the batch rule's (world * micro * GAS)."""
     out, notes = copy.deepcopy(cfg), []
     _deepspeed_reads(out, path, read)
+    notes += _accelerate_autos(out)
     if not any(k in out for k in BATCH_KEYS):  # no batch at all: what the Trainer (through Accelerate) fills
         out.update({k: "auto" for k in BATCH_KEYS})
         notes.append(f"no {', '.join(BATCH_KEYS)}: the Trainer's values are used, as for \"auto\"")
@@ -117,6 +119,31 @@ def _deepspeed_reads(cfg: dict, path: Path, read: ReadNotes) -> None:
         cfg["bf16"] = cfg.pop("bfloat16")
     read.notes.extend(legacy.offload(cfg, path))
     sharding.refuse(cfg, path)
+
+
+# "auto" values Accelerate's DeepSpeedPlugin fills (the Trainer builds one from the JSON: training_args.py
+# `DeepSpeedPlugin(hf_ds_config=...)`): accelerate 1.15.0 utils/dataclasses.py DeepSpeedPlugin.__post_init__, zero_stage
+# from ACCELERATE_DEEPSPEED_ZERO_STAGE (default 2), offload_*_device from ACCELERATE_DEEPSPEED_OFFLOAD_*_DEVICE (default
+# "none"), written into the "auto" keys by fill_match. `accelerate launch --zero_stage` / `--offload_*_device` set them.
+ACCELERATE_AUTO = {"zero_optimization.stage": (2, "--zero_stage"),
+                   "zero_optimization.offload_optimizer.device": ("none", "--offload_optimizer_device"),
+                   "zero_optimization.offload_param.device": ("none", "--offload_param_device")}
+
+
+def _accelerate_autos(cfg: dict) -> list[str]:
+    """Fill ACCELERATE_AUTO's "auto" values with Accelerate's defaults (cfg is the caller's copy); one `assumed:`
+    line each."""
+    out = []
+    for dotted, (default, option) in ACCELERATE_AUTO.items():
+        *parents, leaf = dotted.split(".")
+        node = cfg
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf) == "auto":
+            node[leaf] = default
+            out.append(f'{dotted}="auto": {default} assumed (the default of Accelerate\'s DeepSpeedPlugin, which '
+                       f"the Trainer fills it from; accelerate launch {option} sets it)")
+    return out
 
 
 def _batch_key(cfg: dict, key: str, flag: Optional[int], option: str, default: Optional[int], hf_name: str,

@@ -95,6 +95,10 @@ def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
     if ratio is not None and opt != "none":
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
             raise UserError(f"{path}: zero_optimization.offload_optimizer.ratio={short(ratio)} must be from 0 to 1")
+        if ratio < 1 and stage != 3:  # runtime/zero/config.py DeepSpeedZeroConfig.offload_ratio_check asserts it
+            raise UserError(f"{path}: zero_optimization.offload_optimizer.ratio={short(ratio)} (a partial offload) "
+                            f"needs zero_optimization.stage 3 (got {stage}): DeepSpeed refuses it (runtime/zero/"
+                            "config.py offload_ratio_check); remove the ratio to offload every optimizer state")
         out["offload_optimizer_fraction"] = float(ratio)
     return out
 
@@ -150,9 +154,18 @@ def ds_optimizer(cfg: dict, path: Path) -> str:
     raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
 
 
-def ds_overlap(cfg: dict, path: Path) -> Optional[bool]:
-    """zero_optimization.overlap_comm (None when absent)."""
-    return _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
+def ds_overlap(cfg: dict, path: Path) -> bool:
+    """Whether DeepSpeed 0.19.8 overlaps the gradient reduction with backward: zero_optimization.overlap_comm, which
+    when absent defaults to stage == 3 (runtime/zero/config.py DeepSpeedZeroConfig.overlap_comm_valid), so ZeRO-1/2
+    reduce on the compute stream (zero/stage_1_and_2.py reduce_gradients); never at stage 0 (runtime/engine.py
+    allreduce_gradients runs after backward, whatever overlap_comm says) or under a PipelineModule (engine.py
+    _configure_zero_optimizer turns overlap_comm off)."""
+    given = _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
+    pp = ds_pipeline(cfg, path)
+    stage = ds_zero(cfg, path, pp)
+    if stage == 0 or pp > 1:
+        return False
+    return stage == 3 if given is None else given
 
 
 def ds_checkpoint_interval(cfg: dict, path: Path) -> int:
