@@ -53,7 +53,7 @@ def dp_overlap(c: Context) -> DpOverlap:
     """The overlap flags of a context (module docstring)."""
     if c.zero3_per_microbatch:
         return DpOverlap(False, False)
-    gather = c.stack.zero3_prefetch > 0 if c.lay.zero >= 3 else c.stack.overlap_param_gather and c.train.grad_overlap
+    gather = c.stack.zero3_prefetch > 0 if c.lay.zero >= 3 else c.train.param_gather_overlap
     return DpOverlap(c.train.grad_overlap, gather, reductions(c))
 
 

@@ -49,6 +49,11 @@ class TrainSpec(BaseModel):
         None, description="Data-parallel gradient reduction overlaps the last backward (Megatron "
         "--overlap-grad-reduce, DeepSpeed overlap_comm); null = the stack's default."
     )
+    overlap_param_gather: Optional[bool] = Field(
+        None, description="ZeRO-1/2: the all-gather of the updated weights overlaps the next step's first forward "
+        "(Megatron --overlap-param-gather, which Megatron accepts only beside --overlap-grad-reduce); null = the "
+        "stack's default. Priced only where the gradient reduction overlaps too (TrainSpec.param_gather_overlap)."
+    )
     fused_loss: Optional[bool] = Field(
         None, description="Cross entropy fused or compiled (Megatron --cross-entropy-loss-fusion, torch.compile of "
         "the loss): no fp32 copy of the logits; null = the stack's default."
@@ -164,6 +169,14 @@ class TrainSpec(BaseModel):
     def grad_overlap(self) -> bool:
         """Whether gradient reduction is overlapped: the explicit setting, else the stack's."""
         return self.stack_spec.overlap_grad_reduce if self.overlap_grad_reduce is None else self.overlap_grad_reduce
+
+    @property
+    def param_gather_overlap(self) -> bool:
+        """Whether ZeRO-1/2's weight all-gather is overlapped: the explicit setting, else the stack's, and only
+        with the gradient reduction overlapped (Megatron asserts --overlap-param-gather needs
+        --overlap-grad-reduce: megatron/training/arguments.py validate_args)."""
+        own = self.stack_spec.overlap_param_gather if self.overlap_param_gather is None else self.overlap_param_gather
+        return own and self.grad_overlap
 
     @property
     def loss_fused(self) -> bool:

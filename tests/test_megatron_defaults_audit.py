@@ -155,3 +155,30 @@ def test_full_recompute_without_method_or_layers_is_refused(extra, needle):
         _read(extra)
     assert _read("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1").layout.recompute \
         == "full"
+
+
+# ---- --overlap-param-gather left out -------------------------------------------------------------------------------
+
+def _dp_exposed_s(extra: str) -> float:
+    p = load_native_text(DENSE.replace("--nnodes 1", "--nnodes 4").format(extra=extra), "megatron", None,
+                         "dgx-h100", None)
+    return estimate(p.model, p.cluster, p.train, p.layout).time.dp_comm_exposed_s
+
+
+def test_without_overlap_param_gather_the_weight_gather_is_exposed():
+    """Megatron's default is off (arguments.py: store_true): the distributed optimizer all-gathers the updated
+    weights after the step, which nothing hides. Before, a script with --overlap-grad-reduce alone was priced with
+    the gather overlapped, as the megatron-core stack's default."""
+    base = "--use-distributed-optimizer --overlap-grad-reduce"
+    both = _read(base + " --overlap-param-gather").train
+    assert both.param_gather_overlap and not _read(base).train.param_gather_overlap
+    assert _dp_exposed_s(base) > _dp_exposed_s(base + " --overlap-param-gather")
+
+
+@pytest.mark.parametrize("extra, missing", [("--overlap-param-gather --overlap-grad-reduce", "--use-distributed"),
+                                            ("--overlap-param-gather --use-distributed-optimizer", "--overlap-grad")])
+def test_overlap_param_gather_without_its_companions_is_refused(extra, missing):
+    """validate_args (arguments.py lines 990-995) asserts the distributed optimizer (or Megatron-FSDP) and
+    --overlap-grad-reduce beside it."""
+    with pytest.raises(UserError, match=f"--overlap-param-gather needs {missing}"):
+        _read(extra)

@@ -239,7 +239,7 @@ def memory_args(plan: ExportPlan) -> list:
                  ("--ckpt-format", "fsdp_dtensor")]
     if train.grad_overlap:
         args.append(("--overlap-grad-reduce", None))
-        if lay.zero >= 1:
+        if lay.zero >= 1 and train.param_gather_overlap:
             args.append(("--overlap-param-gather", None))
     if lay.recompute == "selective":
         args.append(("--recompute-granularity", "selective"))

@@ -56,8 +56,7 @@ PRICED: dict[str, str] = {
     "--activations-checkpoint-num-layers": "layout.recompute_num_layers (legacy)",
     "--moe-token-dispatcher-type": "train.moe_dispatcher, train.ep_dispatcher", "--attention-backend": "train.flash_attention",
     "--tp-comm-overlap": "train.tp_comm_overlap", "--overlap-grad-reduce": "train.overlap_grad_reduce",
-    "--overlap-param-gather": "stack overlap_param_gather (megatron-core: on; a script without it is still priced "
-    "with the gather overlapped)",
+    "--overlap-param-gather": "train.overlap_param_gather (absent: the ZeRO-1/2 weight all-gather exposed)",
     "--sequence-parallel": "layout.sp", "--micro-batch-size": "layout.mbs", "--global-batch-size": "train.global_batch_size",
     "--moe-grouped-gemm": "stack moe_grouped_gemm (megatron-core: on; a script without it is still priced with "
     "grouped GEMMs, though SequentialMLP's per-expert loop waits on the host: docs/moe.md)",
