@@ -126,12 +126,16 @@ def test_per_op_selective_keeps_input_q_v_context_w1_w2():
 
 
 def test_foreach_adamw_temporaries_set_the_peak_when_activations_are_tiny():
-    """DDP with a one-token-wide batch: the optimizer step (4 B/param) outgrows activations + logits."""
+    """DDP with a one-token-wide batch: the optimizer step (4 B/param, torch.optim.AdamW's default foreach path,
+    the fsdp stack's) outgrows activations + logits. torchtitan builds AdamW fused (optimizer.implementation
+    "fused" by default), which updates in place: no step temporaries."""
     model = llama_like(1024, 8, 2, 4, 4096, vocab=1024, seq=16)
-    train = _train("torchtitan-eager")
+    train = _train("fsdp")
     lay = resolve_layout(model, CLUS, train, Layout(mbs=1))
     s = memory_by_stage(model, CLUS, train, lay)[0]
     assert s.total_bytes == s.weights_bytes + s.grads_bytes + s.optimizer_bytes + 4 * total_params(model)
+    for name in ("torchtitan", "torchtitan-eager"):
+        assert _train(name).stack_spec.memory.optimizer_temp_bytes == 0.0
 
 
 def test_device_terms_and_fits_on_device_bytes():
