@@ -39,6 +39,13 @@ class Mechanisms(BaseModel):
         "(Megatron: --bf16 turns on accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16; torchtitan: "
         "FSDP2 MixedPrecisionPolicy reduce_dtype float32); null = the weights' dtype. fp16 training reduces in "
         "fp16 either way (Megatron keeps the fp16 buffer without the flag).")
+    overlap_grad_reduce_zero0: bool = Field(True, description="The gradient reduction can overlap at ZeRO 0 "
+                                            "(plain data parallelism); false where the framework all-reduces after "
+                                            "backward (DeepSpeed: runtime/engine.py allreduce_gradients).")
+    overlap_grad_reduce_pp: bool = Field(True, description="The gradient reduction can overlap under pipeline "
+                                         "parallelism; false where the framework turns it off (DeepSpeed: "
+                                         "engine.py _configure_zero_optimizer disables overlap_comm for a "
+                                         "PipelineModule).")
     overlap_param_gather: bool = Field(True, description="ZeRO-1/2: the all-gather of updated weights runs "
                                        "during the next forward (Megatron --overlap-param-gather); else exposed.")
     overlap_p2p: bool = Field(False, description="Interleaved pipelines: stage-to-stage sends run beside the "

@@ -54,7 +54,15 @@ def dp_overlap(c: Context) -> DpOverlap:
     if c.zero3_per_microbatch:
         return DpOverlap(False, False)
     gather = c.stack.zero3_prefetch > 0 if c.lay.zero >= 3 else c.train.param_gather_overlap
-    return DpOverlap(c.train.grad_overlap, gather, reductions(c))
+    return DpOverlap(grad_reduce_overlaps(c), gather, reductions(c))
+
+
+def grad_reduce_overlaps(c: Context) -> bool:
+    """TrainSpec.grad_overlap where the stack's framework can overlap this layout's reduction at all (DeepSpeed
+    cannot at ZeRO 0 or under a pipeline: Stack.overlap_grad_reduce_zero0 / _pp)."""
+    st = c.stack
+    return (c.train.grad_overlap and (st.overlap_grad_reduce_zero0 or c.lay.zero > 0)
+            and (st.overlap_grad_reduce_pp or c.lay.pp == 1))
 
 
 def reductions(c: Context) -> int:
@@ -217,7 +225,7 @@ def offload_s(c: Context, micro: list[MicroTime]) -> float:
     lay = c.lay
     return max(offload.offload_time(offload.owned_params(c.model, c.cluster, lay, i, c.x.seq), c.cluster, c.train,
                                     lay.zero, lay.num_microbatches, micro[i].compute_s * lay.num_microbatches,
-                                    c.train.grad_overlap).total_s for i in range(lay.pp))
+                                    grad_reduce_overlaps(c)).total_s for i in range(lay.pp))
 
 
 def chunk_excess_s(c: Context) -> list[float]:

@@ -139,3 +139,24 @@ def test_fsdp2_reads_reshard_after_forward_not_the_fsdp1_strategy(tmp_path):
     assert prob.layout.zero == 3 and any("is not read by FSDP2" in n for n in read.notes)
     v1 = {**doc, "fsdp_config": {**doc["fsdp_config"], "fsdp_version": 1}}
     assert _yaml(tmp_path, v1)[0].layout.zero == 2  # FSDP1 still takes it
+
+
+def test_deepspeed_plans_price_no_overlap_where_deepspeed_cannot_overlap():
+    """The deepspeed stack (overlap_comm on) still cannot overlap the gradient reduction at ZeRO 0 (engine.py
+    allreduce_gradients after backward) or under a PipelineModule (overlap_comm turned off): estimate prices the
+    reduction exposed there, and the exported JSON says overlap_comm false under a pipeline."""
+    import hardware_profiles as hp
+    from costmodels.layout import Layout, resolve_layout
+    from costmodels.step import dp_overlap
+    from costmodels.timing import make_context
+    from costmodels.train_spec import TrainSpec
+
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", 2)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64), "deepspeed")
+
+    def reduce_overlaps(**kw) -> bool:
+        lay = resolve_layout(model, cluster, train, Layout(**kw))
+        return dp_overlap(make_context(model, cluster, train, lay)).reduce
+
+    assert reduce_overlaps(zero=1) and reduce_overlaps(zero=2)
+    assert not reduce_overlaps(zero=0) and not reduce_overlaps(zero=1, pp=2)

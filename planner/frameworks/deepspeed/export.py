@@ -108,8 +108,8 @@ def ds_config(plan: ExportPlan) -> dict:
     lay, train = plan.layout, plan.train
     zero: dict = {"stage": lay.zero}
     if lay.zero >= 1:
-        zero.update(offload_optimizer=offload(train.offload_optimizer), overlap_comm=train.grad_overlap,
-                    contiguous_gradients=True)
+        zero.update(offload_optimizer=offload(train.offload_optimizer),  # a PipelineModule turns overlap off
+                    overlap_comm=train.grad_overlap and lay.pp == 1, contiguous_gradients=True)
     if lay.zero == 3:
         zero["offload_param"] = offload(train.offload_params)
     cfg: dict = {
