@@ -160,3 +160,35 @@ def test_deepspeed_plans_price_no_overlap_where_deepspeed_cannot_overlap():
 
     assert reduce_overlaps(zero=1) and reduce_overlaps(zero=2)
     assert not reduce_overlaps(zero=0) and not reduce_overlaps(zero=1, pp=2)
+
+
+def test_an_accelerate_fsdp_yaml_without_an_auto_wrap_policy_says_accelerate_wraps_nothing(tmp_path):
+    """accelerate 1.15.0 FullyShardedDataParallelPlugin: auto_wrap_policy defaults to NO_WRAP (the whole model one
+    unit, gathered at once); priced per block, so check says so. A file naming the policy, and the Trainer's own
+    --fsdp (TRANSFORMER_BASED_WRAP by default), say nothing."""
+    import yaml
+
+    from planner.files.accelerate_yaml import NO_WRAP_NOTE
+    from planner.files.native import load_native
+    from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+
+    fsdp = {"distributed_type": "FSDP", "mixed_precision": "bf16", "num_machines": 1, "num_processes": 8,
+            "fsdp_config": {"fsdp_sharding_strategy": "FULL_SHARD", "fsdp_version": 1}}
+
+    def notes(doc: dict) -> list:
+        path = tmp_path / "accelerate.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        read = ReadNotes()
+        load_native(path, "llama3-8b", "dgx-h100", None, TrainerFlags(micro_batch=1), read)
+        return read.notes
+
+    assert NO_WRAP_NOTE in notes(fsdp)
+    wrapped = {**fsdp, "fsdp_config": {**fsdp["fsdp_config"], "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}}
+    assert NO_WRAP_NOTE not in notes(wrapped)
+
+    from planner.files.shell_trainer_accel import trainer_fsdp
+
+    class _Launch:
+        flags = {"--fsdp": "full_shard auto_wrap"}
+
+    assert trainer_fsdp(_Launch(), "run.sh")["fsdp_config"]["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"

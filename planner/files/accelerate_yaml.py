@@ -212,12 +212,23 @@ def batch(flags: TrainerFlags, dp: int, read: ReadNotes) -> tuple[int, int, int]
     return micro, gas, total
 
 
+# accelerate 1.15.0 utils/dataclasses.py FullyShardedDataParallelPlugin.__post_init__: auto_wrap_policy from
+# FSDP_AUTO_WRAP_POLICY (fsdp_auto_wrap_policy in the YAML, --fsdp_auto_wrap_policy on the launch), default NO_WRAP,
+# which it turns into None: FSDP1 wraps the root alone, FSDP2 (fsdp2_prepare_model) fully_shards the root alone
+NO_WRAP_NOTE = ("fsdp_auto_wrap_policy not set: accelerate's default NO_WRAP makes the whole model one FSDP unit, "
+                "all-gathered at once for forward and backward; priced per transformer block (TRANSFORMER_BASED_WRAP), "
+                "so the real peak is higher by about the unsharded 16-bit weights and gradients; set "
+                "fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP")
+
+
 def note_unpriced(cfg: dict, read: ReadNotes) -> None:
     fsdp = cfg.get("fsdp_config") or {}
     if isinstance(fsdp, dict) and _fsdp2(fsdp) and "fsdp_sharding_strategy" in fsdp \
             and "fsdp_reshard_after_forward" not in fsdp:
         read.notes.append(f"fsdp_sharding_strategy={str(fsdp['fsdp_sharding_strategy'])[:30]!r} is not read by FSDP2 "
                           "(fsdp_version 2): fsdp_reshard_after_forward, default true (FULL_SHARD), is priced")
+    if cfg.get("distributed_type") == "FSDP" and isinstance(fsdp, dict) and not fsdp.get("fsdp_auto_wrap_policy"):
+        read.notes.append(NO_WRAP_NOTE)
     if isinstance(fsdp, dict) and _on(fsdp.get("fsdp_offload_params")):
         read.notes.append("fsdp_offload_params: parameters, gradients and the optimizer step on the host, priced as "
                           "ZeRO-3 offload of parameters and optimizer")

@@ -121,7 +121,9 @@ def trainer_fsdp(launch, where: str) -> Optional[dict]:
         elif item != "auto_wrap":
             raise UserError(f"{where}: --fsdp {value[:60]!r}: unknown option {item[:20]!r}; the Trainer takes "
                             f"{', '.join(FSDP_ITEMS)}, offload, auto_wrap")
-    return {"distributed_type": "FSDP", "fsdp_config": {
+    return {"distributed_type": "FSDP", "fsdp_config": {  # TrainingArguments: auto_wrap_policy from --fsdp_config,
+        "fsdp_auto_wrap_policy": conf.get("auto_wrap_policy", "TRANSFORMER_BASED_WRAP"),  # else per block (5.24.0
+        # training_args.py line 2833: FSDP_AUTO_WRAP_POLICY[0])
         "fsdp_version": version, "fsdp_reshard_after_forward": conf.get("reshard_after_forward", True),
         "fsdp_activation_checkpointing": conf.get("activation_checkpointing", False),
         "fsdp_offload_params": conf.get("cpu_offload", False)}}
