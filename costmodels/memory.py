@@ -32,6 +32,8 @@ from costmodels.params import (ParamCount, embedding_params, head_params, local_
                                stage_layer_mix)
 from costmodels.train_spec import TrainSpec
 
+FP32_BYTES = 4  # a chunked loss's gradient accumulator (loss_transient_bytes)
+
 
 @dataclass(frozen=True)
 class StageMemory:
@@ -235,13 +237,18 @@ def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage:
     keep through it (activations.mtp_loss_bytes), beyond a recomputed layer's working set.
     The two never coexist: the loss's backward ends (its logit gradient consumed by the output
     layer's backward) before the last layer is recomputed, and stage_activation_bytes already holds
-    the working set, so only the excess counts."""
+    the working set, so only the excess counts. A chunked loss (TrainSpec.loss_chunks) keeps one chunk's
+    logits, and the fp32 gradient of the whole micro-batch's final hidden states it accumulates the chunks'
+    into (torchtitan 0.3 components/loss.py ChunkedLossWrapper, GradAccumulator dtype float32)."""
     if stage != lay.pp - 1:
         return 0.0
     x = act_shape(model, train, lay)
     per_logit = train.stack_spec.memory.logit_bytes(train.loss_fused, lay.tp)
     working = act.recompute_working_bytes(model, x, model.is_moe)
-    return max(0.0, per_logit * act.logit_count(model, x) + act.mtp_loss_bytes(model, x) - working)
+    logits = per_logit * act.logit_count(model, x) / train.loss_chunks
+    if train.loss_chunks > 1:
+        logits += FP32_BYTES * x.tokens * model.hidden_size
+    return max(0.0, logits + act.mtp_loss_bytes(model, x) - working)
 
 
 def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:

@@ -58,6 +58,11 @@ class TrainSpec(BaseModel):
         None, description="Cross entropy fused or compiled (Megatron --cross-entropy-loss-fusion, torch.compile of "
         "the loss): no fp32 copy of the logits; null = the stack's default."
     )
+    loss_chunks: int = Field(
+        1, ge=1, le=4096, description="The output layer and loss run over this many sequence chunks, one chunk's "
+        "logits alive at a time (torchtitan 0.3 ChunkedLossWrapper: num_chunks 8 in every LLM preset); 1 = the "
+        "whole micro-batch's logits at once."
+    )
     moe_dispatcher: Literal["alltoall", "allgather"] = Field(
         "alltoall", description="MoE token dispatcher whose stored copies the memory counts: allgather = "
         "Megatron-Core 0.6's MoEAllGatherTokenDispatcher (torch.gather permutation; costmodels.activations."

@@ -99,6 +99,7 @@ def test_launch_sets_what_was_priced(name, tmp_path):
     assert got["training.seq_len"] == train.seq_len(priced.model)
     assert got["training.global_batch_size"] == train.global_batch_size
     assert got["training.local_batch_size"] == lay.mbs * (lay.num_microbatches if lay.pp > 1 else 1)
+    assert int(got["loss.num_chunks"]) == train.loss_chunks  # the preset's 8 would chunk an unchunked price
 
 
 def test_405b_drops_torchtitans_float8_and_async_tp(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from costmodels.estimate import estimate
 from costmodels.layout import resolve_layout
 from planner.errors import UserError
 from planner.files.native import load_native
@@ -64,3 +65,53 @@ def test_fsdp_defaults_left_as_they_were(tmp_path):
 def test_an_unknown_reshard_policy_names_the_key(tmp_path):
     with pytest.raises(UserError, match="fsdp_reshard_after_forward='sometimes'"):
         _load(tmp_path, '[parallelism]\nfsdp_reshard_after_forward = "sometimes"\n' + TRAIN)
+
+
+# ---- torchtitan 0.3's chunked loss ---------------------------------------------------------------------------------
+
+LAUNCH = "torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config llama3_8b {extra}\n"
+
+
+def _launch(tmp_path, extra: str = ""):
+    path = tmp_path / "run.sh"
+    path.write_text(LAUNCH.format(extra=extra))
+    return load_native(path, "llama3-8b", "dgx-h100", 1, notes=ReadNotes())
+
+
+def test_0_3_presets_chunk_their_loss_in_eight(tmp_path):
+    """Every 0.3.0 LLM preset builds ChunkedLossWrapper.Config (num_chunks 8): run through torchtitan's own
+    ConfigManager on CPU for the presets parplan carries (2026-11-27). Before, the launch was priced with the whole
+    micro-batch's logits at once: 11 GiB more on the last stage of llama3_8b (8,192 tokens x 128,256 logits)."""
+    chunked, whole = _launch(tmp_path), _launch(tmp_path, "--loss.num_chunks 1")
+    assert chunked.train.loss_chunks == 8 and whole.train.loss_chunks == 1
+    peak = {n: estimate(p.model, p.cluster, p.train, p.layout).memory.peak_bytes for n, p in
+            (("chunked", chunked), ("whole", whole))}
+    assert peak["whole"] - peak["chunked"] > 8 * 2**30
+
+
+def test_a_chunk_count_that_is_no_whole_number_names_the_flag(tmp_path):
+    with pytest.raises(UserError, match="loss.num_chunks=0"):
+        _launch(tmp_path, "--loss.num_chunks 0")
+
+
+def test_the_chunked_transient_is_one_chunk_of_logits_and_the_fp32_hidden_gradient():
+    """Hand-worked: the transient of N chunks is the whole-logit transient / N plus 4 bytes per token and hidden
+    unit (the GradAccumulator), for the same layout (tp 1, one micro-batch of 8,192 tokens)."""
+    import hardware_profiles as hp
+    from costmodels.layout import Layout
+    from costmodels.memory import loss_transient_bytes
+    from costmodels.train_spec import TrainSpec
+
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", 1)
+    whole_t = hp.resolve_train(TrainSpec(global_batch_size=8, seq_length=8192), "torchtitan-eager")
+    chunked_t = whole_t.model_copy(update={"loss_chunks": 8})
+    lay = resolve_layout(model, cluster, whole_t, Layout(dp=8, zero=3, mbs=1, recompute="full"))
+    whole, chunked = (loss_transient_bytes(model, t, lay, 0) for t in (whole_t, chunked_t))
+    working = whole_t.stack_spec.memory.logit_bytes(False, 1) * 8192 * model.vocab_size - whole  # what it exceeds
+    assert chunked == pytest.approx(whole / 8 + 4 * 8192 * 4096 - working * 7 / 8, rel=1e-9)
+
+
+def test_the_0_3_exporter_writes_the_chunks_the_plan_priced():
+    from planner.frameworks.torchtitan.export import cli_words
+
+    assert cli_words("loss", "num_chunks", "1") == ["--loss.num_chunks", "1"]

@@ -134,6 +134,7 @@ TT_KEYS = {
                     "enable_sequence_parallel"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components", "backend"},  # torchtitan 0.2.2 job_config.py Compile
+    "loss": {"num_chunks"},  # 0.3.0 launch lines: ChunkedLossWrapper.Config (components/loss.py)
 }
 TT_SCHEDULES = {"1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
                 "DualPipeV"}
@@ -159,6 +160,9 @@ def torchtitan_problems(cfg: dict, world: int, where: str, cli_args: list[str] =
         out.append(f"{where}: global_batch_size {gbs} % (local {local} * dp {rep * shard}) != 0")
     if seq % tp or (cp > 1 and seq % (2 * cp)):
         out.append(f"{where}: seq_len {seq} must be divisible by tp {tp} and 2*cp {2 * cp}")
+    chunks = cfg.get("loss", {}).get("num_chunks", 1)
+    if seq % chunks:  # ChunkedLossWrapper: "sequence length must be divisible by num_chunks"
+        out.append(f"{where}: seq_len {seq} must be divisible by loss.num_chunks {chunks}")
     if pp > 1:
         out += _tt_pipeline(par, local, where)
     if (pp > 1 or "expert_parallel_degree" in par) and cli_args is not None \

@@ -52,7 +52,10 @@ PRESETS = {
     ("gpt_oss", "gpt_oss_120b"): {"training": {"local_batch_size": 1, "seq_len": 8192},
                                   "activation_checkpoint": {"mode": "full"}},
 }
-READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8")
+# every preset above builds its loss as ChunkedLossWrapper.Config (num_chunks 8: components/loss.py; checked by
+# running torchtitan 0.3.0's ConfigManager on each, 2026-11-27); `--loss.num_chunks N` changes it
+CHUNKED_LOSS = {"loss": {"num_chunks": 8}}
+READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8", "loss")
 LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 AC_SUBCOMMAND = "activation-checkpoint:"  # 0.3.0: `activation-checkpoint:full`, `:selective`, `:none`
@@ -135,7 +138,7 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
     if preset is None:
         notes.append(f"--module {module} --config {name}: preset not known to parplan; torchtitan 0.3's defaults "
                      "used where the flags say nothing")
-    for section, values in (preset or {}).items():
+    for section, values in ({**CHUNKED_LOSS, **preset} if preset else {}).items():
         cfg.setdefault(section, {}).update(values)
     cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
     for key, raw in flags:

@@ -181,6 +181,15 @@ def cpu_offload(cfg: dict, path: Path) -> dict:
     return {"offload_optimizer": "cpu", "offload_params": "cpu"} if value else {}
 
 
+def loss_chunks(cfg: dict, path: Path) -> dict:
+    """TrainSpec.loss_chunks from loss.num_chunks: torchtitan 0.3's ChunkedLossWrapper (its presets' 8, or
+    `--loss.num_chunks N`; planner.frameworks.torchtitan.config_cli); 0.1-0.2 files have no such section."""
+    value = _table(cfg, "loss", path).get("num_chunks", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+        raise UserError(f"{path}: loss.num_chunks={value!r:.40}: expected a whole number of chunks from 1 to 4096")
+    return {"loss_chunks": value} if value > 1 else {}
+
+
 def mx_refusal(fields: dict, gpu, precision: Optional[str] = None) -> Optional[str]:
     """Why `gpu` cannot run the MXFP8 recipe that the TrainSpec `fields` read from a config ask for, or None:
     MX block scales are applied by the tensor cores of costmodels.timing.BLOCK_SCALED_GENS (Blackwell, CDNA 4),

@@ -205,10 +205,13 @@ def launcher(plan: ExportPlan) -> str:
     for section, items in {"compile": compile_settings(plan), **sections}.items():
         for key, value in items:
             overrides += cli_words(section, key, value)
+    overrides += cli_words("loss", "num_chunks", str(plan.train.loss_chunks))  # what the plan priced
     body = (
         f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
         "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
         "# no model converters (float8, mxfp8: the plan is bf16; they cannot be turned off from the command line).\n"
+        "# --loss.num_chunks: the chunks of the loss's ChunkedLossWrapper (every torchtitan LLM preset's loss) the\n"
+        "# plan priced (train.loss_chunks); 1 keeps the whole micro-batch's logits at once.\n"
         + (f"# {CONFIG_MODULE}.py (beside this script) is torchtitan's {known[1]} without its converters.\n"
            'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
            'export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"\n' if own else "")
