@@ -81,3 +81,11 @@ def test_the_exporter_writes_the_dispatcher_the_plan_priced():
     assert dispatcher_args(mcore) == [("--moe-token-dispatcher-type", "alltoall")]
     asked = hp.resolve_train(TrainSpec(global_batch_size=8, ep_dispatcher="allgather"), "nemo")
     assert dispatcher_args(asked) == [("--moe-token-dispatcher-type", "allgather")]
+
+
+def test_check_says_when_megatrons_default_dispatcher_is_priced():
+    """At ep > 1 a script without --moe-token-dispatcher-type gets one warning line naming the allgather priced."""
+    without = _read("--moe-permute-fusion")
+    said = [w for w in without.warnings if "--moe-token-dispatcher-type is not set" in w]
+    assert len(said) == 1 and "allgather" in said[0]
+    assert not any("dispatcher-type" in w for w in _read("--moe-token-dispatcher-type alltoall").warnings)

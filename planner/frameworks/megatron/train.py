@@ -281,5 +281,8 @@ def kernel_warnings(a: MegatronArgs) -> list[str]:
         out.append("--moe-grouped-gemm is not set: Megatron runs one MLP per local expert (SequentialMLP), whose "
                    "host time parplan does not price (it prices one grouped GEMM); measured 3-15x the grouped "
                    "path's idle GPU time per layer (docs/moe.md)")
+    if not a.has("--moe-token-dispatcher-type") and a.int("--expert-model-parallel-size", 1) > 1:
+        out.append("--moe-token-dispatcher-type is not set: Megatron's default, allgather, is priced (every rank "
+                   "gathers the tokens of all tp x ep ranks); alltoall or flex send each token only where it goes")
     return out
 
