@@ -115,3 +115,14 @@ def test_the_0_3_exporter_writes_the_chunks_the_plan_priced():
     from planner.frameworks.torchtitan.export import cli_words
 
     assert cli_words("loss", "num_chunks", "1") == ["--loss.num_chunks", "1"]
+
+
+def test_the_0_2_job_file_of_a_ddp_plan_with_tensor_parallelism_says_0_2_cannot_run_it():
+    """torchtitan 0.2.2 parallelize_llama: DDP only over the whole world; the 0.2 file of such a plan says so and
+    points at the 0.3 launch; an FSDP plan's file does not."""
+    from planner.exporters.common import plan_from_doc
+    from planner.frameworks.torchtitan.export import ddp_02_note
+    from tests.test_exporters import make_doc
+
+    assert "cannot run this plan" in ddp_02_note(plan_from_doc(make_doc(zero=0, tp=2, sp=True, mbs=1, gbs=64)))[0]
+    assert ddp_02_note(plan_from_doc(make_doc(zero=3, tp=2, sp=True, mbs=1, gbs=64))) == []

@@ -239,6 +239,18 @@ def notes(plan: ExportPlan) -> list[str]:
     return out + model_code_notes(plan.model)
 
 
+def ddp_02_note(plan: ExportPlan) -> list[str]:
+    """A line for a DDP plan (zero 0) with other parallelism, which torchtitan 0.2.x cannot run as priced: it runs
+    DDP only over the whole world (0.2.2 models/llama3/infra/parallelize.py: "DDP has not supported > 1D
+    parallelism") and, with no FSDP, turns mixed precision off under TP or PP (distributed/utils.py
+    maybe_enable_amp); 0.3.0 wraps every model in fully_shard with its mixed-precision policy."""
+    lay = plan.layout
+    if lay.zero or max(lay.tp, lay.pp, lay.cp, lay.ep) == 1:
+        return []
+    return [f"WARNING: torchtitan 0.2.x cannot run this plan as priced (DDP beside tp/pp/cp/ep: refused with "
+            f"more than one replica, trained in fp32 with one); use {SCRIPT} (torchtitan 0.3.0)."]
+
+
 def toml(plan: ExportPlan) -> str:
     known = known_model(plan)
     flavor = known[2] if known else "EDIT-ME"
@@ -246,7 +258,8 @@ def toml(plan: ExportPlan) -> str:
         f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
         f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
         f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
-    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."]))
+    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."])
+        + ddp_02_note(plan))
     lay = plan.layout
     ac = [("mode", AC_MODE[lay.recompute])] + ([("selective_ac_option", "op")] if lay.recompute == "selective" else [])
     parts = [
