@@ -122,7 +122,7 @@ def load(path: Path, data: dict, tool: str, model, cluster, nodes, cli: TrainerF
          load_text: Callable, start: Optional[Start] = None) -> Problem:
     """The Problem of an Axolotl or LLaMA-Factory config. load_text: native.load_native_text."""
     where = str(path)
-    s = settings(tool, data, where)
+    s = settings(tool, data, where, _gpu(cluster) if tool == "axolotl" else None)
     if not cluster:
         raise UserError(f"{where}: --cluster is required: an {TOOLS[tool]} config does not say which GPUs it runs on "
                         "(e.g. --cluster dgx-h100 [--nodes N])")
@@ -140,7 +140,22 @@ def load(path: Path, data: dict, tool: str, model, cluster, nodes, cli: TrainerF
         raise UserError(_in_yaml_words(str(err), tool)) from None
     read.assumed[before[0]:] = [_in_yaml_words(a, tool) for a in read.assumed[before[0]:]]
     read.notes[before[1]:] = [_in_yaml_words(n, tool) for n in read.notes[before[1]:]]
-    return prob
+    return _computed(prob, s, cli, read)
+
+
+def _gpu(cluster):
+    """The cluster's GPUProfile (Axolotl's tf32 "auto" depends on it), None without --cluster."""
+    return native_sizes._load_cluster(cluster).gpu_profile if cluster else None
+
+
+def _computed(prob: Problem, s: Settings, cli: TrainerFlags, read: ReadNotes) -> Problem:
+    """The run priced in the precision the tool computes in (Settings.compute: Axolotl's tf32, LLaMA-Factory's
+    pure_bf16) where the Trainer's flags alone train in fp32 (the Trainer reader's fp32 line dropped: the tool's
+    own line says what is priced); check's --precision wins."""
+    if s.compute is None or cli.precision is not None or prob.train.precision != "fp32":
+        return prob
+    read.assumed[:] = [a for a in read.assumed if not a.startswith("fp32 training:")]
+    return dataclasses.replace(prob, train=prob.train.model_copy(update={"precision": s.compute}))
 
 
 def load_yaml(path: Path, model, cluster, nodes, cli: TrainerFlags, read: ReadNotes, load_text: Callable) -> Problem:

@@ -2,19 +2,21 @@
 (TrainerFlags, the --fsdp / --fsdp_config / --optim flags, the DeepSpeed config), for planner.files.finetune_yaml to
 price as the Trainer run the tool starts.
 
-Axolotl (axolotl 0.19.0): micro_batch_size and gradient_accumulation_steps (default 1 each, schemas/training.py; a
-`batch_size` alone gives batch_size // micro_batch_size, utils/config/__init__.py normalize_config), sequence_len
-(default 512, schemas/config.py), bf16 (default "auto": bf16 where the GPU has it, which every GPU parplan models
-does; resolve_dtype), fp16, gradient_checkpointing (true, "offload", "offload_disk"), deepspeed (a path or a
+Axolotl (axolotl 0.19.0): micro_batch_size and gradient_accumulation_steps (default 1 each, schemas/training.py; the
+default is filled before normalize_config could derive it from batch_size, so a batch_size beside micro_batch_size
+leaves it at 1), sequence_len (default 512, schemas/config.py), bf16 (default "auto": bf16 where the GPU has it,
+which every GPU parplan models does; resolve_dtype), fp16, tf32 (default "auto": TF32 GEMMs in an fp32 run on NVIDIA
+Ampere or newer), gradient_checkpointing (true, "offload", "offload_disk"), deepspeed (a path or a
 mapping), fsdp (the Trainer's words: full_shard, shard_grad_op, hybrid_shard, offload) and fsdp_config (keys with or
 without the old `fsdp_` prefix, schemas/validation.py check_fsdp_config_kwargs_prefix; reshard_after_forward,
-offload_params, activation_checkpointing), base_model. `adapter` (lora, qlora) and load_in_8bit/load_in_4bit are
-refused: parplan prices full training.
+offload_params, activation_checkpointing; a sharding_strategy there is dropped by Axolotl's schema), base_model.
+`adapter` (lora, qlora) and load_in_8bit/load_in_4bit are refused: parplan prices full training.
 LLaMA-Factory (llamafactory 0.9.5): the YAML is TrainingArguments (per_device_train_batch_size,
 gradient_accumulation_steps, bf16, fp16, deepspeed, fsdp) plus model_name_or_path, cutoff_len (default 2048,
 hparams/data_args.py), finetuning_type (default lora: refused unless full, hparams/finetuning_args.py),
 quantization_bit (refused), stage (ppo refused; dpo/kto's reference model noted), disable_gradient_checkpointing
-(gradient checkpointing is on unless it is true, model/model_utils/checkpointing.py).
+(gradient checkpointing is on unless it is true, model/model_utils/checkpointing.py), pure_bf16 (bf16 compute without
+bf16: true, hparams/parser.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class Settings:
     extra: dict  # more Trainer flags: --fsdp, --fsdp_config, --optim
     flags: TrainerFlags
     read: ReadNotes
+    # the GEMM precision when the Trainer's flags alone train in fp32 but the tool computes in another: tf32
+    # (Axolotl's tf32), bf16 (LLaMA-Factory's pure_bf16); planner.files.finetune_yaml prices it
+    compute: Optional[str] = None
 
 
 # ---- reading the YAML -----------------------------------------------------------------------------------------------
@@ -70,24 +75,63 @@ def _refuse(where, tool: str, said: str, why: str, fix: str) -> None:
                     f"check it. {fix}")
 
 
-def axolotl(d: dict, where) -> Settings:
-    """An Axolotl config's run (see the module docstring for the keys and their sources)."""
+def axolotl(d: dict, where, gpu=None) -> Settings:
+    """An Axolotl config's run (see the module docstring for the keys and their sources). gpu: the cluster's
+    GPUProfile (where tf32 "auto" turns on), None when not known."""
     if d.get("adapter") or d.get("load_in_4bit") or d.get("load_in_8bit"):
         key = "adapter" if d.get("adapter") else "load_in_4bit" if d.get("load_in_4bit") else "load_in_8bit"
         _refuse(where, "Axolotl", f"{key}: {str(d.get(key))[:20]}", "LoRA/QLoRA fine-tuning: the base model frozen, "
                 "small adapters trained", "For a full fine-tune, remove adapter, load_in_8bit and load_in_4bit.")
     read, tool = ReadNotes(), "Axolotl"
     micro = _count(d, "micro_batch_size", where, 1, read, tool)
-    gas = d.get("gradient_accumulation_steps")
-    if gas is None and d.get("batch_size") is not None:
-        gas = max(_count(d, "batch_size", where, None, read, tool) // micro, 1)  # normalize_config
-    else:
-        gas = _count(d, "gradient_accumulation_steps", where, 1, read, tool)
-    flags = TrainerFlags(micro, gas, None, _axolotl_precision(d, where, read), _axolotl_recompute(d, where, read),
+    gas = _axolotl_accumulation(d, where, micro, read)
+    precision = _axolotl_precision(d, where, read)
+    flags = TrainerFlags(micro, gas, None, precision, _axolotl_recompute(d, where, read),
                          _count(d, "sequence_len", where, 512, read, tool))
     _axolotl_unpriced(d, read)
-    extra = {**fsdp_flags(d, where, str(d.get("fsdp_version")) == "2"), **_optim(d.get("optimizer"))}
-    return Settings("axolotl", "base_model", d.get("base_model"), d.get("deepspeed"), extra, flags, read)
+    extra = {**fsdp_flags(_axolotl_fsdp_config(d, read), where, str(d.get("fsdp_version")) == "2"),
+             **_optim(d.get("optimizer"))}
+    compute = _axolotl_tf32(d, where, gpu, read) if precision == "fp32" else None
+    return Settings("axolotl", "base_model", d.get("base_model"), d.get("deepspeed"), extra, flags, read, compute)
+
+
+def _axolotl_accumulation(d: dict, where, micro: int, read: ReadNotes) -> int:
+    """gradient_accumulation_steps, default 1 (axolotl 0.19.0 schemas/training.py HyperparametersConfig). The
+    default is filled when the config is validated, before normalize_config (utils/config/__init__.py; cli/train.py
+    for ray) could derive it from batch_size // micro_batch_size, so a batch_size beside micro_batch_size leaves the
+    Trainer's accumulation at 1. batch_size alone, or beside gradient_accumulation_steps, Axolotl refuses
+    (schemas/validation.py check_batch_size_fields, check_gas_bsz)."""
+    if d.get("batch_size") is None:
+        return _count(d, "gradient_accumulation_steps", where, 1, read, "Axolotl")
+    size = _count(d, "batch_size", where, None, read, "Axolotl")
+    if d.get("gradient_accumulation_steps") is not None:
+        raise UserError(f"{where}: batch_size={size} and gradient_accumulation_steps="
+                        f"{str(d['gradient_accumulation_steps'])[:30]}: Axolotl refuses both (please set only one of "
+                        "gradient_accumulation_steps or batch_size); keep gradient_accumulation_steps")
+    if d.get("micro_batch_size") is None:
+        raise UserError(f"{where}: batch_size={size} without micro_batch_size: Axolotl refuses it (at least two of "
+                        "micro_batch_size, gradient_accumulation_steps, batch_size must be set); set micro_batch_size")
+    read.assumed.append(f"gradient_accumulation_steps not set: Axolotl's default 1, not batch_size {size} // "
+                        f"micro_batch_size {micro} (axolotl 0.19.0 fills the default before normalize_config would "
+                        "derive it); set gradient_accumulation_steps")
+    return 1
+
+
+def _axolotl_fsdp_config(d: dict, read: ReadNotes) -> dict:
+    """The config without fsdp_config's (fsdp_)sharding_strategy, which axolotl 0.19.0 drops: its FSDPConfig
+    (schemas/fsdp.py) has no such field, so pydantic ignores it, and the Trainer takes the strategy from
+    reshard_after_forward or the `fsdp` list alone (transformers 5.16.1 training_args.py _process_fsdp_args: FSDP1
+    default full_shard, FSDP2 reshard_after_forward default true)."""
+    cfg = d.get("fsdp_config")
+    names = ("sharding_strategy", "fsdp_sharding_strategy")
+    dropped = [k for k in cfg if k in names] if isinstance(cfg, dict) else []
+    if not dropped:
+        return d
+    read.notes.append(f"fsdp_config.{dropped[0]}: {str(cfg[dropped[0]])[:30]} is not read by Axolotl (no such field "
+                      "in its fsdp_config schema); the strategy priced comes from reshard_after_forward or the fsdp "
+                      "list, else FULL_SHARD")
+    kept = {k: v for k, v in cfg.items() if k not in dropped}
+    return {**d, "fsdp_config": kept or {"fsdp_version": d.get("fsdp_version") or 1}}  # still FSDP, as in Axolotl
 
 
 def _optim(name) -> dict:
@@ -107,6 +151,28 @@ def _axolotl_precision(d: dict, where, read: ReadNotes) -> str:
                                 "models, Ampere or newer)")
     bf16 = bool(bf16) or d.get("bfloat16") is True
     return "bf16" if bf16 else "fp16" if fp16 else "fp32"
+
+
+NVIDIA_TF32 = ("ampere", "hopper", "blackwell", "blackwell-ultra")  # CUDA compute capability 8.0 or newer
+
+
+def _axolotl_tf32(d: dict, where, gpu, read: ReadNotes) -> Optional[str]:
+    """tf32 for an Axolotl run in fp32 where its TF32 switch is on, else None (fp32 GEMMs). tf32 defaults to "auto"
+    (axolotl 0.19.0 schemas/config.py), which check_tf32 resolves to transformers' is_torch_tf32_available (CUDA,
+    compute capability 8.0 or newer; not ROCm); core/builders/base.py then passes TrainingArguments tf32 True."""
+    value = d.get("tf32", "auto")
+    if value not in ("auto", True, False, None):
+        raise UserError(f"{where}: tf32={str(value)[:20]!r}: Axolotl takes true, false or auto")
+    if not value:
+        return None
+    said = "auto (Axolotl's default)" if value == "auto" else "true"
+    if getattr(gpu, "tensor_core_gen", None) in NVIDIA_TF32:
+        read.assumed.append(f"tf32: {said}: fp32 training with TF32 tensor-core GEMMs, as Axolotl turns TF32 on on "
+                            f"NVIDIA GPUs of Ampere or newer ({gpu.name}); priced as precision tf32")
+        return "tf32"
+    read.assumed.append(f"tf32: {said}: fp32 GEMMs priced: {getattr(gpu, 'name', 'the GPU')} is not an NVIDIA GPU "
+                        "of Ampere or newer, where Axolotl's TF32 applies")
+    return None
 
 
 def _axolotl_recompute(d: dict, where, read: ReadNotes) -> str:
@@ -149,7 +215,9 @@ def llamafactory(d: dict, where) -> Settings:
                         "reference and a reward model; parplan prices one model's training and cannot check it (for the policy alone, "
                         "check a copy with stage: sft)")
     if stage in ("dpo", "kto"):
-        read.notes.append(f"stage: {stage}: the frozen reference model's weights are not priced")
+        read.notes.append(f"stage: {stage}: the frozen reference model's weights are not priced, nor the second "
+                          "sequence each sample runs (DPO's rejected answer, KTO's KL sample: data/collator.py): an "
+                          "under-estimate")
     disabled = _switch(d, "disable_gradient_checkpointing", where)
     on = _switch(d, "gradient_checkpointing", where) or not disabled
     if disabled is None and not d.get("gradient_checkpointing"):
@@ -166,11 +234,27 @@ def llamafactory(d: dict, where) -> Settings:
     if d.get("pure_bf16") is True:
         read.notes.append("read but not priced: pure_bf16 (bf16 weights and states without an fp32 master copy; "
                           "priced with one)")
+    compute = _pure_bf16(d, bf16, fp16, read)
+    said = [k for k in ("use_badam", "use_galore", "use_apollo", "use_adam_mini", "use_muon") if d.get(k) is True]
+    if said:
+        read.notes.append(f"read but not priced: {', '.join(said)} (optimizer states for part of the weights, or "
+                          "smaller ones); priced as AdamW's two moments for every weight, an over-estimate")
     extra = {**fsdp_flags(d, where, None), **_optim(d.get("optim"))}
     if isinstance(d.get("fsdp_config"), str):  # TrainingArguments: a JSON file
         extra["--fsdp_config"] = d["fsdp_config"]
     return Settings("llamafactory", "model_name_or_path", d.get("model_name_or_path"), d.get("deepspeed"), extra,
-                    flags, read)
+                    flags, read, compute)
+
+
+def _pure_bf16(d: dict, bf16, fp16, read: ReadNotes) -> Optional[str]:
+    """bf16 for pure_bf16 without bf16/fp16: the Trainer's flags alone would train in fp32, but llamafactory 0.9.5
+    hparams/parser.py sets compute_dtype bfloat16 for pure_bf16 (the model loads in it) and model/adapter.py
+    init_adapter keeps the trainable weights in it (no fp32 upcast), so the GEMMs and activations are bf16."""
+    if d.get("pure_bf16") is not True or bf16 or fp16:
+        return None
+    read.assumed.append("pure_bf16: true without bf16: LLaMA-Factory loads and trains the weights in bf16 "
+                        "(compute_dtype bfloat16), so bf16 GEMMs and activations are priced, not fp32")
+    return "bf16"
 
 
 def fsdp_flags(d: dict, where, version2: Optional[bool]) -> dict:
@@ -199,8 +283,9 @@ def fsdp_flags(d: dict, where, version2: Optional[bool]) -> dict:
     return {"--fsdp": " ".join(dict.fromkeys(words)), "--fsdp_config": json.dumps(conf)}
 
 
-def settings(tool: str, data: dict, where) -> Settings:
-    return (axolotl if tool == "axolotl" else llamafactory)(data, where)
+def settings(tool: str, data: dict, where, gpu=None) -> Settings:
+    """gpu: the cluster's GPUProfile (Axolotl's tf32 "auto" depends on it), None when not known."""
+    return axolotl(data, where, gpu) if tool == "axolotl" else llamafactory(data, where)
 
 
 __all__ = ["FSDP_WORDS", "Settings", "axolotl", "fsdp_flags", "llamafactory", "settings"]
