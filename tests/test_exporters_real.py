@@ -7,6 +7,8 @@ then DS_BUILD_OPS=0 pip install deepspeed)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -129,3 +131,79 @@ def test_strict_parser_rejects_abbreviation():
     parser.allow_abbrev = False
     with pytest.raises(SystemExit):
         parser.parse_args(["--nnode", "2", "--nproc-per-node", "8", "train.py"])
+
+
+# ---- torchtitan 0.3.0 ---------------------------------------------------------------------------------------------
+
+TITAN_CASES = ["8b-zero3-dp8", "8b-tp2-interleaved", "70b-tp4-cp2-interleaved"]
+TITAN_WHEELS = ("torchtitan==0.3.0", "tyro", "docstring_parser", "typeguard")
+TITAN_PARSE = r"""
+import json, sys
+from torchtitan.config.manager import ConfigManager
+out = []
+for args in json.loads(sys.argv[1]):
+    c = ConfigManager().parse_args(args)
+    p, t = c.parallelism, c.training
+    out.append({"tp": p.tensor_parallel_degree, "cp": p.context_parallel_degree, "pp": p.pipeline_parallel_degree,
+                "shard": p.data_parallel_shard_degree, "replicate": p.data_parallel_replicate_degree,
+                "local": t.local_batch_size, "global": t.global_batch_size, "seq": t.seq_len,
+                "chunks": c.loss.num_chunks, "sp": p.enable_sequence_parallel})
+print("PARSED " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def torchtitan_site(tmp_path_factory):
+    """torchtitan 0.3.0 and tyro unpacked (pip download; skipped without torch, which torchtitan imports, or without
+    the package index)."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    import zipfile
+
+    root = tmp_path_factory.mktemp("torchtitan")
+    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                          *TITAN_WHEELS, "-d", str(root)], capture_output=True, text=True)
+    if run.returncode:
+        pytest.skip(f"torchtitan 0.3.0 not downloadable: {run.stderr.strip()[-200:]}")
+    site = root / "site"
+    for wheel in root.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(site)
+    return site
+
+
+def _titan_argv(folder: Path) -> list[str]:
+    """The launch's words after -m torchtitan.train, its TT_MODULE/TT_CONFIG defaults filled in."""
+    text = (folder / "launch_torchtitan.sh").read_text()
+    env = dict(re.findall(r'^(TT_MODULE|TT_CONFIG)="\$\{\w+:-([^}]*)\}"', text, re.M))
+    _, module, args = split_at_script(find_launch(read_script(text), "torchrun")[0])
+    assert module == "torchtitan.train"
+    return [env.get(a.strip('"$'), a) if a in ('"$TT_MODULE"', '"$TT_CONFIG"', "$TT_MODULE", "$TT_CONFIG") else a
+            for a in args]
+
+
+def test_torchtitan_accepts_the_launch_lines(torchtitan_site, tmp_path):
+    """torchtitan 0.3.0's own ConfigManager (tyro) parses each exported launch line, and what it builds is the
+    layout, batch, sequence and loss chunks that were priced."""
+    import subprocess
+    import sys
+
+    docs, argvs, folders = [], [], []
+    for case in TITAN_CASES:
+        folder = tmp_path / case
+        doc = CASES[case]()
+        export(doc, "torchtitan", folder, force=True)
+        docs.append(doc)
+        argvs.append(_titan_argv(folder))
+        folders.append(str(folder))
+    env = {"PYTHONPATH": os.pathsep.join([str(torchtitan_site), *folders]), "PATH": os.environ.get("PATH", "")}
+    run = subprocess.run([sys.executable, "-c", TITAN_PARSE, json.dumps(argvs)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
+    assert line, run.stderr[-2000:]
+    for doc, got in zip(docs, json.loads(line[len("PARSED "):])):
+        lay, train = doc["layout"], doc["train"]
+        assert (got["tp"], got["cp"], got["pp"]) == (lay["tp"], lay["cp"], lay["pp"])
+        assert got["shard"] * got["replicate"] == lay["dp"] and got["global"] == train["global_batch_size"]
+        assert got["chunks"] == train["loss_chunks"] and got["sp"] == (lay["sp"] or lay["tp"] == 1)
