@@ -207,3 +207,79 @@ def test_torchtitan_accepts_the_launch_lines(torchtitan_site, tmp_path):
         assert (got["tp"], got["cp"], got["pp"]) == (lay["tp"], lay["cp"], lay["pp"])
         assert got["shard"] * got["replicate"] == lay["dp"] and got["global"] == train["global_batch_size"]
         assert got["chunks"] == train["loss_chunks"] and got["sp"] == (lay["sp"] or lay["tp"] == 1)
+
+
+READ_LINES = [  # launch lines as users write them, read by parplan and by torchtitan 0.3.0 itself
+    "--module llama3 --config llama3_8b",
+    "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 2 --training.local_batch_size=2 "
+    "--loss.num_chunks 4 activation-checkpoint:full",
+    "--module llama3 --config llama3_70b --parallelism.data_parallel_shard_degree=1 "
+    "--parallelism.context_parallel_degree 2 --training.seq_len 16384",
+    "--module qwen3 --config qwen3_32b --parallelism.pipeline_parallel_degree 2 --compile.enable "
+    "--training.disable_cuda_graphs activation-checkpoint:none",
+    "--module deepseek_v3 --config deepseek_v3_16b",
+]
+TITAN_READ = r"""
+import json, sys
+from torchtitan.config.manager import ConfigManager
+out = []
+for args in json.loads(sys.argv[1]):
+    c = ConfigManager().parse_args(args)
+    p, t, ac = c.parallelism, c.training, c.activation_checkpoint
+    out.append({"tp": p.tensor_parallel_degree, "cp": p.context_parallel_degree, "pp": p.pipeline_parallel_degree,
+                "ep": p.expert_parallel_degree, "local": t.local_batch_size, "seq": t.seq_len,
+                "chunks": getattr(c.loss, "num_chunks", 1),
+                "compile": c.compile.enable and "model" in c.compile.components,
+                "ac": type(ac).__qualname__.split(".")[0] if ac is not None else "none"})
+print("PARSED " + json.dumps(out))
+"""
+AC_KIND = {"none": "none", "FullAC": "full", "SelectiveAC": "selective"}
+
+
+def test_parplan_reads_launch_lines_as_torchtitan_does(torchtitan_site, tmp_path):
+    """The same launch lines through torchtitan's ConfigManager and through check's reader
+    (planner.frameworks.torchtitan.config_cli): degrees, micro-batch, sequence, loss chunks, compile and
+    activation checkpointing agree."""
+    import shlex
+    import subprocess
+    import sys
+
+    from planner.files.native import load_native
+    from planner.frameworks.deepspeed.auto import ReadNotes
+
+    argvs = [shlex.split(line) for line in READ_LINES]
+    env = {"PYTHONPATH": str(torchtitan_site), "PATH": os.environ.get("PATH", "")}
+    run = subprocess.run([sys.executable, "-c", TITAN_READ, json.dumps(argvs)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
+    assert line, run.stderr[-2000:]
+    for i, (text, got) in enumerate(zip(READ_LINES, json.loads(line[len("PARSED "):]))):
+        path = tmp_path / f"run{i}.sh"
+        path.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train {text}\n")
+        prob = load_native(path, None, "dgx-h100", 2, notes=ReadNotes())
+        lay, train = prob.layout, prob.train
+        assert (lay.tp, lay.cp, lay.pp, lay.ep) == (got["tp"], got["cp"], got["pp"], got["ep"]), text
+        assert train.seq_length == got["seq"] and train.loss_chunks == got["chunks"], text
+        assert (train.stack_spec.name == "torchtitan") == got["compile"], text
+        assert lay.recompute == AC_KIND[got["ac"]], text
+        if lay.pp == 1:
+            assert lay.mbs == got["local"], text
+
+
+def test_both_refuse_pipeline_parallelism_with_cuda_graphs_on(torchtitan_site, tmp_path):
+    """torchtitan 0.3.0 captures CUDA graphs by default and refuses them with pp > 1; check exits 2 alike."""
+    import subprocess
+    import sys
+
+    from planner.errors import UserError
+    from planner.files.native import load_native
+
+    args = ["--module", "llama3", "--config", "llama3_8b", "--parallelism.pipeline_parallel_degree", "2"]
+    env = {"PYTHONPATH": str(torchtitan_site), "PATH": os.environ.get("PATH", "")}
+    run = subprocess.run([sys.executable, "-c", TITAN_READ, json.dumps([args])], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    assert "CUDA graphs do not support pipeline parallelism" in run.stderr + run.stdout
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc_per_node 8 -m torchtitan.train " + " ".join(args) + "\n")
+    with pytest.raises(UserError, match="--training.disable_cuda_graphs"):
+        load_native(path, None, "dgx-h100", 1)

@@ -279,8 +279,9 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     tr.require_mx_gpu(cfg, train, clus.gpu_profile, path, precision)  # named here, not by the cost model
     if loss_compiled:
         train["fused_loss"] = True
-    if titan_cli.is_titan_cli(text):  # 0.3's ChunkedLossWrapper; 0.1-0.2 have no [loss] section
+    if titan_cli.is_titan_cli(text):  # 0.3's ChunkedLossWrapper and CUDA graphs; 0.1-0.2 have neither
         train.update(tr.loss_chunks(cfg, path))
+        titan_cli.cuda_graphs(cfg, path, notes.notes)
     if tr.async_tp(cfg, path, compile_on, notes.notes):
         train["tp_comm_overlap"] = True
     return loading.Problem(spec, clus, _train(train, str(path)), _layout(lay, str(path)), warnings)

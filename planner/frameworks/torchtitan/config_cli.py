@@ -38,12 +38,14 @@ PRESETS = {
                                 "model": {"converters": ["float8"]}},
     ("qwen3", "qwen3_32b"): {"training": {"local_batch_size": 2, "seq_len": 4096},
                              "activation_checkpoint": {"mode": "full"}},
-    ("deepseek_v3", "deepseek_v3_16b"): {"training": {"local_batch_size": 4, "seq_len": 4096},
+    ("deepseek_v3", "deepseek_v3_16b"): {"training": {"local_batch_size": 4, "seq_len": 4096,
+                                                      "disable_cuda_graphs": True},
                                          "parallelism": {"pipeline_parallel_schedule": "Interleaved1F1B",
                                                          "expert_parallel_degree": 8},
                                          "compile": {"enable": True, "components": ["loss"]}},
     # the presets flavors.py maps onto parplan's models beyond the corpus's five
-    ("deepseek_v3", "deepseek_v3_671b"): {"training": {"local_batch_size": 4, "seq_len": 4096},
+    ("deepseek_v3", "deepseek_v3_671b"): {"training": {"local_batch_size": 4, "seq_len": 4096,
+                                                       "disable_cuda_graphs": True},
                                           "parallelism": {"pipeline_parallel_schedule": "Interleaved1F1B",
                                                           "expert_parallel_degree": 2},
                                           "compile": {"enable": True, "components": ["loss"]}},
@@ -152,6 +154,23 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
             continue
         _table(cfg, tables, key, path)[leaf.replace("-", "_")] = _value(".".join(tables), leaf, raw, path)
     return cfg, _per_node(words, env, path)
+
+
+def cuda_graphs(cfg: dict, path: Path, notes: list[str]) -> None:
+    """torchtitan 0.3.0 captures the whole forward-backward in a CUDA graph unless training.disable_cuda_graphs
+    (default false; the deepseek_v3 presets set it): trainer.py wrap_with_cuda_graph. It refuses pipeline parallelism
+    with the graphs on (Trainer.Config._validate_cuda_graphs: "CUDA graphs do not support pipeline parallelism
+    yet"), and so does this reader; otherwise a note says what the graphs change that is not priced."""
+    if cfg.get("training", {}).get("disable_cuda_graphs") is True:
+        return
+    if cfg.get("parallelism", {}).get("pipeline_parallel_degree", 1) > 1:
+        raise UserError(f"{path}: pipeline_parallel_degree > 1 with CUDA graphs on (torchtitan 0.3.0's default): "
+                        "torchtitan refuses it (CUDA graphs do not support pipeline parallelism yet); add "
+                        "--training.disable_cuda_graphs")
+    notes.append("training.disable_cuda_graphs is false (torchtitan 0.3.0's default): the step runs as one captured "
+                 "CUDA graph, whose saved host launch time and static memory pool are not priced (the torchtitan "
+                 "stacks were fitted on eager runs); with expert parallelism torchtitan refuses it unless the token "
+                 "dispatcher never syncs with the host")
 
 
 def _table(cfg: dict, names: list[str], key: str, path: Path) -> dict:
