@@ -91,7 +91,21 @@ def _run(A, job):
         return {"ok": False, "why": f"argparse exit {err.code}"}
     except (AssertionError, ValueError, TypeError, KeyError, RuntimeError) as err:
         return {"ok": False, "why": f"{type(err).__name__}: {err}"}
-    return {"ok": True, "why": f"dp={args.data_parallel_size} vpp={args.virtual_pipeline_model_parallel_size}"}
+    kept = {k: getattr(args, k, None) for k in ARG_FIELDS}
+    return {"ok": True, "why": f"dp={args.data_parallel_size} vpp={args.virtual_pipeline_model_parallel_size}",
+            "args": {k: v if v is None or isinstance(v, (bool, int, float, str)) else str(v) for k, v in kept.items()}}
+
+
+# what Megatron derived from the argv, returned beside the verdict (tests/test_megatron_reader_vs_megatron.py)
+ARG_FIELDS = ["num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+              "group_query_attention", "kv_channels", "seq_length", "num_experts", "moe_ffn_hidden_size",
+              "moe_router_topk", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+              "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
+              "virtual_pipeline_model_parallel_size", "sequence_parallel", "micro_batch_size", "global_batch_size",
+              "data_parallel_size", "moe_token_dispatcher_type", "moe_permute_fusion", "moe_grouped_gemm",
+              "accumulate_allreduce_grads_in_fp32", "use_distributed_optimizer", "overlap_grad_reduce",
+              "overlap_param_gather", "recompute_granularity", "recompute_method", "recompute_num_layers",
+              "swiglu", "bf16", "fp16", "transformer_impl", "use_torch_fsdp2", "use_megatron_fsdp"]
 '''
 
 ONE = SETUP + r'''
@@ -163,13 +177,18 @@ def exports(out: Path) -> list[tuple[str, Path, int]]:
     return found
 
 
+LISTS = {"--recompute-modules", "--cuda-graph-scope", "--offload-modules", "--moe-aux-loss-coeff",
+         "--hierarchical-context-parallel-sizes"}  # nargs "+": the reader keeps their words as one value
+
+
 def job_for(path: Path, world: int, site: Path, stubs: list[str]) -> dict:
     from planner.frameworks.megatron.flags import read_megatron
     text = path.read_text()
     if path.suffix == ".sbatch":
         text = f"SLURM_NNODES={world // 8}\nSLURM_JOB_ID=1\n" + text
     args = read_megatron(text)
-    argv = [w for flag, value in args.pairs for w in ([flag] if value is None else [flag, value])]
+    argv = [w for flag, value in args.pairs for w in ([flag] if value is None else
+                                                     [flag, *(value.split() if flag in LISTS else [value])])]
     env = {"WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0", **args.env}
     return {"site": str(site), "stubs": stubs, "argv": argv, "env": env}
 
@@ -208,19 +227,25 @@ def check_many(jobs: list[dict]) -> list[tuple[bool, str]]:
     """Every job in one interpreter that imports Megatron once and forks a child per job (Linux; elsewhere
     `check` per job): the verdicts of `check`, in order, for the import cost of one (jobs must share the
     site and stubs)."""
-    if not jobs:
-        return []
     if not sys.platform.startswith("linux"):  # forking after torch's import is not safe everywhere (macOS)
         return [check(job) for job in jobs]
+    return [(r["ok"], r["why"]) for r in results_many(jobs)]
+
+
+def results_many(jobs: list[dict]) -> list[dict]:
+    """check_many's results whole, in order (Linux): {"ok", "why"} and, when accepted, "args", the values of
+    ARG_FIELDS that Megatron's parse_args and validate_args derived."""
+    if not jobs:
+        return []
     run = subprocess.run([sys.executable, "-c", MANY], input=json.dumps(jobs), capture_output=True, text=True,
                          env=_env(), timeout=300 + 60 * len(jobs))
     found = {}
     for line in run.stdout.splitlines():
         if line.startswith("{"):
             result = json.loads(line)
-            found[result["index"]] = (result["ok"], result["why"])
+            found[result["index"]] = result
     last = (run.stderr.strip().splitlines() or ["no output"])[-1]
-    return [found.get(i, (False, f"crashed: {last}")) for i in range(len(jobs))]
+    return [found.get(i, {"ok": False, "why": f"crashed: {last}"}) for i in range(len(jobs))]
 
 
 def main() -> int:

@@ -246,6 +246,30 @@ def moe_data(a: MegatronArgs, layers: int) -> dict:
 
 # ---- layout and training ------------------------------------------------------------------------
 
+def _sequence_parallel(a: MegatronArgs, tp: int, moe: bool) -> bool:
+    """--sequence-parallel (only meaningful with tp > 1). Megatron-Core's MoE layer refuses to train with tp > 1
+    without it (megatron-core 0.19.2 transformer/moe/moe_layer.py MoELayer.forward raises ValueError, whatever ep
+    is), so such a script exits 2; Megatron-DeepSpeed's MoE has no such rule."""
+    sp = a.has("--sequence-parallel") and tp > 1
+    if moe and tp > 1 and not sp and not deepspeed_dialect.is_megatron_deepspeed(a):
+        raise UserError(f"--num-experts with --tensor-model-parallel-size {tp} and no --sequence-parallel: "
+                        "Megatron-Core's MoE layer refuses to train so (MoELayer.forward); add --sequence-parallel")
+    return sp
+
+
+def _etp(a: MegatronArgs, tp: int) -> int:
+    """--expert-tensor-parallel-size, default tp. Megatron refuses expert biases (no --disable-bias-linear) unless
+    it is 1 (megatron-core 0.19.2 transformer_config.py: "Bias in Moe is only supported when ETP==1")."""
+    etp = a.int("--expert-tensor-parallel-size", tp)
+    if etp != 1 and not a.has("--disable-bias-linear") and not deepspeed_dialect.is_megatron_deepspeed(a):
+        said = "--expert-tensor-parallel-size" if a.has("--expert-tensor-parallel-size") else \
+            "--expert-tensor-parallel-size (default: --tensor-model-parallel-size)"
+        raise UserError(f"{said} {etp} with expert biases (no --disable-bias-linear): Megatron supports MoE biases "
+                        "only at expert tensor parallel size 1; add --expert-tensor-parallel-size 1 or "
+                        "--disable-bias-linear")
+    return etp
+
+
 def layout_data(a: MegatronArgs, model: dict) -> dict:
     """Layout fields from the parallel, memory, recompute and batch flags (dp left to be derived)."""
     tp = a.int("--tensor-model-parallel-size", 1)
@@ -253,8 +277,8 @@ def layout_data(a: MegatronArgs, model: dict) -> dict:
     moe = bool(model.get("num_experts"))
     data = {"tp": tp, "pp": pp, "cp": a.int("--context-parallel-size", 1),
             "ep": _ep(a, moe),
-            "etp": a.int("--expert-tensor-parallel-size", tp) if moe else 1,
-            "sp": a.has("--sequence-parallel") and tp > 1, "zero": zero_stage(a),
+            "etp": _etp(a, tp) if moe else 1,
+            "sp": _sequence_parallel(a, tp, moe), "zero": zero_stage(a),
             "mbs": a.require_int("--micro-batch-size"), "cp_comm": cp_comm(a, model["num_layers"]),
             **recompute_data(a)}
     stages, vpp, chunks = stage_split(a, model["num_layers"], pp, not deepspeed_dialect.is_megatron_deepspeed(a))
