@@ -137,40 +137,61 @@ def test_strict_parser_rejects_abbreviation():
 
 TITAN_CASES = ["8b-zero3-dp8", "8b-tp2-interleaved", "70b-tp4-cp2-interleaved"]
 TITAN_WHEELS = ("torchtitan==0.3.0", "tyro", "docstring_parser", "typeguard")
+READ_LINES = [  # launch lines as users write them, read by parplan and by torchtitan 0.3.0 itself
+    "--module llama3 --config llama3_8b",
+    "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 2 --training.local_batch_size=2 "
+    "--loss.num_chunks 4 activation-checkpoint:full",
+    "--module llama3 --config llama3_70b --parallelism.data_parallel_shard_degree=1 "
+    "--parallelism.context_parallel_degree 2 --training.seq_len 16384",
+    "--module qwen3 --config qwen3_32b --parallelism.pipeline_parallel_degree 2 --compile.enable "
+    "--training.disable_cuda_graphs activation-checkpoint:none",
+    "--module deepseek_v3 --config deepseek_v3_16b",
+]
+PP_WITH_GRAPHS = "--module llama3 --config llama3_8b --parallelism.pipeline_parallel_degree 2"
 TITAN_PARSE = r"""
-import json, sys
+import contextlib, io, json, sys
 from torchtitan.config.manager import ConfigManager
 out = []
 for args in json.loads(sys.argv[1]):
-    c = ConfigManager().parse_args(args)
-    p, t = c.parallelism, c.training
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            c = ConfigManager().parse_args(args)
+    except BaseException as err:  # tyro prints the trainer's ValueError and exits 2
+        out.append({"error": f"{type(err).__name__}: {err} {said.getvalue()}"})
+        continue
+    p, t, ac = c.parallelism, c.training, c.activation_checkpoint
     out.append({"tp": p.tensor_parallel_degree, "cp": p.context_parallel_degree, "pp": p.pipeline_parallel_degree,
-                "shard": p.data_parallel_shard_degree, "replicate": p.data_parallel_replicate_degree,
-                "local": t.local_batch_size, "global": t.global_batch_size, "seq": t.seq_len,
-                "chunks": c.loss.num_chunks, "sp": p.enable_sequence_parallel})
+                "ep": p.expert_parallel_degree, "shard": p.data_parallel_shard_degree,
+                "replicate": p.data_parallel_replicate_degree, "local": t.local_batch_size,
+                "global": t.global_batch_size, "seq": t.seq_len, "chunks": getattr(c.loss, "num_chunks", 1),
+                "sp": p.enable_sequence_parallel, "compile": c.compile.enable and "model" in c.compile.components,
+                "ac": type(ac).__qualname__.split(".")[0] if ac is not None else "none"})
 print("PARSED " + json.dumps(out))
 """
+AC_KIND = {"none": "none", "FullAC": "full", "SelectiveAC": "selective"}
 
 
-@pytest.fixture(scope="module")
-def torchtitan_site(tmp_path_factory):
-    """torchtitan 0.3.0 and tyro unpacked (pip download; skipped without torch, which torchtitan imports, or without
-    the package index)."""
+def _titan_path() -> str:
+    """What PYTHONPATH needs for torchtitan 0.3.0: nothing where it is installed (CI's validate-titan extra), else
+    its wheels unpacked (pip download); skipped without torch, which torchtitan imports, or without either."""
     pytest.importorskip("torch")
+    import importlib.util
     import subprocess
     import sys
     import zipfile
 
-    root = tmp_path_factory.mktemp("torchtitan")
+    if importlib.util.find_spec("torchtitan") and importlib.util.find_spec("tyro"):
+        return ""
+    root = Path(tempfile.mkdtemp(prefix="torchtitan-"))
     run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                           *TITAN_WHEELS, "-d", str(root)], capture_output=True, text=True)
     if run.returncode:
         pytest.skip(f"torchtitan 0.3.0 not downloadable: {run.stderr.strip()[-200:]}")
-    site = root / "site"
     for wheel in root.glob("*.whl"):
         with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(site)
-    return site
+            zf.extractall(root / "site")
+    return str(root / "site")
 
 
 def _titan_argv(folder: Path) -> list[str]:
@@ -183,77 +204,53 @@ def _titan_argv(folder: Path) -> list[str]:
             for a in args]
 
 
-def test_torchtitan_accepts_the_launch_lines(torchtitan_site, tmp_path):
-    """torchtitan 0.3.0's own ConfigManager (tyro) parses each exported launch line, and what it builds is the
-    layout, batch, sequence and loss chunks that were priced."""
+@pytest.fixture(scope="module")
+def titan(tmp_path_factory):
+    """Every torchtitan parse of this module in one interpreter (torch imported once): {"exports": [(plan doc,
+    parsed)], "lines": [parsed], "pp_graphs": parsed}."""
+    import shlex
     import subprocess
     import sys
 
+    site, tmp = _titan_path(), tmp_path_factory.mktemp("titan")
     docs, argvs, folders = [], [], []
     for case in TITAN_CASES:
-        folder = tmp_path / case
-        doc = CASES[case]()
-        export(doc, "torchtitan", folder, force=True)
-        docs.append(doc)
+        folder = tmp / case
+        docs.append(CASES[case]())
+        export(docs[-1], "torchtitan", folder, force=True)
         argvs.append(_titan_argv(folder))
         folders.append(str(folder))
-    env = {"PYTHONPATH": os.pathsep.join([str(torchtitan_site), *folders]), "PATH": os.environ.get("PATH", "")}
+    argvs += [shlex.split(line) for line in READ_LINES + [PP_WITH_GRAPHS]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([p for p in [site, *folders] if p])}
     run = subprocess.run([sys.executable, "-c", TITAN_PARSE, json.dumps(argvs)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=300)
+                         env=env, cwd=tmp, timeout=300)
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
     assert line, run.stderr[-2000:]
-    for doc, got in zip(docs, json.loads(line[len("PARSED "):])):
+    parsed = json.loads(line[len("PARSED "):])
+    n = len(TITAN_CASES)
+    return {"exports": list(zip(docs, parsed[:n])), "lines": parsed[n:-1], "pp_graphs": parsed[-1]}
+
+
+def test_torchtitan_accepts_the_launch_lines(titan):
+    """torchtitan 0.3.0's own ConfigManager (tyro) parses each exported launch line, and what it builds is the
+    layout, batch, sequence and loss chunks that were priced."""
+    for doc, got in titan["exports"]:
+        assert "error" not in got, got
         lay, train = doc["layout"], doc["train"]
         assert (got["tp"], got["cp"], got["pp"]) == (lay["tp"], lay["cp"], lay["pp"])
         assert got["shard"] * got["replicate"] == lay["dp"] and got["global"] == train["global_batch_size"]
         assert got["chunks"] == train["loss_chunks"] and got["sp"] == (lay["sp"] or lay["tp"] == 1)
 
 
-READ_LINES = [  # launch lines as users write them, read by parplan and by torchtitan 0.3.0 itself
-    "--module llama3 --config llama3_8b",
-    "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 2 --training.local_batch_size=2 "
-    "--loss.num_chunks 4 activation-checkpoint:full",
-    "--module llama3 --config llama3_70b --parallelism.data_parallel_shard_degree=1 "
-    "--parallelism.context_parallel_degree 2 --training.seq_len 16384",
-    "--module qwen3 --config qwen3_32b --parallelism.pipeline_parallel_degree 2 --compile.enable "
-    "--training.disable_cuda_graphs activation-checkpoint:none",
-    "--module deepseek_v3 --config deepseek_v3_16b",
-]
-TITAN_READ = r"""
-import json, sys
-from torchtitan.config.manager import ConfigManager
-out = []
-for args in json.loads(sys.argv[1]):
-    c = ConfigManager().parse_args(args)
-    p, t, ac = c.parallelism, c.training, c.activation_checkpoint
-    out.append({"tp": p.tensor_parallel_degree, "cp": p.context_parallel_degree, "pp": p.pipeline_parallel_degree,
-                "ep": p.expert_parallel_degree, "local": t.local_batch_size, "seq": t.seq_len,
-                "chunks": getattr(c.loss, "num_chunks", 1),
-                "compile": c.compile.enable and "model" in c.compile.components,
-                "ac": type(ac).__qualname__.split(".")[0] if ac is not None else "none"})
-print("PARSED " + json.dumps(out))
-"""
-AC_KIND = {"none": "none", "FullAC": "full", "SelectiveAC": "selective"}
-
-
-def test_parplan_reads_launch_lines_as_torchtitan_does(torchtitan_site, tmp_path):
+def test_parplan_reads_launch_lines_as_torchtitan_does(titan, tmp_path):
     """The same launch lines through torchtitan's ConfigManager and through check's reader
     (planner.frameworks.torchtitan.config_cli): degrees, micro-batch, sequence, loss chunks, compile and
     activation checkpointing agree."""
-    import shlex
-    import subprocess
-    import sys
-
     from planner.files.native import load_native
     from planner.frameworks.deepspeed.auto import ReadNotes
 
-    argvs = [shlex.split(line) for line in READ_LINES]
-    env = {"PYTHONPATH": str(torchtitan_site), "PATH": os.environ.get("PATH", "")}
-    run = subprocess.run([sys.executable, "-c", TITAN_READ, json.dumps(argvs)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=300)
-    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
-    assert line, run.stderr[-2000:]
-    for i, (text, got) in enumerate(zip(READ_LINES, json.loads(line[len("PARSED "):]))):
+    for i, (text, got) in enumerate(zip(READ_LINES, titan["lines"])):
+        assert "error" not in got, (text, got)
         path = tmp_path / f"run{i}.sh"
         path.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train {text}\n")
         prob = load_native(path, None, "dgx-h100", 2, notes=ReadNotes())
@@ -266,20 +263,13 @@ def test_parplan_reads_launch_lines_as_torchtitan_does(torchtitan_site, tmp_path
             assert lay.mbs == got["local"], text
 
 
-def test_both_refuse_pipeline_parallelism_with_cuda_graphs_on(torchtitan_site, tmp_path):
+def test_both_refuse_pipeline_parallelism_with_cuda_graphs_on(titan, tmp_path):
     """torchtitan 0.3.0 captures CUDA graphs by default and refuses them with pp > 1; check exits 2 alike."""
-    import subprocess
-    import sys
-
     from planner.errors import UserError
     from planner.files.native import load_native
 
-    args = ["--module", "llama3", "--config", "llama3_8b", "--parallelism.pipeline_parallel_degree", "2"]
-    env = {"PYTHONPATH": str(torchtitan_site), "PATH": os.environ.get("PATH", "")}
-    run = subprocess.run([sys.executable, "-c", TITAN_READ, json.dumps([args])], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=300)
-    assert "CUDA graphs do not support pipeline parallelism" in run.stderr + run.stdout
+    assert "CUDA graphs do not support pipeline parallelism" in titan["pp_graphs"].get("error", "")
     path = tmp_path / "run.sh"
-    path.write_text("torchrun --nproc_per_node 8 -m torchtitan.train " + " ".join(args) + "\n")
+    path.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train {PP_WITH_GRAPHS}\n")
     with pytest.raises(UserError, match="--training.disable_cuda_graphs"):
         load_native(path, None, "dgx-h100", 1)
