@@ -81,5 +81,7 @@ def test_axolotl_fsdp_config_sharding_strategy_is_not_read_by_axolotl(tmp_path):
 def test_llamafactory_notes_what_its_pairwise_stages_and_optimizers_leave_unpriced(tmp_path):
     read = _load(tmp_path, {**LLAMAFACTORY, "stage": "dpo", "bf16": True})[1]
     assert any("stage: dpo" in n and "second sequence" in n and "under-estimate" in n for n in read.notes)
+    read = _load(tmp_path, {**LLAMAFACTORY, "stage": "rm", "bf16": True})[1]
+    assert any("stage: rm" in n and "two sequences" in n for n in read.notes)
     read = _load(tmp_path, {**LLAMAFACTORY, "use_badam": True, "bf16": True})[1]
     assert any("use_badam" in n and "over-estimate" in n for n in read.notes)

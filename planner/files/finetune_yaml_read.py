@@ -14,7 +14,7 @@ offload_params, activation_checkpointing; a sharding_strategy there is dropped b
 LLaMA-Factory (llamafactory 0.9.5): the YAML is TrainingArguments (per_device_train_batch_size,
 gradient_accumulation_steps, bf16, fp16, deepspeed, fsdp) plus model_name_or_path, cutoff_len (default 2048,
 hparams/data_args.py), finetuning_type (default lora: refused unless full, hparams/finetuning_args.py),
-quantization_bit (refused), stage (ppo refused; dpo/kto's reference model noted), disable_gradient_checkpointing
+quantization_bit (refused), stage (ppo refused; dpo/kto's reference model and rm's second sequence noted), disable_gradient_checkpointing
 (gradient checkpointing is on unless it is true, model/model_utils/checkpointing.py), pure_bf16 (bf16 compute without
 bf16: true, hparams/parser.py).
 """
@@ -218,6 +218,9 @@ def llamafactory(d: dict, where) -> Settings:
         read.notes.append(f"stage: {stage}: the frozen reference model's weights are not priced, nor the second "
                           "sequence each sample runs (DPO's rejected answer, KTO's KL sample: data/collator.py): an "
                           "under-estimate")
+    if stage == "rm":  # llamafactory 0.9.5 data/collator.py PairwiseDataCollatorWithPadding: chosen and rejected
+        read.notes.append("stage: rm: each sample runs two sequences (chosen and rejected answers) through the model; "
+                          "priced as one: an under-estimate")
     disabled = _switch(d, "disable_gradient_checkpointing", where)
     on = _switch(d, "gradient_checkpointing", where) or not disabled
     if disabled is None and not d.get("gradient_checkpointing"):
