@@ -182,3 +182,20 @@ def test_overlap_param_gather_without_its_companions_is_refused(extra, missing):
     --overlap-grad-reduce beside it."""
     with pytest.raises(UserError, match=f"--overlap-param-gather needs {missing}"):
         _read(extra)
+
+
+# ---- --vocab-size (NullTokenizer) --------------------------------------------------------------------------------
+
+def test_an_explicit_vocab_size_is_padded_as_megatron_pads_it():
+    """megatron-core 0.19.2 build_tokenizer: the NullTokenizer has --vocab-size tokens, padded to a multiple of
+    --make-vocab-size-divisible-by (128) x tp unless --no-pad-vocab-size: 32000 at tp 2 -> 32000 (a multiple of
+    256), at tp 8 -> 32768."""
+    tp8 = DENSE.replace("--tensor-model-parallel-size 2", "--tensor-model-parallel-size 8").replace(
+        "--vocab-size 128256", "--vocab-size 32000")
+
+    def vocab(text: str) -> int:
+        return load_native_text(text, "megatron", None, "dgx-h100", None).model.vocab_size
+
+    assert vocab(tp8.format(extra="")) == 32768
+    assert vocab(tp8.format(extra="--no-pad-vocab-size")) == 32000
+    assert vocab(DENSE.replace("--vocab-size 128256", "--vocab-size 32000").format(extra="")) == 32000

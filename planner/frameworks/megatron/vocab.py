@@ -11,8 +11,10 @@ Sources:
   Llama 3 tiktoken 128256 (meta-llama/Meta-Llama-3-8B config.json vocab_size), DeepSeek-V3 129280
   (deepseek-ai/DeepSeek-V3 config.json), Mistral/Mixtral 32000 (mistralai/Mixtral-8x7B-v0.1 config.json),
   BLOOM 250680 (bigscience/bloom config.json).
-Known deviation: an explicit --vocab-size (NullTokenizer, mock data) is taken as given; Megatron's
-NullTokenizer adds one end-of-document token and pads that (128256 -> 128384 at tp=1).
+- an explicit --vocab-size (NullTokenizer, mock data) is padded the same way: megatron-core 0.19.2
+  core/tokenizers/utils/build_tokenizer.py gives the NullTokenizer --vocab-size tokens (no extra end-of-document
+  token) and pads them (_set_padded_vocab_size, TrainingConfig.pad_vocab_size default true), unless
+  --no-pad-vocab-size (or its alias --disable-pad-vocab-size).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def vocab_size(a) -> int:
     base = known_vocab(tokenizer, model) if tokenizer != "NullTokenizer" else None
     if base is None:
         if a.has("--vocab-size"):
-            return a.int("--vocab-size")
+            return _maybe_padded(a, a.int("--vocab-size"))
         if a.has("--pad-vocab-size-to"):  # Megatron-DeepSpeed: the embedding's rows, whatever the tokenizer
             return a.int("--pad-vocab-size-to")
         shown = f"--tokenizer-type {tokenizer}" + (f" --tokenizer-model {model[:60]}" if model else "") \
@@ -72,3 +74,13 @@ def vocab_size(a) -> int:
             raise UserError(f"--pad-vocab-size-to {target}: smaller than the tokenizer's {base} tokens")
         return target
     return padded(base, a.int("--make-vocab-size-divisible-by", 128), a.int("--tensor-model-parallel-size", 1))
+
+
+def _maybe_padded(a, vocab: int) -> int:
+    """--vocab-size as Megatron-Core pads it (module docstring), as given under --no-pad-vocab-size and in
+    Megatron-DeepSpeed scripts (which pad with --pad-vocab-size-to instead)."""
+    from planner.frameworks.megatron import deepspeed_dialect  # noqa: PLC0415 - flags imports this module
+
+    if a.has("--no-pad-vocab-size") or a.has("--disable-pad-vocab-size") or deepspeed_dialect.is_megatron_deepspeed(a):
+        return vocab
+    return padded(vocab, a.int("--make-vocab-size-divisible-by", 128), a.int("--tensor-model-parallel-size", 1))
