@@ -92,6 +92,9 @@ def _run(A, job):
     except (AssertionError, ValueError, TypeError, KeyError, RuntimeError) as err:
         return {"ok": False, "why": f"{type(err).__name__}: {err}"}
     kept = {k: getattr(args, k, None) for k in ARG_FIELDS}
+    if args.tokenizer_type == "NullTokenizer" and args.vocab_size:  # what build_tokenizer pads it to
+        from megatron.core.tokenizers.utils.build_tokenizer import vocab_size_with_padding
+        kept["padded_vocab_size"] = vocab_size_with_padding(args.vocab_size, args, logging_enabled=False)
     return {"ok": True, "why": f"dp={args.data_parallel_size} vpp={args.virtual_pipeline_model_parallel_size}",
             "args": {k: v if v is None or isinstance(v, (bool, int, float, str)) else str(v) for k, v in kept.items()}}
 
