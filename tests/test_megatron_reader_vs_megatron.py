@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # validate_args refuses ("Cannot specify both"), so Megatron itself does not run it as published
 PUBLIC = {"mlm_llama3_8b_fp8.sh": None, "mlm_llama3_8b_mfsdp_fp8.sh": None, "mlm_mixtral_8x7b.sh": 4,
           "mlm_mfsdp_deepseek_v3.sbatch.sh": 32}  # nodes, as tests/test_config_corpus.py
-BASE = """export CUDA_DEVICE_MAX_CONNECTIONS=1
+BASE = """export CUDA_DEVICE_MAX_CONNECTIONS={connections}
 torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py \\
   --num-layers 8 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 \\
   --vocab-size 32001 --micro-batch-size 1 --global-batch-size 64 --bf16 --tensor-model-parallel-size 2 \\
@@ -30,8 +30,17 @@ LEFT_OUT = {  # flags left out, each a default Megatron applies that changes the
                       "--moe-grouped-gemm --disable-bias-linear --sequence-parallel",
     "grad-reduce": "--use-distributed-optimizer --overlap-grad-reduce --grad-reduce-in-bf16 --sequence-parallel",
     "recompute": "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
+    "vpp-cp": "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 --context-parallel-size 2 "
+              "--sequence-parallel --use-distributed-optimizer",
+    "torch-fsdp2": "--use-torch-fsdp2 --no-gradient-accumulation-fusion --untie-embeddings-and-output-weights",
+    "local-impl": "--transformer-impl local --sequence-parallel",
 }
 DISPATCHER = {"allgather": "allgather", "alltoall": "alltoall", "flex": "deepep"}
+
+
+def _script(extra: str) -> str:
+    """BASE with `extra`; CUDA_DEVICE_MAX_CONNECTIONS 1 as TP needs, 8 under FSDP, which Megatron asserts is not 1."""
+    return BASE.format(extra=extra, connections=8 if "fsdp" in extra else 1)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +65,7 @@ def read_both(megatron, tmp_path_factory):
     paths = {name: ROOT / "tests" / "data" / "configs" / name for name in PUBLIC}
     for name, extra in LEFT_OUT.items():
         paths[name] = folder / f"{name}.sh"
-        paths[name].write_text(BASE.format(extra=extra))
+        paths[name].write_text(_script(extra))
     probs = {name: load_native(path, None, "dgx-h100", PUBLIC.get(name)) for name, path in paths.items()}
     jobs = [mc.job_for(paths[name], probs[name].cluster.num_gpus, site, stubs) for name in paths]
     return {name: (probs[name], result) for name, result in zip(paths, mc.results_many(jobs))}
@@ -95,7 +104,7 @@ def test_moe_biases_need_expert_tensor_parallel_size_1():
     from planner.errors import UserError
     from planner.files.native import load_native_text
 
-    text = BASE.format(extra="--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --sequence-parallel")
+    text = _script("--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --sequence-parallel")
     with pytest.raises(UserError, match="default: --tensor-model-parallel-size.*--disable-bias-linear"):
         load_native_text(text, "megatron", None, "dgx-h100", None)
     load_native_text(text.replace("--num-experts", "--expert-tensor-parallel-size 1 --num-experts"), "megatron",
@@ -108,6 +117,6 @@ def test_megatron_moe_with_tensor_parallelism_needs_sequence_parallelism():
     from planner.errors import UserError
     from planner.files.native import load_native_text
 
-    text = BASE.format(extra="--num-experts 8 --moe-router-topk 2 --disable-bias-linear")
+    text = _script("--num-experts 8 --moe-router-topk 2 --disable-bias-linear")
     with pytest.raises(UserError, match="add --sequence-parallel"):
         load_native_text(text, "megatron", None, "dgx-h100", None)
