@@ -153,7 +153,9 @@ def test_vocab_from_tokenizer_padded_as_megatron(tokenizer, model, tp, div, want
 
 
 def test_vocab_fallbacks_and_the_error():
-    assert mv.vocab_size(read_megatron("--tokenizer-type NullTokenizer --vocab-size 1000")) == 1000
+    # megatron-core 0.19.2 pads the NullTokenizer's --vocab-size like any tokenizer's, unless --no-pad-vocab-size
+    assert mv.vocab_size(read_megatron("--tokenizer-type NullTokenizer --vocab-size 1000")) == 1024
+    assert mv.vocab_size(read_megatron("--tokenizer-type NullTokenizer --vocab-size 1000 --no-pad-vocab-size")) == 1000
     assert mv.vocab_size(read_megatron("--vocab-file v.json --merge-file m.txt --tensor-model-parallel-size 4")) \
         == 50688  # GPT-2 BPE implied by the merge file: 50257 -> multiple of 512
     assert mv.vocab_size(read_megatron("--tokenizer-type PretrainedFromHF --tokenizer-name-or-path org/x "
