@@ -1,6 +1,8 @@
 """Invariants of three mechanisms read from the tools' own code (hypothesis over random shapes): a chunked loss
 never holds more logits than an unchunked one (costmodels.memory.loss_transient_bytes, TrainSpec.loss_chunks), the
-unfused permute never costs less than the fused one whatever the dispatcher (costmodels.moe_timing), and DeepSpeed
+unfused permute never costs less than the fused one behind the all-to-all and DeepEP dispatchers (costmodels.moe_timing;
+not behind the all-gather, whose fused kernels stream all g T gathered rows where index_select reads only the P local
+ones: at top-1 and ep 8 the unfused pair is priced 2% cheaper, and may be), and DeepSpeed
 never overlaps the gradient reduction at ZeRO 0 or under a pipeline while Megatron-Core follows the run's setting
 (costmodels.step.grad_reduce_overlaps)."""
 
@@ -36,7 +38,7 @@ def test_more_loss_chunks_never_hold_more(hidden, vocab, seq, tp, chunks):
 
 
 @settings(max_examples=30, deadline=None)
-@given(dispatcher=st.sampled_from(["alltoall", "allgather", "deepep"]), ep=st.sampled_from([1, 2, 4, 8]),
+@given(dispatcher=st.sampled_from(["alltoall", "deepep"]), ep=st.sampled_from([1, 2, 4, 8]),
        topk=st.sampled_from([1, 2, 8]), hidden=st.sampled_from([1024, 2048, 4096]))
 def test_the_unfused_permute_never_costs_less_than_the_fused_one(dispatcher, ep, topk, hidden):
     model = llama_like(hidden, 16, 8, 4, hidden * 4).model_copy(
