@@ -362,7 +362,8 @@ def megatron_site(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("megatron_crosscheck", path)
     mc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mc)
-    root = tmp_path_factory.mktemp("megatron")
+    root = tmp_path_factory.getbasetemp() / "megatron-core-wheel"  # one download per session, shared by modules
+    root.mkdir(exist_ok=True)
     try:
         wheel = mc.fetch_wheel(root)
     except (RuntimeError, OSError) as err:

@@ -49,7 +49,8 @@ def megatron(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("megatron_crosscheck", ROOT / "benchmarks" / "megatron_crosscheck.py")
     mc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mc)
-    root = tmp_path_factory.mktemp("megatron-reader")
+    root = tmp_path_factory.getbasetemp() / "megatron-core-wheel"  # one download per session, shared by modules
+    root.mkdir(exist_ok=True)
     try:
         wheel = mc.fetch_wheel(root)
     except (RuntimeError, OSError) as err:
