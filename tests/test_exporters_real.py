@@ -141,6 +141,8 @@ READ_LINES = [  # launch lines as users write them, read by parplan and by torch
     "--module llama3 --config llama3_8b",
     "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 2 --training.local_batch_size=2 "
     "--loss.num_chunks 4 activation-checkpoint:full",
+    "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 4 "
+    "--parallelism.no-enable_sequence_parallel",
     "--module llama3 --config llama3_70b --parallelism.data_parallel_shard_degree=1 "
     "--parallelism.context_parallel_degree 2 --training.seq_len 16384",
     "--module qwen3 --config qwen3_32b --parallelism.pipeline_parallel_degree 2 --compile.enable "
@@ -256,6 +258,7 @@ def test_parplan_reads_launch_lines_as_torchtitan_does(titan, tmp_path):
         prob = load_native(path, None, "dgx-h100", 2, notes=ReadNotes())
         lay, train = prob.layout, prob.train
         assert (lay.tp, lay.cp, lay.pp, lay.ep) == (got["tp"], got["cp"], got["pp"], got["ep"]), text
+        assert lay.sp == (got["sp"] and lay.tp > 1), text
         assert train.seq_length == got["seq"] and train.loss_chunks == got["chunks"], text
         assert (train.stack_spec.name == "torchtitan") == got["compile"], text
         assert lay.recompute == AC_KIND[got["ac"]], text

@@ -126,3 +126,11 @@ def test_the_0_2_job_file_of_a_ddp_plan_with_tensor_parallelism_says_0_2_cannot_
 
     assert "cannot run this plan" in ddp_02_note(plan_from_doc(make_doc(zero=0, tp=2, sp=True, mbs=1, gbs=64)))[0]
     assert ddp_02_note(plan_from_doc(make_doc(zero=3, tp=2, sp=True, mbs=1, gbs=64))) == []
+
+
+def test_0_3_launch_without_sequence_parallelism_keeps_the_activations_whole(tmp_path):
+    """torchtitan 0.3.0's parallelism.enable_sequence_parallel (default true) can be turned off from the launch
+    line; before, the reader always priced tp > 1 with sequence parallelism."""
+    on = _launch(tmp_path, "--parallelism.tensor_parallel_degree 2")
+    off = _launch(tmp_path, "--parallelism.tensor_parallel_degree 2 --parallelism.no-enable_sequence_parallel")
+    assert on.layout.sp and not off.layout.sp

@@ -49,6 +49,14 @@ def tt_bool(section: dict, key: str, path: Path, name: str = "parallelism") -> b
     return value
 
 
+def _sequence_parallel(par: dict, path: Path) -> bool:
+    """parallelism.enable_sequence_parallel: torchtitan 0.3.0 (config/configs.py, default true; a launch line's
+    --parallelism.no-enable_sequence_parallel turns it off); 0.1-0.2 always shard activations over TP."""
+    if "enable_sequence_parallel" not in par:
+        return True
+    return tt_bool(par, "enable_sequence_parallel", path)
+
+
 def tt_shard(par: dict, path: Path) -> int:
     """data_parallel_shard_degree: -1 (the GPUs left over) or a whole number >= 1; 0 is refused."""
     value = par.get("data_parallel_shard_degree", -1)
@@ -82,7 +90,7 @@ def tt_layout(par: dict, path: Path, world: int, layers: int,
                         f"the {world} GPUs")
     reshard = _tt_choice(par, "fsdp_reshard_after_forward", path, "default", TT_RESHARD)
     zero = tt_zero(reshard, shard, cp)
-    lay = {"tp": tp, "sp": tp > 1, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
+    lay = {"tp": tp, "sp": tp > 1 and _sequence_parallel(par, path), "cp": cp, "pp": pp, "ep": ep, "zero": zero}
     if rep > 1 and zero:  # HSDP: FSDP over dp_shard*cp, replicated rep times
         lay["shard_group"] = shard * cp
     if pp > 1:
