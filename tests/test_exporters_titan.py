@@ -91,7 +91,7 @@ def test_launch_sets_what_was_priced(name, tmp_path):
     assert got["activation_checkpoint"] == lay.recompute
     assert got["training.dtype"] == "float32" and got["training.mixed_precision_param"] == "bfloat16"
     assert got["training.enable_cpu_offload"] is False and got["training.disable_cuda_graphs"] is True
-    assert got["parallelism.enable_sequence_parallel"] == lay.sp or lay.tp == 1
+    assert got["parallelism.enable_sequence_parallel"] == (lay.sp or lay.tp == 1)
     assert (got["parallelism.tensor_parallel_degree"], got["parallelism.context_parallel_degree"],
             got["parallelism.pipeline_parallel_degree"]) == (lay.tp, lay.cp, lay.pp)
     assert got["parallelism.data_parallel_shard_degree"] * got["parallelism.data_parallel_replicate_degree"] == lay.dp

@@ -134,3 +134,16 @@ def test_0_3_launch_without_sequence_parallelism_keeps_the_activations_whole(tmp
     on = _launch(tmp_path, "--parallelism.tensor_parallel_degree 2")
     off = _launch(tmp_path, "--parallelism.tensor_parallel_degree 2 --parallelism.no-enable_sequence_parallel")
     assert on.layout.sp and not off.layout.sp
+
+
+def test_the_0_3_launch_of_a_plan_without_sequence_parallelism_turns_it_off():
+    """The plan priced tp 2 with sp=0 (activations whole): the 0.3.0 launch says
+    --parallelism.no-enable_sequence_parallel rather than torchtitan's default true."""
+    from planner.exporters.common import plan_from_doc
+    from planner.frameworks.torchtitan.export import launcher
+    from tests.test_exporters import make_doc
+
+    text = launcher(plan_from_doc(make_doc(zero=3, tp=2, sp=False, mbs=1, gbs=64)))
+    assert "--parallelism.no-enable_sequence_parallel" in text
+    assert "--parallelism.enable_sequence_parallel" in launcher(plan_from_doc(make_doc(zero=3, tp=2, sp=True,
+                                                                                        mbs=1, gbs=64)))

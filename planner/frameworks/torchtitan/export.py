@@ -200,8 +200,9 @@ def launcher(plan: ExportPlan) -> str:
     # parplan's torchtitan stacks were fitted on runs without them. Bare bool flags come first and a valued
     # flag last, so that no reader takes the activation-checkpoint subcommand for a flag's value.
     overrides: list = ["--training.disable_cuda_graphs"]
-    sections = settings(plan)  # 0.3.0 only: enable_sequence_parallel (0.2.x always shards over TP)
-    sections["parallelism"] = [("enable_sequence_parallel", True)] + sections["parallelism"]
+    sections = settings(plan)  # 0.3.0 only: enable_sequence_parallel as priced (0.2.x always shards over TP)
+    sp = plan.layout.sp or plan.layout.tp == 1
+    sections["parallelism"] = [("enable_sequence_parallel", sp)] + sections["parallelism"]
     for section, items in {"compile": compile_settings(plan), **sections}.items():
         for key, value in items:
             overrides += cli_words(section, key, value)
@@ -234,8 +235,8 @@ def notes(plan: ExportPlan) -> list[str]:
     out = [f"Data parallel: zero={lay.zero} -> " + ("DDP (data_parallel_replicate_degree)" if lay.zero == 0 else
            "FSDP2 (data_parallel_shard_degree), reshard after forward: " + data_parallel(plan)[2])]
     if lay.tp > 1 and not lay.sp:
-        out.append("torchtitan always shards activations over TP (sequence parallel); the plan had sp=0, "
-                   "so memory will be lower than predicted.")
+        out.append("torchtitan 0.2.x always shards activations over TP (sequence parallel); the plan had sp=0, so "
+                   "memory will be lower than predicted there (the 0.3.0 launch turns sequence parallelism off).")
     return out + model_code_notes(plan.model)
 
 
