@@ -210,6 +210,20 @@ def test_search_finds_brute_force_optimum(p):
     check_search_exact(p)
 
 
+def test_a_hint_at_a_chunked_candidate_stays_out_of_the_joint_model():
+    """Found by the test above: interleaved MoE candidates over virtual chunks are settled one by one, the rest in a
+    joint model; search's incumbent hint named a chunked one and was handed to the joint model, which has no
+    variable for it (KeyError in cpsat._add_hint). Tiny MoE, dense and MoE layers alternating, HBM that binds."""
+    model = ModelSpec(name="tiny-moe", num_layers=4, hidden_size=128, num_attention_heads=2, num_kv_heads=1,
+                      ffn_hidden_size=384, vocab_size=4096, seq_length=256, activation="swiglu", norm="rmsnorm",
+                      position_embedding="rope", linear_bias=False, dropout=False, num_experts=4, top_k=2,
+                      moe_ffn_hidden_size=128, moe_layer_period=2)
+    gpu = hardware_profiles.load_gpu("h100-sxm").model_copy(update={"hbm_gib": 0.029588699340820312})
+    clus = cluster(4, gpu=gpu, memory_reserve_gib=0.0, scale_up_latency_us=3.0, scale_out_latency_us=10.0)
+    opts = SpaceOptions(max_cp=2, max_mbs=4, max_vpp=2, zero_stages=(0,), recompute=("none",))
+    check_search_exact(Problem(model, clus, TrainSpec(global_batch_size=8), opts))
+
+
 @pytest.mark.fuzz
 @FUZZ
 @given(problems())

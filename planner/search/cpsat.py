@@ -156,10 +156,10 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             optimal = False
             break
         ids, trimmed = _affordable(ids, bounds, left / 2, pp)
-        group_hint = hint if hint is not None and hint[0] in ids else None
         budget = min(max(left - _build_s(len(ids), pp), 0.05), GROUP_BUDGET_S)
         chunked = [i for i in ids if _chunked(model, tables[i])]  # settled one by one (_relax_and_cut)
         plain = [i for i in ids if i not in chunked]
+        group_hint = hint if hint is not None and hint[0] in plain else None  # a chunked hint is not in the model
         if _bounds([tables[i] for i in ids], model.num_layers)["Z"] > MAX_DOMAIN:
             sol, proven = None, not plain  # a joint model would overflow: one by one below
         else:
