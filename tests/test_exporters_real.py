@@ -174,22 +174,23 @@ print("PARSED " + json.dumps(out))
 AC_KIND = {"none": "none", "FullAC": "full", "SelectiveAC": "selective"}
 
 
-def _titan_path() -> str:
-    """What PYTHONPATH needs for torchtitan 0.3.0: nothing where it is installed (CI's validate-titan extra), else
-    its wheels unpacked (pip download); skipped without torch, which torchtitan imports, or without either."""
-    pytest.importorskip("torch")
+def _titan_path():
+    """What PYTHONPATH needs for torchtitan 0.3.0: "" where it is installed (CI's validate-titan extra), else its
+    wheels unpacked (pip download); {"skip": why} without torch, which torchtitan imports, or without either."""
     import importlib.util
     import subprocess
     import sys
     import zipfile
 
+    if importlib.util.find_spec("torch") is None:
+        return {"skip": "torch is not installed (torchtitan imports it)"}
     if importlib.util.find_spec("torchtitan") and importlib.util.find_spec("tyro"):
         return ""
     root = Path(tempfile.mkdtemp(prefix="torchtitan-"))
     run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                           *TITAN_WHEELS, "-d", str(root)], capture_output=True, text=True)
     if run.returncode:
-        pytest.skip(f"torchtitan 0.3.0 not downloadable: {run.stderr.strip()[-200:]}")
+        return {"skip": f"torchtitan 0.3.0 not downloadable: {run.stderr.strip()[-200:]}"}
     for wheel in root.glob("*.whl"):
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(root / "site")
@@ -206,15 +207,13 @@ def _titan_argv(folder: Path) -> list[str]:
             for a in args]
 
 
-@pytest.fixture(scope="module")
-def titan(tmp_path_factory):
-    """Every torchtitan parse of this module in one interpreter (torch imported once): {"exports": [(plan doc,
-    parsed)], "lines": [parsed], "pp_graphs": parsed}."""
+def BACKGROUND():  # noqa: N802 - tests/conftest.py calls it at collection
+    """Export the launches now (parplan code, main thread); return the slow part: every torchtitan parse of this
+    module in one interpreter (torch imported once), giving {"exports": [(plan doc, parsed)], "lines": [parsed],
+    "pp_graphs": parsed}, {"skip": why}, or {"stderr": ...} when nothing parsed."""
     import shlex
-    import subprocess
-    import sys
 
-    site, tmp = _titan_path(), tmp_path_factory.mktemp("titan")
+    tmp = Path(tempfile.mkdtemp(prefix="titan-exports-"))
     docs, argvs, folders = [], [], []
     for case in TITAN_CASES:
         folder = tmp / case
@@ -223,14 +222,37 @@ def titan(tmp_path_factory):
         argvs.append(_titan_argv(folder))
         folders.append(str(folder))
     argvs += [shlex.split(line) for line in READ_LINES + [PP_WITH_GRAPHS]]
+    return lambda: _parse_titan(tmp, docs, argvs, folders)
+
+
+def _parse_titan(tmp: Path, docs: list, argvs: list, folders: list) -> dict:
+    import subprocess
+    import sys
+
+    site = _titan_path()
+    if isinstance(site, dict):
+        return site
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([p for p in [site, *folders] if p])}
     run = subprocess.run([sys.executable, "-c", TITAN_PARSE, json.dumps(argvs)], capture_output=True, text=True,
                          env=env, cwd=tmp, timeout=300)
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
-    assert line, run.stderr[-2000:]
+    if line is None:
+        return {"stderr": run.stderr}
     parsed = json.loads(line[len("PARSED "):])
     n = len(TITAN_CASES)
     return {"exports": list(zip(docs, parsed[:n])), "lines": parsed[n:-1], "pp_graphs": parsed[-1]}
+
+
+@pytest.fixture(scope="module")
+def titan(request):
+    """BACKGROUND's parses (started at collection by tests/conftest.py)."""
+    from conftest import background
+
+    result = background(request)
+    if "skip" in result:
+        pytest.skip(result["skip"])
+    assert "exports" in result, result["stderr"][-2000:]
+    return result
 
 
 def test_torchtitan_accepts_the_launch_lines(titan):

@@ -6,6 +6,7 @@ shape, layout and the training switches that are priced must agree. Skipped with
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,33 +44,49 @@ def _script(extra: str) -> str:
     return BASE.format(extra=extra, connections=8 if "fsdp" in extra else 1)
 
 
-@pytest.fixture(scope="module")
-def megatron(tmp_path_factory):
-    pytest.importorskip("torch")
+def _crosscheck():
     spec = importlib.util.spec_from_file_location("megatron_crosscheck", ROOT / "benchmarks" / "megatron_crosscheck.py")
     mc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mc)
-    root = tmp_path_factory.getbasetemp() / "megatron-core-wheel"  # one download per session, shared by modules
-    root.mkdir(exist_ok=True)
-    try:
-        wheel = mc.fetch_wheel(root)
-    except (RuntimeError, OSError) as err:
-        pytest.skip(f"megatron-core wheel not available: {err}")
-    return mc, root / "site", mc.unpack(wheel, root / "site")
+    return mc
 
 
-@pytest.fixture(scope="module")
-def read_both(megatron, tmp_path_factory):
-    """{name: (check's Problem, Megatron's result)} for every script, Megatron run once for all."""
-    mc, site, stubs = megatron
-    folder = tmp_path_factory.mktemp("scripts")
+def BACKGROUND():  # noqa: N802 - tests/conftest.py calls it at collection
+    """Read every script with check now (parplan code, main thread); return the slow part: megatron-core's wheel
+    fetched and Megatron run once on all of them, giving {"probs": {name: Problem}, "results": [Megatron's]} or
+    {"skip": why}."""
+    mc, folder = _crosscheck(), Path(tempfile.mkdtemp(prefix="megatron-reader-"))
     paths = {name: ROOT / "tests" / "data" / "configs" / name for name in PUBLIC}
     for name, extra in LEFT_OUT.items():
         paths[name] = folder / f"{name}.sh"
         paths[name].write_text(_script(extra))
     probs = {name: load_native(path, None, "dgx-h100", PUBLIC.get(name)) for name, path in paths.items()}
-    jobs = [mc.job_for(paths[name], probs[name].cluster.num_gpus, site, stubs) for name in paths]
-    return {name: (probs[name], result) for name, result in zip(paths, mc.results_many(jobs))}
+    jobs = [mc.job_for(paths[name], probs[name].cluster.num_gpus, "", []) for name in paths]
+    return lambda: _run_megatron(mc, folder, probs, jobs)
+
+
+def _run_megatron(mc, folder: Path, probs: dict, jobs: list) -> dict:
+    if importlib.util.find_spec("torch") is None:
+        return {"skip": "torch is not installed (Megatron's argument module imports it)"}
+    try:
+        wheel = mc.fetch_wheel(folder)
+    except (RuntimeError, OSError) as err:
+        return {"skip": f"megatron-core wheel not available: {err}"}
+    stubs = mc.unpack(wheel, folder / "site")
+    for job in jobs:
+        job.update(site=str(folder / "site"), stubs=stubs)
+    return {"probs": probs, "results": mc.results_many(jobs)}
+
+
+@pytest.fixture(scope="module")
+def read_both(request):
+    """{name: (check's Problem, Megatron's result)} for every script (BACKGROUND, started at collection)."""
+    from conftest import background
+
+    done = background(request)
+    if "skip" in done:
+        pytest.skip(done["skip"])
+    return {name: (prob, result) for (name, prob), result in zip(done["probs"].items(), done["results"])}
 
 
 @pytest.mark.parametrize("name", list(PUBLIC) + list(LEFT_OUT))

@@ -46,35 +46,54 @@ print("PARSED " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def parsed(tmp_path_factory):
-    """{name: (parplan's Problem, torchtitan's reading)} for every job file, torchtitan run once for all."""
-    pytest.importorskip("torch")
-    root = Path(tempfile.mkdtemp(prefix="torchtitan022-"))
-    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *WHEELS,
-                          "-d", str(root)], capture_output=True, text=True)
-    if run.returncode:
-        pytest.skip(f"torchtitan 0.2.2 not downloadable: {run.stderr.strip()[-200:]}")
-    for wheel in root.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(root / "site")
-    files = {name: (CONFIGS / name, *PUBLIC[name]) for name in PUBLIC}
-    folder = tmp_path_factory.mktemp("exported")
+def BACKGROUND():  # noqa: N802 - tests/conftest.py calls it at collection
+    """Export the 0.2 job files now (parplan code, main thread); return the slow part: torchtitan 0.2.2 downloaded
+    and run on every job file, giving {"files": {name: (path, model, cluster, nodes)}, "parsed": [torchtitan's
+    reading]}, or {"skip": why}."""
     from planner.exporters import export
     from tests.test_exporters import CASES
 
+    root = Path(tempfile.mkdtemp(prefix="torchtitan022-"))
+    files = {name: (CONFIGS / name, *PUBLIC[name]) for name in PUBLIC}
     for case in EXPORTED:
         doc = CASES[case]()
-        export(doc, "torchtitan", folder / case, force=True)
-        files[case] = (folder / case / "torchtitan_0.2.toml", doc["model"]["name"], doc["cluster"]["name"],
+        export(doc, "torchtitan", root / case, force=True)
+        files[case] = (root / case / "torchtitan_0.2.toml", doc["model"]["name"], doc["cluster"]["name"],
                        doc["cluster"]["num_nodes"])
+    return lambda: _run_torchtitan(root, files)
+
+
+def _run_torchtitan(root: Path, files: dict) -> dict:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return {"skip": "torch is not installed (torchtitan imports it)"}
+    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *WHEELS,
+                          "-d", str(root)], capture_output=True, text=True)
+    if run.returncode:
+        return {"skip": f"torchtitan 0.2.2 not downloadable: {run.stderr.strip()[-200:]}"}
+    for wheel in root.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(root / "site")
     env = {**os.environ, "PYTHONPATH": str(root / "site")}  # ahead of an installed torchtitan 0.3
     run = subprocess.run([sys.executable, "-c", PARSE, json.dumps([str(f[0]) for f in files.values()])],
                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)
-    assert line, run.stderr[-2000:]
+    return {"files": files, "parsed": json.loads(line[len("PARSED "):]) if line else None, "stderr": run.stderr}
+
+
+@pytest.fixture(scope="module")
+def parsed(request):
+    """{name: (parplan's Problem, torchtitan's reading)} for every job file, torchtitan run once for all."""
+    from conftest import background
+
+    result = background(request)
+    if "skip" in result:
+        pytest.skip(result["skip"])
+    assert result["parsed"], result["stderr"][-2000:]
+    files = result["files"]
     probs = {name: load_native(path, model, cluster, nodes) for name, (path, model, cluster, nodes) in files.items()}
-    return {name: (probs[name], got) for name, got in zip(files, json.loads(line[len("PARSED "):]))}
+    return {name: (probs[name], got) for name, got in zip(files, result["parsed"])}
 
 
 @pytest.mark.parametrize("name", list(PUBLIC) + EXPORTED)
