@@ -8,6 +8,10 @@ The fixture reads it with `background(request)`, which runs both itself when not
 from __future__ import annotations
 
 import concurrent.futures
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=3, thread_name_prefix="parplan-background")
 
@@ -28,3 +32,16 @@ def background(request):
     started = getattr(request.config, "parplan_background", {})
     future = started.get(request.module.__name__)
     return future.result() if future is not None else request.module.BACKGROUND()()
+
+
+def unpacked_wheels(wheels: tuple, root: Path) -> dict:
+    """pip download (no dependencies, wheels only) of `wheels` into `root`, unpacked into root/site:
+    {"site": path} or, when the index refuses them, {"skip": why}."""
+    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *wheels,
+                          "-d", str(root)], capture_output=True, text=True)
+    if run.returncode:
+        return {"skip": f"{wheels[0]} not downloadable: {run.stderr.strip()[-200:]}"}
+    for wheel in root.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(root / "site")
+    return {"site": str(root / "site")}

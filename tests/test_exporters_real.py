@@ -176,25 +176,18 @@ AC_KIND = {"none": "none", "FullAC": "full", "SelectiveAC": "selective"}
 
 def _titan_path():
     """What PYTHONPATH needs for torchtitan 0.3.0: "" where it is installed (CI's validate-titan extra), else its
-    wheels unpacked (pip download); {"skip": why} without torch, which torchtitan imports, or without either."""
+    wheels unpacked (conftest.unpacked_wheels); {"skip": why} without torch, which torchtitan imports, or without
+    either."""
     import importlib.util
-    import subprocess
-    import sys
-    import zipfile
+
+    from conftest import unpacked_wheels
 
     if importlib.util.find_spec("torch") is None:
         return {"skip": "torch is not installed (torchtitan imports it)"}
     if importlib.util.find_spec("torchtitan") and importlib.util.find_spec("tyro"):
         return ""
-    root = Path(tempfile.mkdtemp(prefix="torchtitan-"))
-    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                          *TITAN_WHEELS, "-d", str(root)], capture_output=True, text=True)
-    if run.returncode:
-        return {"skip": f"torchtitan 0.3.0 not downloadable: {run.stderr.strip()[-200:]}"}
-    for wheel in root.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(root / "site")
-    return str(root / "site")
+    got = unpacked_wheels(TITAN_WHEELS, Path(tempfile.mkdtemp(prefix="torchtitan-")))
+    return got.get("site", got)
 
 
 def _titan_argv(folder: Path) -> list[str]:

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -66,16 +65,14 @@ def BACKGROUND():  # noqa: N802 - tests/conftest.py calls it at collection
 def _run_torchtitan(root: Path, files: dict) -> dict:
     import importlib.util
 
+    from conftest import unpacked_wheels
+
     if importlib.util.find_spec("torch") is None:
         return {"skip": "torch is not installed (torchtitan imports it)"}
-    run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *WHEELS,
-                          "-d", str(root)], capture_output=True, text=True)
-    if run.returncode:
-        return {"skip": f"torchtitan 0.2.2 not downloadable: {run.stderr.strip()[-200:]}"}
-    for wheel in root.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(root / "site")
-    env = {**os.environ, "PYTHONPATH": str(root / "site")}  # ahead of an installed torchtitan 0.3
+    got = unpacked_wheels(WHEELS, root)
+    if "skip" in got:
+        return got
+    env = {**os.environ, "PYTHONPATH": got["site"]}  # ahead of an installed torchtitan 0.3
     run = subprocess.run([sys.executable, "-c", PARSE, json.dumps([str(f[0]) for f in files.values()])],
                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSED ")), None)

@@ -238,10 +238,8 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     micro, gas, total = dsc.ds_batch(cfg, path, dp)
     recompute = dsc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": dsc.ds_precision(cfg, path),
-             "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero)}
-    overlap = dsc.ds_overlap(cfg, path)
-    if overlap is not None:
-        train["overlap_grad_reduce"] = overlap
+             "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero),
+             "overlap_grad_reduce": dsc.ds_overlap(cfg, path, zero, pp)}
     lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, **recompute,
                    "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)

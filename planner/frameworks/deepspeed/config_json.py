@@ -154,18 +154,16 @@ def ds_optimizer(cfg: dict, path: Path) -> str:
     raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
 
 
-def ds_overlap(cfg: dict, path: Path) -> bool:
+def ds_overlap(cfg: dict, path: Path, zero: int, pp: int) -> bool:
     """Whether DeepSpeed 0.19.8 overlaps the gradient reduction with backward: zero_optimization.overlap_comm, which
     when absent defaults to stage == 3 (runtime/zero/config.py DeepSpeedZeroConfig.overlap_comm_valid), so ZeRO-1/2
     reduce on the compute stream (zero/stage_1_and_2.py reduce_gradients); never at stage 0 (runtime/engine.py
     allreduce_gradients runs after backward, whatever overlap_comm says) or under a PipelineModule (engine.py
-    _configure_zero_optimizer turns overlap_comm off)."""
+    _configure_zero_optimizer turns overlap_comm off). `zero` and `pp`: ds_zero's and ds_pipeline's."""
     given = _ds_bool(_ds_section(cfg, "zero_optimization", path), "overlap_comm", path, "zero_optimization")
-    pp = ds_pipeline(cfg, path)
-    stage = ds_zero(cfg, path, pp)
-    if stage == 0 or pp > 1:
+    if zero == 0 or pp > 1:
         return False
-    return stage == 3 if given is None else given
+    return zero == 3 if given is None else given
 
 
 def ds_checkpoint_interval(cfg: dict, path: Path) -> int:

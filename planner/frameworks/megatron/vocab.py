@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 from planner.errors import UserError
+from planner.frameworks.megatron import deepspeed_dialect
 
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257, "BertWordPieceLowerCase": 30522, "BertWordPieceCase": 28996,
                    "Llama2Tokenizer": 32000, "Llama3Tokenizer": 128256}
@@ -73,14 +74,17 @@ def vocab_size(a) -> int:
         if target < base:
             raise UserError(f"--pad-vocab-size-to {target}: smaller than the tokenizer's {base} tokens")
         return target
-    return padded(base, a.int("--make-vocab-size-divisible-by", 128), a.int("--tensor-model-parallel-size", 1))
+    return _padded_as_flags_say(a, base)
 
 
 def _maybe_padded(a, vocab: int) -> int:
     """--vocab-size as Megatron-Core pads it (module docstring), as given under --no-pad-vocab-size and in
     Megatron-DeepSpeed scripts (which pad with --pad-vocab-size-to instead)."""
-    from planner.frameworks.megatron import deepspeed_dialect  # noqa: PLC0415 - flags imports this module
-
     if a.has("--no-pad-vocab-size") or a.has("--disable-pad-vocab-size") or deepspeed_dialect.is_megatron_deepspeed(a):
         return vocab
+    return _padded_as_flags_say(a, vocab)
+
+
+def _padded_as_flags_say(a, vocab: int) -> int:
+    """`padded` at the script's --make-vocab-size-divisible-by (default 128) and --tensor-model-parallel-size."""
     return padded(vocab, a.int("--make-vocab-size-divisible-by", 128), a.int("--tensor-model-parallel-size", 1))
