@@ -112,9 +112,14 @@ def test_the_chunked_transient_is_one_chunk_of_logits_and_the_fp32_hidden_gradie
 
 
 def test_the_0_3_exporter_writes_the_chunks_the_plan_priced():
-    from planner.frameworks.torchtitan.export import cli_words
+    """A plan priced with 8 chunks launches with 8, one priced whole with 1 (torchtitan's presets would chunk it)."""
+    from planner.exporters.common import plan_from_doc
+    from planner.frameworks.torchtitan.export import launcher
+    from tests.test_exporters import make_doc
 
-    assert cli_words("loss", "num_chunks", "1") == ["--loss.num_chunks", "1"]
+    for chunks in (1, 8):
+        doc = make_doc(zero=3, mbs=1, gbs=64, train={"loss_chunks": chunks})
+        assert f"--loss.num_chunks {chunks} " in launcher(plan_from_doc(doc)).replace("\\\n", "")
 
 
 def test_the_0_2_job_file_of_a_ddp_plan_with_tensor_parallelism_says_0_2_cannot_run_it():
