@@ -199,3 +199,15 @@ def test_an_explicit_vocab_size_is_padded_as_megatron_pads_it():
     assert vocab(tp8.format(extra="")) == 32768
     assert vocab(tp8.format(extra="--no-pad-vocab-size")) == 32000
     assert vocab(DENSE.replace("--vocab-size 128256", "--vocab-size 32000").format(extra="")) == 32000
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("--vocab-size 32000 --no-pad-vocab-size=yes", "--no-pad-vocab-size is a switch"),
+    ("--swiglu --num-experts 8 --moe-router-topk 2 --disable-bias-linear --moe-token-dispatcher-type flex "
+     "--moe-flex-dispatcher-backend weird", "--moe-flex-dispatcher-backend 'weird'"),
+])
+def test_values_megatrons_argparse_refuses_exit_2_naming_the_flag(extra, named):
+    """Switch flags take no value and the flex backend is one of deepep, hybridep, ncclep (megatron-core 0.19.2
+    TransformerConfig Literal): Megatron's argparse exits on either, and so does the reader."""
+    with pytest.raises(UserError, match=named):
+        _read(extra)

@@ -162,7 +162,7 @@ SWITCHES = {
     "--fsdp-double-buffer", "--first-last-layers-bf16", "--moe-use-legacy-grouped-gemm", "--moe-extended-tp",
     "--overlap-param-gather-with-optimizer-step", "--align-param-gather", "--moe-router-force-load-balancing",
     "--moe-router-enable-expert-bias", "--quick-geglu", "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
-    "--no-gradient-accumulation-fusion",
+    "--no-gradient-accumulation-fusion", "--no-pad-vocab-size", "--disable-pad-vocab-size",
 }
 
 

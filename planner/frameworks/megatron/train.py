@@ -80,6 +80,9 @@ def param_gather(a: MegatronArgs) -> bool:
     return True
 
 
+FLEX_BACKENDS = {"deepep": "deepep", "hybridep": "hybridep", "ncclep": "ncclep"}  # 0.19.2 TransformerConfig Literal
+
+
 def dispatch_data(a: MegatronArgs) -> dict:
     """TrainSpec.moe_dispatcher, ep_dispatcher and moe_permute_fusion of a Megatron-Core MoE script. Without
     --moe-token-dispatcher-type Megatron runs its default, allgather (megatron-core TransformerConfig
@@ -92,7 +95,8 @@ def dispatch_data(a: MegatronArgs) -> dict:
     if a.has("--moe-enable-deepep") and data["ep_dispatcher"] != "deepep":  # TransformerConfig.__post_init__
         raise UserError("--moe-enable-deepep needs --moe-token-dispatcher-type flex: Megatron refuses DeepEP with "
                         f"the {a.str('--moe-token-dispatcher-type', 'allgather')} dispatcher")
-    hybrid = data["ep_dispatcher"] == "deepep" and a.str("--moe-flex-dispatcher-backend", "deepep") == "hybridep"
+    backend = choice(a, "--moe-flex-dispatcher-backend", FLEX_BACKENDS, "deepep")
+    hybrid = data["ep_dispatcher"] == "deepep" and backend == "hybridep"
     data["moe_permute_fusion"] = hybrid or a.has("--moe-permute-fusion")
     return data
 
