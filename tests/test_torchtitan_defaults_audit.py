@@ -152,3 +152,15 @@ def test_the_0_3_launch_of_a_plan_without_sequence_parallelism_turns_it_off():
     assert "--parallelism.no-enable_sequence_parallel" in text
     assert "--parallelism.enable_sequence_parallel" in launcher(plan_from_doc(make_doc(zero=3, tp=2, sp=True,
                                                                                         mbs=1, gbs=64)))
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("--loss.num_chunks 7", "loss.num_chunks=7 does not divide the 8192 tokens"),
+    ("--parallelism.enable_sequence_parallel maybe", "enable_sequence_parallel='maybe'"),
+    ("--training.disable_cuda_graphs=maybe", "disable_cuda_graphs='maybe'"),
+])
+def test_0_3_values_torchtitan_refuses_exit_2_naming_the_key(tmp_path, extra, named):
+    """ChunkedLossWrapper needs chunks that divide a rank's sequence (components/loss.py); tyro takes only booleans
+    for the two switches, and a one-GPU-wide tensor-parallel degree does not skip the check."""
+    with pytest.raises(UserError, match=named):
+        _launch(tmp_path, extra)

@@ -278,7 +278,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     if loss_compiled:
         train["fused_loss"] = True
     if titan_cli.is_titan_cli(text):  # 0.3's ChunkedLossWrapper and CUDA graphs; 0.1-0.2 have neither
-        train.update(tr.loss_chunks(cfg, path))
+        train.update(tr.loss_chunks(cfg, path, train["seq_length"] // lay["cp"]))
         titan_cli.cuda_graphs(cfg, path, notes.notes)
     if tr.async_tp(cfg, path, compile_on, notes.notes):
         train["tp_comm_overlap"] = True

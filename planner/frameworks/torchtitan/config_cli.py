@@ -161,7 +161,11 @@ def cuda_graphs(cfg: dict, path: Path, notes: list[str]) -> None:
     (default false; the deepseek_v3 presets set it): trainer.py wrap_with_cuda_graph. It refuses pipeline parallelism
     with the graphs on (Trainer.Config._validate_cuda_graphs: "CUDA graphs do not support pipeline parallelism
     yet"), and so does this reader; otherwise a note says what the graphs change that is not priced."""
-    if cfg.get("training", {}).get("disable_cuda_graphs") is True:
+    disabled = cfg.get("training", {}).get("disable_cuda_graphs", False)
+    if not isinstance(disabled, bool):
+        raise UserError(f"{path}: training.disable_cuda_graphs={str(disabled)[:40]!r} must be true or false "
+                        "(--training.disable_cuda_graphs or --training.no-disable_cuda_graphs)")
+    if disabled:
         return
     if cfg.get("parallelism", {}).get("pipeline_parallel_degree", 1) > 1:
         raise UserError(f"{path}: pipeline_parallel_degree > 1 with CUDA graphs on (torchtitan 0.3.0's default): "

@@ -181,12 +181,16 @@ def cpu_offload(cfg: dict, path: Path) -> dict:
     return {"offload_optimizer": "cpu", "offload_params": "cpu"} if value else {}
 
 
-def loss_chunks(cfg: dict, path: Path) -> dict:
+def loss_chunks(cfg: dict, path: Path, rank_tokens: int) -> dict:
     """TrainSpec.loss_chunks from loss.num_chunks: torchtitan 0.3's ChunkedLossWrapper (its presets' 8, or
-    `--loss.num_chunks N`; planner.frameworks.torchtitan.config_cli); 0.1-0.2 files have no such section."""
+    `--loss.num_chunks N`; planner.frameworks.torchtitan.config_cli); 0.1-0.2 files have no such section.
+    rank_tokens: the sequence a context-parallel rank holds, which the chunks must divide."""
     value = _table(cfg, "loss", path).get("num_chunks", 1)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
         raise UserError(f"{path}: loss.num_chunks={value!r:.40}: expected a whole number of chunks from 1 to 4096")
+    if rank_tokens % value:  # components/loss.py: "sequence length must be divisible by num_chunks"
+        raise UserError(f"{path}: loss.num_chunks={value} does not divide the {rank_tokens} tokens of a "
+                        "context-parallel rank's sequence: torchtitan's ChunkedLossWrapper refuses it")
     return {"loss_chunks": value} if value > 1 else {}
 
 

@@ -90,7 +90,8 @@ def tt_layout(par: dict, path: Path, world: int, layers: int,
                         f"the {world} GPUs")
     reshard = _tt_choice(par, "fsdp_reshard_after_forward", path, "default", TT_RESHARD)
     zero = tt_zero(reshard, shard, cp)
-    lay = {"tp": tp, "sp": tp > 1 and _sequence_parallel(par, path), "cp": cp, "pp": pp, "ep": ep, "zero": zero}
+    sp = _sequence_parallel(par, path)  # read (and checked) whatever tp is
+    lay = {"tp": tp, "sp": tp > 1 and sp, "cp": cp, "pp": pp, "ep": ep, "zero": zero}
     if rep > 1 and zero:  # HSDP: FSDP over dp_shard*cp, replicated rep times
         lay["shard_group"] = shard * cp
     if pp > 1:
