@@ -26,6 +26,7 @@ LEFT_OUT = {  # keys left out, each a default DeepSpeed applies
     "zero3-no-overlap-key": {**BATCH, "zero_optimization": {"stage": 3}},
     "zero0": {**BATCH, "zero_optimization": {"stage": 0, "overlap_comm": True}},
     "no-zero-section": BATCH,
+    "overlap-auto": {**BATCH, "zero_optimization": {"stage": 3, "overlap_comm": "auto"}},  # dropped, then the default
     "offload-optimizer": {**BATCH, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}},
 }
 

@@ -40,8 +40,11 @@ def _ds_section(cfg: dict, key: str, path: Path, section: str = "") -> dict:
 
 
 def _ds_bool(cfg: dict, key: str, path: Path, section: str = "") -> Optional[bool]:
-    """cfg[key] as a JSON boolean (None when absent); "true" or 1 are refused."""
+    """cfg[key] as a JSON boolean (None when absent, or "auto", which DeepSpeed drops before its pydantic models read
+    the section: runtime/config_utils.py DeepSpeedConfigModel.__init__); "true" or 1 are refused."""
     value = cfg.get(key)
+    if value == "auto":
+        return None
     if value is not None and not isinstance(value, bool):
         name = f"{section}.{key}" if section else key
         raise UserError(f"{path}: {name}={short(value)} must be true or false")
