@@ -17,19 +17,24 @@ How each config is told (its characteristic top-level keys, from the tool's sche
   or `tensor_parallel_axes` (levanter 1.1 src/levanter/trainer.py TrainerConfig).
 - MaxText: `ici_*_parallelism` / `dcn_*_parallelism`, or `base_config` with `per_device_batch_size`,
   `model_name`, `max_target_length` or `remat_policy` (MaxText MaxText/configs/base.yml).
+- GPT-NeoX (NeoX-20B, Pythia, Llemma): `pipe_parallel_size` or `model_parallel_size` with a model key
+  (`num_layers`, `hidden_size`, `num_attention_heads`, `seq_length`) or a NeoX-only one (`gpt_j_residual`,
+  `pos_emb`, `rotary_pct`, `norm`, `attention_config`, `output_layer_parallelism`, `no_weight_tying`), every key's
+  `-` read as `_` (gpt-neox 2.x megatron/neox_arguments/neox_args.py; arguments.py NeoXArgs.from_ymls). The
+  DeepSpeed sections such a config embeds (`zero_optimization`, `fp16`, ...) alone are a DeepSpeed config.
 A mapping with parplan's own `cluster` and `train` keys is a plan file whatever else it holds.
 
 Launch lines (the entry point of a command in a shell script): `tune run` (torchtune), `llamafactory-cli train` /
 `lmf train`, `axolotl train` / `-m axolotl.cli.train`, `colossalai run` and ColossalAI example scripts under torchrun
 (their `--plugin`/`-p` gemini, zero2, 3d, ...), Nanotron's `run_train.py --config-file`, `-m MaxText.train`,
-`nemo llm` (NeMo 2), `-m levanter.main.*`. The tools parplan does not read are refused (UserError) with the
-`parplan estimate` command that prices the same run, filled from what the file or line says, as
-planner.frameworks.megatron.nemo_hydra does for NeMo 1.x hydra launches.
+`nemo llm` (NeMo 2), `-m levanter.main.*`, GPT-NeoX's `deepy.py train.py [-d DIR] A.yml B.yml`. The tools
+parplan does not read are refused (UserError) with the `parplan estimate` command that prices the same run, filled
+from what the file or line says, as planner.frameworks.megatron.nemo_hydra does for NeMo 1.x hydra launches.
 
-This module tells the tools apart (yaml_tool, find_launch), finds the config a launch names (config_name,
-launch_config) and maps the tools' model names to presets (preset_for). The run a refused config describes and
-its refusal are in planner.files.other_tools_runs (refuse_yaml); a refused launch line's in
-planner.files.other_tools_launch (refuse_launch).
+This module tells the tools apart (yaml_tool, find_launch), finds the configs a launch names (config_name,
+config_names, launch_config: GPT-NeoX's several, merged) and maps the tools' model names to presets (preset_for).
+The run a refused config describes and its refusal are in planner.files.other_tools_runs (refuse_yaml); a refused
+launch line's in planner.files.other_tools_launch (refuse_launch).
 """
 
 from __future__ import annotations
@@ -59,6 +64,23 @@ def _has_any(data: dict, keys) -> bool:
 MAXTEXT_AXIS = re.compile(r"(ici|dcn)_[a-z_]+_parallelism")
 LEVANTER_TRAINER = ("mp", "per_device_parallelism", "fsdp_axis", "batch_axis", "model_axis_size",
                     "tensor_parallel_axes")
+NEOX_PARALLEL = ("pipe_parallel_size", "model_parallel_size")
+NEOX_MODEL = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "gpt_j_residual", "pos_emb",
+              "rotary_pct", "norm", "attention_config", "output_layer_parallelism", "no_weight_tying")
+
+
+def neox_keys(data) -> dict:
+    """A GPT-NeoX mapping with its top-level keys' `-` read as `_` (`"pipe-parallel-size"` is
+    `pipe_parallel_size`), as gpt-neox 2.x megatron/neox_arguments/arguments.py NeoXArgs.from_ymls reads each
+    file; {} for anything but a mapping."""
+    if not isinstance(data, dict):
+        return {}
+    return {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in data.items()}
+
+
+def _is_neox(data: dict) -> bool:
+    keys = neox_keys(data)
+    return _has_any(keys, NEOX_PARALLEL) and _has_any(keys, NEOX_MODEL)
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,8 @@ YAML_TOOLS = {
                     lambda d: any(isinstance(k, str) and MAXTEXT_AXIS.fullmatch(k) for k in d)
                     or ("base_config" in d and _has_any(d, ("per_device_batch_size", "model_name", "max_target_length",
                                                             "remat_policy")))),
+    "neox": Tool("GPT-NeoX", "pipe-parallel-size/model-parallel-size with num-layers/hidden-size/NeoX keys",
+                 _is_neox),
 }
 LAUNCH_TOOLS = {"colossalai": "ColossalAI", "nemo2": "NeMo 2 (nemo llm)", **{k: t.name for k, t in YAML_TOOLS.items()}}
 
@@ -142,7 +166,7 @@ COLOSSAL_PLUGINS = {"gemini": 3, "gemini_auto": 3, "zero2": 2, "zero2_cpu": 2, "
                     "hybrid_parallel": None, "ddp": 0, "fsdp": 3, "fsdp_cpu": 3, "torch_fsdp": 3, "moe": None}
 SCRIPTS = {"MaxText/train.py": "maxtext", "levanter/main/train_lm.py": "levanter", "axolotl/cli/train.py": "axolotl"}
 CHEAP = re.compile(r"\btune\b|llamafactory-cli|\blmf\b|axolotl|colossalai|run_train\.py|maxtext|\bnemo\s+llm\b|"
-                   r"levanter|--plugin|\s-p\s+(" + "|".join(COLOSSAL_PLUGINS) + r")\b", re.IGNORECASE)
+                   r"levanter|deepy\.py|--plugin|\s-p\s+(" + "|".join(COLOSSAL_PLUGINS) + r")\b", re.IGNORECASE)
 
 
 @dataclass
@@ -182,6 +206,8 @@ def _entry(words: list) -> Optional[tuple[str, int, int]]:
             return MODULES.get(nxt, "levanter"), i + 2, i
         if base == "run_train.py" and any(w.split("=", 1)[0] == "--config-file" for w in words[i:]):
             return "nanotron", i + 1, i
+        if base == "deepy.py" and posixpath.basename(nxt) == "train.py":  # GPT-NeoX: deepy.py USER_SCRIPT CONFIGS
+            return "neox", i + 2, i
         script = next((tool for suffix, tool in SCRIPTS.items() if word.endswith(suffix)), None)
         if script:
             return script, i + 1, i
@@ -200,7 +226,9 @@ def _colossal(words: list) -> Optional[tuple[str, int, int]]:
 
 def config_name(launch: Launch) -> Optional[str]:
     """The config file a launch names: tune --config, Nanotron --config-file, Levanter --config_path, MaxText's
-    first argument, the YAML after `axolotl train` / `llamafactory-cli train`."""
+    first argument, the YAML after `axolotl train` / `llamafactory-cli train`, GPT-NeoX's first (config_names)."""
+    if launch.tool == "neox":
+        return next(iter(neox_conf_files(launch.words)), None)
     flags = flag_dict(parse_flags(launch.words))
     for flag in ("--config", "--config-file", "--config_path", "--config-path"):
         if flags.get(flag):
@@ -209,18 +237,63 @@ def config_name(launch: Launch) -> Optional[str]:
     return first if first and first.endswith((".yaml", ".yml")) else None
 
 
+# deepy.py's options that take a list (argparse nargs="+"); its others take one value each
+NEOX_DEEPY_LISTS = ("--eval_tasks",)
+
+
+def neox_conf_files(words: list) -> list:
+    """The config files after `deepy.py train.py`: its positional conf_file words (nargs "+"), each under
+    --conf_dir/-d when given (gpt-neox 2.x megatron/neox_arguments/arguments.py NeoXArgs.consume_deepy_args)."""
+    conf_dir, files, i = None, [], 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("-"):
+            flag, eq, value = word.partition("=")
+            if not eq and flag in NEOX_DEEPY_LISTS:
+                while i + 1 < len(words) and not words[i + 1].startswith("-"):
+                    i += 1
+            elif not eq:
+                value, i = (words[i + 1] if i + 1 < len(words) else None), i + 1
+            if flag in ("-d", "--conf_dir"):
+                conf_dir = value
+        else:
+            files.append(word)
+        i += 1
+    return [posixpath.join(conf_dir, f) if conf_dir else f for f in files]
+
+
+def config_names(launch: Launch) -> list:
+    """Every config file a launch names: GPT-NeoX's several (neox_conf_files), else config_name's one."""
+    if launch.tool == "neox":
+        return neox_conf_files(launch.words)
+    name = config_name(launch)
+    return [name] if name else []
+
+
+def find_config(name: str, launch: Launch) -> Optional[Path]:
+    """The file `name` is beside the script or in the current directory (planner.frameworks.megatron.ds_json
+    .candidates' order), or None."""
+    return next((path for path in candidates(name, launch.sh.script_dir) if path.is_file()), None)
+
+
 def launch_config(launch: Launch) -> tuple[Optional[Path], Optional[dict]]:
     """(the config file the launch names, its mapping) when found beside the script or in the current directory
-    (planner.frameworks.megatron.ds_json.candidates' order) and readable; (None, None) otherwise."""
-    name = config_name(launch)
-    for path in candidates(name, launch.sh.script_dir) if name else []:
-        if path.is_file():
-            try:
-                return path, loading.read_mapping(path)
-            except UserError:
-                return path, None
-    return None, None
+    and readable; (None, None) when none is found, (the file, None) when one is unreadable. GPT-NeoX's several
+    files, those found: their mappings merged left to right by top-level key, `-` read as `_` (neox_keys; NeoX
+    itself refuses a key given in two files), the first file's path returned."""
+    first, merged = None, None
+    for name in config_names(launch):
+        path = find_config(name, launch)
+        if path is None:
+            continue
+        first = first or path
+        try:
+            data = loading.read_mapping(path)
+        except UserError:
+            return path, None
+        merged = {**(merged or {}), **(neox_keys(data) if launch.tool == "neox" else data)}
+    return first, merged
 
 
-__all__ = ["LAUNCH_TOOLS", "Launch", "YAML_TOOLS", "config_name", "find_launch", "launch_config", "preset_for",
-           "yaml_tool"]
+__all__ = ["LAUNCH_TOOLS", "Launch", "YAML_TOOLS", "config_name", "config_names", "find_config", "find_launch",
+           "launch_config", "neox_conf_files", "neox_keys", "preset_for", "yaml_tool"]

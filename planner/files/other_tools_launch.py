@@ -1,6 +1,7 @@
-"""The run another tool's launch line describes (launch_run: its config file under the line's overrides; torchtune,
-NeMo 2 and ColossalAI lines), and the refusal of a launch of a tool parplan does not read, naming the estimate
-command that prices the same run (refuse_launch). Finding the line is planner.files.other_tools.find_launch.
+"""The run another tool's launch line describes (launch_run: its config file under the line's overrides, GPT-NeoX's
+several merged; torchtune, NeMo 2 and ColossalAI lines), and the refusal of a launch of a tool parplan does not
+read, naming the estimate command that prices the same run (refuse_launch). Finding the line is
+planner.files.other_tools.find_launch.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Optional
 from planner.errors import UserError
 from planner.files.loading import CHECK_READS
 from planner.files.other_tools import (COLOSSAL_PLUGINS, LAUNCH_TOOLS, YAML_TOOLS, Launch, _has_any, _section,
-                                       config_name, launch_config, preset_for)
+                                       config_names, find_config, launch_config, preset_for)
 from planner.files.other_tools_runs import RUNS, Run, _dtype, _gpus, _int, _word, command
 from planner.files.shellread import flag_dict, parse_flags
 from planner.frameworks.megatron import nemo_hydra
@@ -96,15 +97,19 @@ def _colossal_run(flags: dict, launch: Launch) -> Run:
 
 def refuse_launch(launch: Launch, where, cluster=None) -> None:
     """UserError for a launch of a tool parplan does not read, with the estimate command for its run (from the
-    config file it names, when found beside the script or in the current directory, under the line's overrides)."""
+    config files it names, when found beside the script or in the current directory, under the line's overrides)."""
     config = launch_config(launch)[1]
-    name, run, named = LAUNCH_TOOLS[launch.tool], launch_run(launch, config), config_name(launch)
+    name, run, named = LAUNCH_TOOLS[launch.tool], launch_run(launch, config), config_names(launch)
     shown = "".join(c if c.isprintable() else "?" for c in launch.entry)
+    lost = named if config is None else [n for n in named if find_config(n, launch) is None]
     unread = ""
-    if named and config is None and launch.tool in YAML_TOOLS:
-        where_not = ("was not found beside the script or in the current directory" if named.endswith((".yaml", ".yml"))
-                     else "is a built-in config name, not read")
-        unread = f"; its config {_word(named) or 'file'} {where_not}, so only the line's values are filled in"
+    if lost and launch.tool in YAML_TOOLS:
+        built_in = launch.tool != "neox" and not lost[0].endswith((".yaml", ".yml"))  # a name like llama3_1/8B_full
+        where_not = ("is a built-in config name, not read" if built_in else
+                     f"{'were' if len(lost) > 1 else 'was'} not found beside the script or in the current directory")
+        some = "only the line's values are" if config is None else f"{'their' if lost[1:] else 'its'} values are not"
+        unread = (f"; its config{'s' if len(lost) > 1 else ''} {', '.join(_word(n) or 'file' for n in lost[:4])} "
+                  f"{where_not}, so {some} filled in")
     raise UserError(f"{where}: `{shown} ...` is a {name} launch: parplan does not read {name}'s configs or launch "
                     f"lines. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
                     + ("" if run.model else f" ({run.hint})") + unread)

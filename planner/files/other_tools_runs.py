@@ -1,5 +1,5 @@
 """The run another tool's YAML config describes, in `parplan estimate`'s terms (Run, command), read by the tool's
-own keys (torchtune, NeMo 1.x hydra, Nanotron, Levanter, MaxText: RUNS), and the refusal of such a config that
+own keys (torchtune, NeMo 1.x hydra, Nanotron, Levanter, MaxText, GPT-NeoX: RUNS), and the refusal of such a config that
 names the estimate command pricing the same run (refuse_yaml). Telling the tools apart is
 planner.files.other_tools; launch lines' runs are planner.files.other_tools_launch.
 """
@@ -12,7 +12,7 @@ from typing import Optional
 
 from planner.errors import UserError
 from planner.files.loading import CHECK_READS
-from planner.files.other_tools import YAML_TOOLS, _section, preset_for
+from planner.files.other_tools import YAML_TOOLS, _section, neox_keys, preset_for
 from planner.frameworks.megatron import nemo_hydra
 
 
@@ -179,8 +179,45 @@ def maxtext_run(d: dict) -> Run:
                else None)
 
 
+def neox_run(d: dict) -> Run:
+    """gpt-neox 2.x megatron/neox_arguments/neox_args.py (keys' `-` read as `_`, neox_keys): model_parallel_size
+    (tp), pipe_parallel_size (0, the default: no pipeline module; 1: one stage), sequence_parallel, moe_num_experts
+    with moe_expert_parallel_size, checkpoint_activations (full), precision, seq_length; deepspeed_args.py:
+    train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size, zero_optimization.stage (default
+    0), the fp16/bf16 sections, num_gpus x num_nodes (else the hostfile's: not said)."""
+    d = neox_keys(d)
+    if not d:  # a launch whose configs were not found: nothing said, no NeoX default shown as if read
+        return Run(None, _shape_hint(d, (), ""))
+    tp, pp = _int(d.get("model_parallel_size")) or 1, _int(d.get("pipe_parallel_size")) or 1
+    zero = _section(d, "zero_optimization").get("stage")
+    mbs, accum = _int(d.get("train_micro_batch_size_per_gpu")), _int(d.get("gradient_accumulation_steps", 1))
+    experts = _int(d.get("moe_num_experts"))
+    lay = {"tp": tp, "pp": pp, "ep": _int(d.get("moe_expert_parallel_size")) if experts and experts > 1 else None,
+           "zero": zero if zero in (0, 1, 2, 3) and not isinstance(zero, bool) else None, "mbs": mbs,
+           "recompute": "full" if _on(d.get("checkpoint_activations")) else "none",
+           "sp": 1 if _on(d.get("sequence_parallel")) and tp > 1 else None}
+    gpus = _gpus(d.get("num_gpus"), d.get("num_nodes"))
+    dp = gpus // (tp * pp) if gpus and gpus % (tp * pp) == 0 else None
+    gbs = _int(d.get("train_batch_size")) or (_int(mbs * accum * dp) if mbs and accum and dp else None)
+    hint = _shape_hint(d, ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "intermediate_size",
+                           "seq_length"), "")
+    if gbs is None and mbs and _int(d.get("gradient_accumulation_steps")):
+        hint += (f"; --global-batch: train_micro_batch_size_per_gpu {mbs} x gradient_accumulation_steps {accum} x "
+                 "the data-parallel size (GPUs / (tp x pp))")
+    return Run(None, hint, lay, _int(d.get("seq_length")), _neox_precision(d), gbs, gpus)
+
+
+def _neox_precision(d: dict) -> Optional[str]:
+    """gpt-neox 2.x arguments.py NeoXArgs.calculate_derived: `precision` when said, else fp16 from an enabled fp16
+    section, bfloat16 from an enabled bf16 section, else fp32."""
+    if "precision" in d:
+        return _dtype(d["precision"])
+    enabled = [key for key in ("fp16", "bf16") if _on(_section(d, key).get("enabled"))]
+    return enabled[0] if enabled else "fp32"
+
+
 RUNS = {"torchtune": torchtune_run, "nemo1": nemo1_run, "nanotron": nanotron_run, "levanter": levanter_run,
-        "maxtext": maxtext_run}
+        "maxtext": maxtext_run, "neox": neox_run}
 
 
 def refuse_yaml(tool: str, data: dict, where, cluster=None) -> None:
