@@ -25,6 +25,7 @@ G overlaps the first forward (1/3) when the stack overlaps the parameter gather
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from costmodels import comm
 from costmodels import offload
@@ -168,13 +169,15 @@ def optimizer_s(c: Context, params: ParamCount) -> float:
     return gpu + offload.cpu_step_s(dense + expert, c.cluster, c.train)
 
 
-def pp_comm_s(c: Context) -> float:
+def pp_comm_s(c: Context, forward_s: Optional[Callable[[], float]] = None) -> float:
     """Activation and gradient sends between stages on the critical path (1/t each with SP): all
     2(v m + p - 1) of them, or with `Stack.overlap_p2p` under interleaving (Megatron's default
     --overlap-p2p-communication: a chunk's send and the next receive run beside the next chunk's
     compute, core/pipeline_parallel/schedules.py) the 2(p - 1) of the fill and drain, which have no
     compute beside them, plus what of each other send outlasts one layer's forward, the shortest chunk
-    step (a lower bound on the compute it hides behind, so that the term does not depend on the split)."""
+    step (a lower bound on the compute it hides behind, so that the term does not depend on the split).
+    `forward_s`: that forward's seconds when asked (default shortest_forward_s(c); the search passes its
+    cached one)."""
     lay = c.lay
     if lay.pp <= 1:
         return 0.0
@@ -185,16 +188,27 @@ def pp_comm_s(c: Context) -> float:
     if lay.vpp == 1 or not c.stack.overlap_p2p:
         return total * send
     edges = 2 * (lay.pp - 1)
-    return edges * send + (total - edges) * max(0.0, send - _shortest_forward_s(c))
+    shortest = shortest_forward_s(c) if forward_s is None else forward_s()
+    return edges * send + (total - edges) * max(0.0, send - shortest)
+
+
+def layer_kinds(model) -> tuple[bool, ...]:
+    """The layer kinds the model has, as layer_time's `moe` flag: dense (False) when some layer is dense, MoE
+    (True) when some layer is MoE. A model whose layers are all MoE (Mixtral, Qwen3, GPT-OSS) has no dense
+    layer to price."""
+    n_moe = model.num_moe_layers
+    return tuple(moe for moe, present in ((False, model.num_layers > n_moe), (True, n_moe > 0)) if present)
 
 
 def _layer_times(c: Context) -> list[MicroTime]:
-    """One micro-batch of each layer kind the model has: dense, and MoE when it has MoE layers."""
-    return [layer_time(c, moe) for moe in ((False, True) if c.model.is_moe else (False,))]
+    """One micro-batch of each layer kind the model has (layer_kinds)."""
+    return [layer_time(c, moe) for moe in layer_kinds(c.model)]
 
 
-def _shortest_forward_s(c: Context) -> float:
-    """Forward compute of the cheaper layer kind, one micro-batch (a third of its forward + backward)."""
+def shortest_forward_s(c: Context) -> float:
+    """Forward compute of the cheaper layer kind the model has, one micro-batch (a third of its forward +
+    backward). Before 2026-11-27 a model whose layers are all MoE took its dense layer here, a layer it does
+    not have, whose shorter forward priced more of each interleaved send as exposed."""
     return min(t.compute_s for t in _layer_times(c)) / 3
 
 

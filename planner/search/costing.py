@@ -28,7 +28,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.params import local_layer_params
 from costmodels.stage_linear import (LayerCosts, combine_layer_costs, layer_acts, layer_times, layout_coefficients,
                                      state_parts)  # the (weights, grads, optimizer) both sum
-from costmodels.step import pp_comm_s
+from costmodels.step import pp_comm_s, shortest_forward_s
 from costmodels.timing import Context, head_time, layer_time, make_context, step_overhead_s
 from costmodels.train_spec import TrainSpec
 from planner.search.tables import Table, make_table, stage_counts
@@ -76,7 +76,11 @@ class Coster:
                                                   for moe in (False, True)))
         self.states = FieldMemo(lambda lay: me._states(lay))
         self.device = FieldMemo(lambda lay: device_terms(c, t, lay))
-        self.sends_s = FieldMemo(lambda lay: pp_comm_s(me._context(lay)))
+        # the shortest layer forward the interleaved sends hide behind reads the layer's fields only: cached on
+        # them, not on every (pp, vpp, dp, micro-batches) of the sends' own key (it was two layer_time calls per
+        # sends key: 8 of GPT-OSS-120B's 10 s of costing on 256 B200)
+        self.forward_s = FieldMemo(lambda lay: shortest_forward_s(me._context(lay)))
+        self.sends_s = FieldMemo(lambda lay: pp_comm_s(me._context(lay), lambda: me.forward_s(lay)))
         self.overhead_s = FieldMemo(lambda lay: step_overhead_s(me._context(lay)))
         self.coefficients = FieldMemo(lambda lay: layout_coefficients(m, c, t, lay, me.layer(lay), me._memo,
                                                                       me.sends_s(lay)))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 
 from costmodels.model_spec import ModelSpec
 from planner.search.cpsat_stages import StageGroup
+from planner.search.settled import Settled
 from planner.search.tables import (OBJ_PER_TIME, Table, capacity_bound, lower_bound, only_split, stage_capacities,
                                    stage_counts)
 
@@ -119,26 +120,29 @@ def _add_hint(m, model, tables, xs, groups, Z, hint) -> None:
 
 
 def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exclude: frozenset = frozenset(),
-          workers: int = 2, hint: Optional[tuple[int, list[int], int]] = None) -> Optional[Solution]:
+          workers: int = 2, hint: Optional[tuple[int, list[int], int]] = None,
+          settled: Optional[Settled] = None) -> Optional[Solution]:
     """The best candidate and split among `tables` (indices in `exclude` skipped); None if none fits.
 
     One CP-SAT model per pipeline degree (candidates with the same pp share stage variables),
     solved in the order of their best lower bound, each capped by the best objective found so far
     (a group that cannot beat it is proven so by infeasibility). `hint` = (index, stage_layers,
     objective) of a known feasible solution. The time limit holds for model building too: past it,
-    the groups left are skipped and the answer is the best found, not proven optimal."""
+    the groups left are skipped and the answer is the best found, not proven optimal. `settled`: what
+    earlier solves of the same tables proved (planner.search.settled), read and added to."""
+    settled = Settled() if settled is None else settled
     start = time.perf_counter()
     end = start + time_limit_s
     by_pp: dict[int, list[int]] = {}
     for idx, t in enumerate(tables):
         if idx not in exclude:
             by_pp.setdefault(t.layout.pp, []).append(idx)
-    bounds = {i: lower_bound(tables[i], model) for ids in by_pp.values() for i in ids}
+    bounds = {i: settled.bound(i, lower_bound(tables[i], model)) for ids in by_pp.values() for i in ids}
     usable = {i for i in bounds if bounds[i] is not None}
     huge = {i for i in usable if only_split(tables[i], model) is None
             and _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
     usable -= huge  # objectives beyond CP-SAT's 64-bit integers: the caller's first split stands for them
-    best = _best_exact(model, tables, by_pp, bounds, usable)  # one split only: no model needed
+    best = _best_exact(model, tables, by_pp, bounds, usable, settled)  # one split, or settled: no model
     tight: dict[int, float] = {}  # capacity bounds, priced for the groups that need them
     incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
     if best is not None and (incumbent is None or best.objective <= incumbent):
@@ -155,23 +159,30 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         if left <= 0:
             optimal = False
             break
-        ids, trimmed = _affordable(ids, bounds, left / 2, pp)
-        budget = min(max(left - _build_s(len(ids), pp), 0.05), GROUP_BUDGET_S)
         chunked = [i for i in ids if _chunked(model, tables[i])]  # settled one by one (_relax_and_cut)
         plain = [i for i in ids if i not in chunked]
-        group_hint = hint if hint is not None and hint[0] in plain else None  # a chunked hint is not in the model
-        if _bounds([tables[i] for i in ids], model.num_layers)["Z"] > MAX_DOMAIN:
-            sol, proven = None, not plain  # a joint model would overflow: one by one below
+        trimmed = False
+        if (_bounds([tables[i] for i in ids], model.num_layers)["Z"] > MAX_DOMAIN or pp in settled.unsettled
+                or _build_s(len(plain), pp) > GROUP_BUDGET_S):
+            sol, proven = None, not plain  # a joint model would overflow, did not settle before or would take
+            # longer to build than its budget to solve: one by one, best bound first, for as long as time allows
+        elif plain:
+            plain, trimmed = _affordable(plain, bounds, left / 2, pp)
+            budget = min(max(left - _build_s(len(plain), pp), 0.05), GROUP_BUDGET_S)
+            group_hint = hint if hint is not None and hint[0] in plain else None  # a chunked hint is not in it
+            sol, proven = _solve_group(model, tables, plain, bounds, budget, workers, group_hint, incumbent)
+            models += 1
+            if not proven:
+                settled.unsettled.add(pp)
         else:
-            sol, proven = (_solve_group(model, tables, plain, bounds, budget, workers, group_hint, incumbent)
-                           if plain else (None, True))
-            models += bool(plain)
-        if not proven:  # rare: CP-SAT wanders on the joint model, or a busy machine ran out of the group's
-            # budget: settle it candidate by candidate with all the time left (a single candidate too)
-            sol, proven, one_each = _one_by_one(model, tables, plain, bounds, end, workers, incumbent, sol)
+            sol, proven = None, True
+        if not proven:  # a group too large for a joint model, CP-SAT wandered on it, or a busy machine ran out
+            # of the group's budget: settle it candidate by candidate with all the time left
+            sol, proven, one_each = _one_by_one(model, tables, plain, bounds, end, workers, incumbent, sol, settled)
             models += one_each
         if chunked:
-            sol, chunks_proven, one_each = _one_by_one(model, tables, chunked, bounds, end, workers, incumbent, sol)
+            sol, chunks_proven, one_each = _one_by_one(model, tables, chunked, bounds, end, workers, incumbent, sol,
+                                                       settled)
             proven, models = proven and chunks_proven, models + one_each
         optimal = optimal and proven and not trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
@@ -196,18 +207,25 @@ def _beyond(model: ModelSpec, tables: list[Table], ids: list[int], incumbent: in
     return True
 
 
-def _best_exact(model, tables, by_pp, bounds, usable) -> Optional[Solution]:
+def _best_exact(model, tables, by_pp, bounds, usable, settled: Settled) -> Optional[Solution]:
     """The best candidate with one split only (planner.search.tables.only_split), whose lower bound is
-    its objective, taken out of by_pp: the models need not carry them."""
+    its objective, or settled by an earlier solve (its proven optimum), taken out of by_pp: the models need
+    not carry them."""
     exact = []
     for pp, ids in by_pp.items():
-        single = {i for i in ids if only_split(tables[i], model) is not None}
+        single = {i for i in ids if i in settled.exact or only_split(tables[i], model) is not None}
         by_pp[pp] = [i for i in ids if i not in single]
-        exact += [(bounds[i], i) for i in sorted(single) if i in usable]
+        exact += [(_settled_value(settled, bounds, i), i) for i in sorted(single) if i in usable]
     if not exact:
         return None
     value, i = min(exact)
+    if i in settled.exact:
+        return settled.exact[i]
     return Solution(i, tables[i], only_split(tables[i], model), value, True, value)
+
+
+def _settled_value(settled: Settled, bounds: dict, i: int) -> int:
+    return settled.exact[i].objective if i in settled.exact else bounds[i]
 
 
 def _build_s(count: int, pp: int) -> float:
@@ -223,9 +241,10 @@ def _affordable(ids: list[int], bounds: dict, left: float, pp: int) -> tuple[lis
     return sorted(ids, key=bounds.__getitem__)[:most], True
 
 
-def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
+def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best, settled: Settled):
     """Each candidate of a group in its own (small, fast) model, best bound first, capped by the best,
-    until `end` (a time.perf_counter() value): (best, proven, models solved)."""
+    until `end` (a time.perf_counter() value): (best, proven, models solved). What each model proves about
+    its candidate goes into `settled`."""
     proven, models = True, 0
     for i in sorted(ids, key=bounds.__getitem__):
         cap = best.objective if best is not None else incumbent
@@ -235,6 +254,7 @@ def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best):
         if left <= 0:
             return best, False, models
         sol, ok, tried = _screened(model, tables, i, bounds, left, workers, cap)
+        settled.record(i, sol, ok, cap)
         models += tried
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):

@@ -37,6 +37,7 @@ from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
 from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
 from planner.search.memo import FieldMemo, mark_refusals, refusals_of
+from planner.search.settled import Settled
 from planner.search.space import Candidate, SpaceOptions
 from planner.search.tables import Table, lower_bound, objective_seconds
 
@@ -287,10 +288,12 @@ def _solve_top(model, tables, top, deadline, firsts):
     solutions: list[cpsat.Solution] = []
     excluded: set[int] = set()
     optimal, gap = True, 0.0
+    settled = Settled()  # what each solve proves about single candidates, for the next (planner.search.settled)
     for _ in range(top):
         left = deadline - time.perf_counter()
         hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
-        sol = cpsat.solve(model, tables, left, frozenset(excluded), hint=hint) if left > 0 else None
+        sol = (cpsat.solve(model, tables, left, frozenset(excluded), hint=hint, settled=settled) if left > 0
+               else None)
         if sol is None and hint is not None:  # out of time, or objectives too large for CP-SAT: a split
             sol = _from_first_split(model, tables, hint)  # that fits is known, the best balanced one
         if sol is None:
