@@ -27,9 +27,10 @@ A mapping with parplan's own `cluster` and `train` keys is a plan file whatever 
 Launch lines (the entry point of a command in a shell script): `tune run` (torchtune), `llamafactory-cli train` /
 `lmf train`, `axolotl train` / `-m axolotl.cli.train`, `colossalai run` and ColossalAI example scripts under torchrun
 (their `--plugin`/`-p` gemini, zero2, 3d, ...), Nanotron's `run_train.py --config-file`, `-m MaxText.train`,
-`nemo llm` (NeMo 2), `-m levanter.main.*`, GPT-NeoX's `deepy.py train.py [-d DIR] A.yml B.yml`. The tools
-parplan does not read are refused (UserError) with the `parplan estimate` command that prices the same run, filled
-from what the file or line says, as planner.frameworks.megatron.nemo_hydra does for NeMo 1.x hydra launches.
+`nemo llm` (NeMo 2), `-m levanter.main.*`, GPT-NeoX's `deepy.py train.py [-d DIR] A.yml B.yml`, OpenRLHF's
+`-m openrlhf.cli.train_*` / `openrlhf/cli/train_*.py` (find_launch). The tools parplan does not read are refused
+(UserError) with the `parplan estimate` command that prices the same run, filled from what the file or line says,
+as planner.frameworks.megatron.nemo_hydra does for NeMo 1.x hydra launches.
 
 This module tells the tools apart (yaml_tool, find_launch), finds the configs a launch names (config_name,
 config_names, launch_config: GPT-NeoX's several, merged) and maps the tools' model names to presets (preset_for).
@@ -114,7 +115,8 @@ YAML_TOOLS = {
     "neox": Tool("GPT-NeoX", "pipe-parallel-size/model-parallel-size with num-layers/hidden-size/NeoX keys",
                  _is_neox),
 }
-LAUNCH_TOOLS = {"colossalai": "ColossalAI", "nemo2": "NeMo 2 (nemo llm)", **{k: t.name for k, t in YAML_TOOLS.items()}}
+LAUNCH_TOOLS = {"colossalai": "ColossalAI", "nemo2": "NeMo 2 (nemo llm)", "openrlhf": "OpenRLHF",
+                **{k: t.name for k, t in YAML_TOOLS.items()}}
 
 
 def yaml_tool(data) -> Optional[str]:
@@ -165,8 +167,10 @@ SUBCOMMANDS = {("tune", "run"): "torchtune", ("llamafactory-cli", "train"): "lla
 COLOSSAL_PLUGINS = {"gemini": 3, "gemini_auto": 3, "zero2": 2, "zero2_cpu": 2, "3d": None, "3d_cpu": None,
                     "hybrid_parallel": None, "ddp": 0, "fsdp": 3, "fsdp_cpu": 3, "torch_fsdp": 3, "moe": None}
 SCRIPTS = {"MaxText/train.py": "maxtext", "levanter/main/train_lm.py": "levanter", "axolotl/cli/train.py": "axolotl"}
+OPENRLHF = re.compile(r"(?:.*/)?openrlhf[./]cli[./]train_\w+?(?:\.py)?")  # openrlhf/cli/train_*.py, as module or file
 CHEAP = re.compile(r"\btune\b|llamafactory-cli|\blmf\b|axolotl|colossalai|run_train\.py|maxtext|\bnemo\s+llm\b|"
-                   r"levanter|deepy\.py|--plugin|\s-p\s+(" + "|".join(COLOSSAL_PLUGINS) + r")\b", re.IGNORECASE)
+                   r"levanter|deepy\.py|openrlhf|--plugin|\s-p\s+(" + "|".join(COLOSSAL_PLUGINS) + r")\b",
+                   re.IGNORECASE)
 
 
 @dataclass
@@ -179,20 +183,34 @@ class Launch:
     words: list
     before: list
     sh: ShellScript
+    undecided: bool = False  # read from a branch of an `if` whose condition parplan cannot decide
 
 
 def find_launch(text: str, path) -> Optional[Launch]:
-    """The first command of a shell script that starts another tool's training, or None."""
+    """The first command of a shell script that starts another tool's training, or None. OpenRLHF's scripts keep
+    the line in a here-document (`read -r -d '' training_commands <<EOF`, which the shell reader assigns) and launch
+    it under an `if`: when no branch was taken (a condition on the machine), every branch is read for an OpenRLHF
+    line, and the launch is marked undecided."""
     if not CHEAP.search(text) or "--num-layers" in text:
         return None
-    sh = read_script(text, path if path is not None and path.is_file() else None, every_branch=False)
+    file = path if path is not None and path.is_file() else None
+    found = _first(read_script(text, file, every_branch=False))
+    if found is None and "openrlhf" in text.lower():
+        try:
+            found = _first(read_script(text, file, every_branch=True), only="openrlhf")
+        except UserError:  # a branch not taken that does not read (a missing sourced file): no launch found
+            return None
+    return found
+
+
+def _first(sh: ShellScript, only: Optional[str] = None) -> Optional[Launch]:
     for words in sh.commands:
         found = _entry(words)
-        if found:
+        if found and only in (None, found[0]):
             tool, start, at = found
             entry = " ".join(posixpath.basename(w) if w.endswith(".py") or i == at else w
                              for i, w in enumerate(words[at:start], at))
-            return Launch(tool, entry[:80], words[start:], words[:start], sh)
+            return Launch(tool, entry[:80], words[start:], words[:start], sh, undecided=only is not None)
     return None
 
 
@@ -202,16 +220,23 @@ def _entry(words: list) -> Optional[tuple[str, int, int]]:
         base, nxt = posixpath.basename(word), words[i + 1] if i + 1 < len(words) else ""
         if (base, nxt) in SUBCOMMANDS:
             return SUBCOMMANDS[(base, nxt)], i + 2, i
-        if word in ("-m", "--module") and (nxt in MODULES or nxt.startswith("levanter.main.")):
-            return MODULES.get(nxt, "levanter"), i + 2, i
+        if word in ("-m", "--module") and _module(nxt):
+            return _module(nxt), i + 2, i
         if base == "run_train.py" and any(w.split("=", 1)[0] == "--config-file" for w in words[i:]):
             return "nanotron", i + 1, i
         if base == "deepy.py" and posixpath.basename(nxt) == "train.py":  # GPT-NeoX: deepy.py USER_SCRIPT CONFIGS
             return "neox", i + 2, i
         script = next((tool for suffix, tool in SCRIPTS.items() if word.endswith(suffix)), None)
-        if script:
-            return script, i + 1, i
+        if script or (word.endswith(".py") and _module(word) == "openrlhf"):  # OpenRLHF's openrlhf/cli/train_sft.py
+            return script or "openrlhf", i + 1, i
     return _colossal(words)
+
+
+def _module(name: str) -> Optional[str]:
+    """The tool whose training a module (`-m NAME`) or OpenRLHF script runs, or None."""
+    if name in MODULES or name.startswith("levanter.main."):
+        return MODULES.get(name, "levanter")
+    return "openrlhf" if OPENRLHF.fullmatch(name) else None
 
 
 def _colossal(words: list) -> Optional[tuple[str, int, int]]:

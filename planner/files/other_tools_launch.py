@@ -1,7 +1,7 @@
 """The run another tool's launch line describes (launch_run: its config file under the line's overrides, GPT-NeoX's
-several merged; torchtune, NeMo 2 and ColossalAI lines), and the refusal of a launch of a tool parplan does not
-read, naming the estimate command that prices the same run (refuse_launch). Finding the line is
-planner.files.other_tools.find_launch.
+several merged; torchtune, NeMo 2, ColossalAI and OpenRLHF lines, the last planner.files.other_tools_openrlhf's),
+and the refusal of a launch of a tool parplan does not read, naming the estimate command that prices the same run
+(refuse_launch). Finding the line is planner.files.other_tools.find_launch.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from planner.errors import UserError
 from planner.files.loading import CHECK_READS
 from planner.files.other_tools import (COLOSSAL_PLUGINS, LAUNCH_TOOLS, YAML_TOOLS, Launch, _has_any, _section,
                                        config_names, find_config, launch_config, preset_for)
+from planner.files.other_tools_openrlhf import openrlhf_run
 from planner.files.other_tools_runs import RUNS, Run, _dtype, _gpus, _int, _word, command
 from planner.files.shellread import flag_dict, parse_flags
 from planner.frameworks.megatron import nemo_hydra
@@ -36,6 +37,8 @@ def launch_run(launch: Launch, config: Optional[dict]) -> Run:
     """The Run of a refused launch: its config file (when found and read) under the line's overrides."""
     flags = flag_dict(parse_flags(launch.words))
     data = _merge(config or {}, overrides(launch.words))
+    if launch.tool == "openrlhf":
+        return openrlhf_run(launch)
     if launch.tool == "colossalai":
         return _colossal_run(flags, launch)
     if launch.tool == "nemo2":
@@ -110,9 +113,10 @@ def refuse_launch(launch: Launch, where, cluster=None) -> None:
         some = "only the line's values are" if config is None else f"{'their' if lost[1:] else 'its'} values are not"
         unread = (f"; its config{'s' if len(lost) > 1 else ''} {', '.join(_word(n) or 'file' for n in lost[:4])} "
                   f"{where_not}, so {some} filled in")
-    raise UserError(f"{where}: `{shown} ...` is a {name} launch: parplan does not read {name}'s configs or launch "
-                    f"lines. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
-                    + ("" if run.model else f" ({run.hint})") + unread)
+    article = "an" if name[:1] in "AEIOU" else "a"
+    raise UserError(f"{where}: `{shown} ...` is {article} {name} launch: parplan does not read {name}'s configs or "
+                    f"launch lines. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
+                    + ("" if run.model else f" ({run.hint})") + unread + "".join(f"; {n}" for n in run.notes))
 
 
 __all__ = ["launch_run", "overrides", "refuse_launch"]

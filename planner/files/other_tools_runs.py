@@ -58,6 +58,7 @@ class Run:
     global_batch: Optional[int] = None
     gpus: Optional[int] = None
     stack: Optional[str] = None
+    notes: list = field(default_factory=list)  # what the run holds that the command does not price
 
 
 DEFAULT_ONE = ("tp", "pp", "cp", "ep", "vpp")  # layout sizes left out of a command when 1

@@ -11,10 +11,13 @@ fp16, --lora_dim, --only_optimize_lora), and dschat/utils/ds_utils.py get_train_
 or bf16 enabled by --dtype; train_micro_batch_size_per_gpu and train_batch_size = micro x world x accumulation, set in
 main.py). That repository is not a package on a registry: these were read from its source as published, not from a
 copy here. Step 3 (RLHF: actor, critic, reference and reward models, `--actor_zero_stage`) is refused by name.
+OpenRLHF's scripts (`-m openrlhf.cli.train_sft`, `openrlhf/cli/train_dpo.py`) share --zero_stage and
+--gradient_checkpointing but are not DeepSpeed-Chat: is_dschat leaves them (planner.files.other_tools refuses them).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from planner.errors import UserError
@@ -23,11 +26,14 @@ from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
 
 MICRO, SEQ, GAS, STAGE, DTYPE = 16, 512, 1, 0, "fp16"  # main.py parse_args defaults
 RLHF_FLAGS = ("--actor_zero_stage", "--critic_zero_stage", "--actor_model_name_or_path")
+OPENRLHF = re.compile(r"(?:^|[/.])openrlhf[/.]")  # a module or script of the openrlhf package
 
 
 def is_dschat(launch) -> bool:
-    """A DeepSpeed-Chat step: --zero_stage (or step 3's --actor_zero_stage), which no Trainer argument is."""
-    return any(f in launch.flags for f in ("--zero_stage",) + RLHF_FLAGS)
+    """A DeepSpeed-Chat step: --zero_stage (or step 3's --actor_zero_stage), which no Trainer argument is, in a
+    script that is not OpenRLHF's (which has a --zero_stage of its own)."""
+    return (any(f in launch.flags for f in ("--zero_stage",) + RLHF_FLAGS)
+            and not OPENRLHF.search(launch.script or ""))
 
 
 def refuse_rlhf(launch, where: str) -> None:
