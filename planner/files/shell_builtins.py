@@ -103,11 +103,13 @@ def read_builtin(sh, args: list[str], text: Optional[str], word):
         sh.charge(opts["a"], sum(len(x) + 1 for x in items), word)
         sh.arrays[opts["a"]] = items
         sh.scalars.pop(opts["a"], None)
+        sh.opaque.pop(opts["a"], None)
         return met
     names = names or ["REPLY"]
     for name, value in zip(names, split_for(line, len(names), sh.scalars.get("IFS"))):
         sh.charge(name, len(value), word)
         sh.scalars[name] = value
+        sh.opaque.pop(name, None)
         sh.arrays.pop(name, None)
     return met
 

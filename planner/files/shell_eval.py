@@ -3,30 +3,37 @@
 What is evaluated (bash's rules): assignments (`X=1`, `export X=1`, `declare`, `X+=...`, arrays
 `A=( ... )` and `A+=( ... )` with each item expanded and split as bash does), `unset`, `exit` (reading
 stops), `if`/`elif`/`else`/`fi` and `&&`/`||` lists on `[ ]`, `[[ ]]` and `test` expressions whose
-operands are known (=, ==, != with globs, -eq -ne -lt -le -gt -ge, -z, -n, !), `{ ...; }` groups, files
-`source`d or `.`-ed (read only from the script's own folder), scripts run through `bash -c "..."`,
-`srun ... bash -c '...'` and `sbatch <<EOF` here-documents (their text evaluated in turn, as the child
-shell would), and `cat <<EOT > $FILE` here-documents (kept in `sh.files`, e.g. a DeepSpeed config; `$(cat FILE)` reads them
+operands are known (planner.files.shell_cond), `{ ...; }` groups, files `source`d or `.`-ed (read only from
+the script's own folder: planner.files.shell_source), scripts run through `bash -c "..."`, `srun ... bash -c
+'...'` and `sbatch <<EOF` here-documents (their text evaluated in turn, as the child shell would), and
+`cat <<EOT > $FILE` here-documents (kept in `sh.files`, e.g. a DeepSpeed config; `$(cat FILE)` reads them
 back), `read [-r] [-d ''] NAME <<EOT` and `<<< WORD` (planner.files.shell_builtins).
 
+The script is read as run without arguments: in a test a positional argument it was not given is the empty
+string, so `if [ -z "$TP" ]; then TP=2; fi` after `TP=$1` sets 2; an `exit` in a branch taken only because
+arguments are missing (a usage check) does not end the reading (one warning). Values parplan cannot evaluate
+stay whole (planner.files.shell_unknown); a flag whose value is arithmetic over one is warned of, naming the
+variable and the line that set it.
+
 What is not: loops, `case`, functions and conditions that depend on the machine (`[ -f x ]`, an
-unassigned variable). They are skipped with ONE warning each (none when what is skipped only echoes,
-creates folders or exits). Nesting (source, bash -c, here-documents) is at most MAX_DEPTH deep.
+unassigned variable, a command's output). They are skipped with ONE warning each (none when what is skipped
+only echoes, creates folders or exits). Nesting (source, bash -c, here-documents) is at most MAX_DEPTH deep.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
-from pathlib import Path
+from functools import partial
 
-from planner.errors import UserError
 from planner.files.shell_builtins import read_builtin, store_file
-from planner.files.shell_expand import expand, expand_fields
-from planner.files.shell_parse import parse, quiet
+from planner.files.shell_cond import decide
+from planner.files.shell_expand import BREAK, expand, expand_fields, fields, pieces
+from planner.files.shell_parse import QUIET, parse, quiet
 from planner.files.shell_sbatch import option_pairs
+from planner.files.shell_source import source
 from planner.files.shell_tokens import statements, tokens
+from planner.files.shell_unknown import flag_value_notes, forget, joined, set_scalar
 
 MAX_DEPTH = 6
 ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
@@ -56,7 +63,7 @@ def run(sh, text: str, where: str) -> None:
 def _exec_list(sh, nodes: list):
     """Run nodes in order, honouring `&&`/`||`; the status of the last one run (True, False, None = not
     known). Nodes: (kind, a, b, pos, separator after it)."""
-    status, op = True, None
+    status, op, by_args = True, None, False
     for node in nodes:
         if sh.exited:
             return status
@@ -66,9 +73,21 @@ def _exec_list(sh, nodes: list):
                         "cannot know; not read")
             op = node[4] if node[4] in ("&&", "||") else None
             continue
-        status = _exec(sh, node)
+        args_before = sh.args_used
+        status = _guarded(sh, partial(_exec, sh, node), by_args and op is not None)
+        by_args = by_args and op is not None or sh.args_used != args_before
         op = node[4] if node[4] in ("&&", "||") else None
     return status
+
+
+def _guarded(sh, step, by_args: bool):
+    """step(); `by_args`: it runs because the script was given no arguments, so an `exit` in it is the script's
+    usage check and does not end the reading (planner.files.shell_unknown, MISSING)."""
+    sh.arg_guard += by_args
+    try:
+        return step()
+    finally:
+        sh.arg_guard -= by_args
 
 
 def _exec(sh, node):
@@ -92,19 +111,21 @@ def _exec_if(sh, node):
             _exec_list(sh, body)
         _exec_list(sh, other or [])
         return True
+    by_args = False
     for cond, body in branches:
-        before = sh.unknown
+        before, args_before = sh.unknown, sh.args_used
         decided = _exec_list(sh, cond)
+        by_args = by_args or sh.args_used != args_before
         if sh.unknown != before or decided is None:
             if not (all(quiet(b) for _, b in branches) and quiet(other or [])):
                 sh.warn(f"{sh.line(pos)}: an if whose condition parplan cannot decide (it depends on the machine "
                         "or an unset variable); no branch taken")
             return None
         if decided:
-            _exec_list(sh, body)
+            _guarded(sh, partial(_exec_list, sh, body), by_args)
             return True
     if other is not None:
-        _exec_list(sh, other)
+        _guarded(sh, partial(_exec_list, sh, other), by_args)
     return True
 
 
@@ -119,10 +140,27 @@ def command(sh, words: list):
     rest = _assign(sh, words, exported=False)
     if not rest:
         return True
-    argv = [f for w in rest for f in expand_fields(sh, w)]
+    argv = _arguments(sh, rest)
     sh.charge("command", sum(len(a) + 1 for a in argv), rest[0])
     status = _run(sh, argv, redirs, heredoc, rest[0], known=sh.unknown == before)
     return status
+
+
+def _arguments(sh, words: list) -> list[str]:
+    """A command's words expanded into its arguments. In a test (`[`, `[[`, `test`) a missing positional argument
+    is the empty string, and inside `[[ ]]` nothing is split (bash(1): no word splitting there)."""
+    testing = words[0].plain and words[0].text in ("[", "[[", "test")
+    sh.testing = testing
+    try:
+        if testing and words[0].text == "[[":
+            return [expand(sh, w) for w in words]
+        produced = [pieces(sh, w) for w in words]
+    finally:
+        sh.testing = False
+    argv = [f for p in produced for f in fields(p)]
+    if argv and not testing and argv[0] not in QUIET:
+        flag_value_notes(sh, argv, [x for p in produced for x in p], sh.line_of(words[0]) or sh.line(None))
+    return argv
 
 
 def _redirections(words: list) -> tuple[list, list, object]:
@@ -167,18 +205,20 @@ def _assign(sh, words: list, exported: bool, bare_names: bool = False) -> list:
             sh.charge(name, sum(len(x) + 1 for x in items), w)
             sh.arrays[name] = items
             sh.scalars.pop(name, None)
+            forget(sh, name)
             i = end + 1
             continue
-        value = expand(sh, value_word)
+        value, spans = joined(pieces(sh, value_word), BREAK)
         if index is not None:  # A[3]=x: kept as an item only when A is an array already
             i += 1
             continue
         if append and name in sh.arrays:
             sh.arrays[name] = sh.arrays[name] + [value]
         else:
-            value = (sh.scalars.get(name, "") if append else "") + value
+            old = sh.scalars.get(name, "") if append else ""
+            value = old + value
             sh.charge(name, len(value), w)
-            sh.scalars[name] = value
+            set_scalar(sh, name, value, spans, w, shift=len(old))
             sh.arrays.pop(name, None)
             if exported or i + 1 < len(words):
                 sh.env[name] = value
@@ -192,21 +232,26 @@ def _run(sh, argv: list[str], redirs: list, heredoc, word, known: bool):
         return True
     name = argv[0]
     if name in ("[", "[[", "test"):
-        return _test(argv, name) if known else None
+        return decide(argv, name) if known else None
     if name in ("true", ":"):
         return True
     if name == "false":
         return False
     if name == "exit":
+        if sh.arg_guard and not sh.every_branch:
+            sh.warn(f"{sh.line_of(word) or sh.line(None)}: the script exits here when run without arguments (a "
+                    "usage check); parplan reads on, the arguments unknown")
+            return True
         sh.exited = not sh.every_branch
         return True
     if name == "unset":
         for var in argv[1:]:
             sh.scalars.pop(var, None)
             sh.arrays.pop(var, None)
+            forget(sh, var)
         return True
     if name in ("source", "."):
-        return _source(sh, argv[1:], word)
+        return source(sh, argv[1:], word, run)
     body = expand(sh, heredoc) if heredoc is not None else None
     if name == "read":
         return read_builtin(sh, argv[1:], _stdin(sh, body, redirs), word)
@@ -244,87 +289,6 @@ def sbatch_pairs(words: list[str]) -> list[tuple[str, str]]:
     """`--key=value`, `--key value`, `-N 2`, `-N2` options of an sbatch command line, up to the script name,
     with sbatch's long names (planner.files.shell_sbatch)."""
     return option_pairs(words, stop_at_script=True)
-
-
-def _source(sh, args: list[str], word):
-    """Read a sourced file from the script's own folder (never elsewhere); one warning when absent."""
-    if not args:
-        return True
-    name = posixpath.basename(args[0])
-    path = Path(sh.script_dir) / name if sh.script_dir and name and "$" not in name and "`" not in name else None
-    if path is not None and not path.is_file():
-        path = _renamed_sibling(path, sh.script_name)
-        if path is not None:
-            sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {name!r}: read {path.name!r} beside the "
-                    "script (the same name under the script's prefix)")
-    if path is None or not path.is_file():
-        sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {args[0][:80]!r}, not found beside the script; "
-                "the settings it makes are not read")
-        return None
-    from planner.files.safe_read import read_text
-    saved = sh.positional
-    sh.positional = args[1:] or saved
-    try:
-        run(sh, read_text(path), name)
-    except UserError as err:
-        raise UserError(f"{name}: {err}") from None
-    finally:
-        sh.positional = saved
-    return True
-
-
-def _renamed_sibling(path: Path, script: str):
-    """A file a flattened collection renamed with its script's prefix: `CONFIG.sh` sourced by
-    `mlm_sc21_table1.sh` found as `mlm_sc21_CONFIG.sh` beside it (each prefix of the script's name that
-    ends in '_' or '-', longest first). Never the script itself. None when there is none."""
-    stem = posixpath.basename(script)
-    cuts = [i + 1 for i, c in enumerate(stem) if c in "_-"]
-    for cut in sorted(cuts, reverse=True):
-        candidate = path.with_name(stem[:cut] + path.name)
-        if candidate.is_file() and not _same_file(candidate, script):
-            return candidate
-    return None
-
-
-def _same_file(candidate: Path, script: str) -> bool:
-    """Whether `candidate` is the script itself: `source ./missing_env.sh` in `c02b_missing_env.sh` names, under
-    the script's prefix `c02b_`, the script's own name; that is no renamed sibling (bash would not find the file)."""
-    try:
-        return candidate.resolve() == Path(script).resolve()
-    except (OSError, RuntimeError):
-        return candidate.name == posixpath.basename(script)
-
-
-def _test(argv: list[str], name: str):
-    """`[ ... ]`, `[[ ... ]]`, `test ...` on known strings: True/False, None when not decidable."""
-    args = argv[1:-1] if name in ("[", "[[") and argv[-1] in ("]", "]]") else argv[1:]
-    for joiner, combine in (("||", any), ("-o", any), ("&&", all), ("-a", all)):
-        if joiner in args[1:-1] and not (joiner in ("-a", "-o") and name == "[["):
-            k = args.index(joiner)
-            left, right = _test([name] + args[:k] + ["]"], "["), _test([name] + args[k + 1:] + ["]"], "[")
-            return None if left is None or right is None else combine([left, right])
-    if args and args[0] == "!":
-        inner = _test([name] + args[1:] + ["]"], "[")
-        return None if inner is None else not inner
-    if len(args) == 1:
-        return bool(args[0])
-    if len(args) == 2:
-        return {"-z": not args[1], "-n": bool(args[1])}.get(args[0])
-    if len(args) == 3:
-        return _binary(*args, glob=name == "[[")
-    return None
-
-
-def _binary(left: str, op: str, right: str, glob: bool):
-    if op in ("=", "=="):
-        return fnmatch.fnmatchcase(left, right) if glob else left == right
-    if op == "!=":
-        return not (fnmatch.fnmatchcase(left, right) if glob else left == right)
-    numeric = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
-               "-ge": int.__ge__}
-    if op in numeric and re.fullmatch(r"-?[0-9]{1,18}", left) and re.fullmatch(r"-?[0-9]{1,18}", right):
-        return numeric[op](int(left), int(right))
-    return None
 
 
 __all__ = ["run", "command", "sbatch_pairs"]

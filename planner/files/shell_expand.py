@@ -3,8 +3,11 @@
 Parameter expansion: `$X`, `${X}`, `${X:-w}`/`${X-w}` (w itself quoted and expanded), `${X:=w}` (also
 assigns), `${X:+w}`, `${#X}`, `${A[@]}`/`${A[*]}`/`${A[i]}`, positional `$1`/`${1:-w}`, `$0`. Arithmetic
 `$((...))` on integers (+ - * / % and parentheses). Command substitution only for what locates files:
-`pwd` and `dirname X` (the script's folder), and `cat F` / `< F` of a file the script wrote with a here-document. Anything else (an unassigned variable, `$(scontrol ...)`,
-`${X/a/b}`) stays as written and counts as unknown (`sh.unknown`), so a test on it is not decided.
+`pwd` and `dirname X` (the script's folder), and `cat F` / `< F` of a file the script wrote with a
+here-document. Anything else (an unassigned variable, `$(scontrol ...)`, `${X/a/b}`, arithmetic over such a
+value) stays as written, ONE piece that is never split, and counts as unknown (`sh.unknown`), so a test on it
+is not decided; a variable set to it keeps it so (planner.files.shell_unknown). A positional argument the
+script was not given is the empty string in a test, as written elsewhere (shell_unknown, MISSING).
 
 Unquoted results are split into fields on blanks (bash's word splitting with the default IFS), quoted
 ones are not, `"${A[@]}"` gives one field per item: what argparse finally sees.
@@ -14,22 +17,23 @@ Bounded: a word grows to at most MAX_VALUE_CHARS characters; past that a UserErr
 
 from __future__ import annotations
 
-import ast
-import operator
 import posixpath
 import re
 
 from planner.errors import UserError
+from planner.files.shell_arith import evaluate
 from planner.files.shell_builtins import cat_substitution
-from planner.files.shell_tokens import Word, closing, line_at
+from planner.files.shell_scan import after_backquote, closing, is_arithmetic
+from planner.files.shell_tokens import Word, line_at
+from planner.files.shell_unknown import (
+    ARITH, COMMAND, MISSING, VARIABLE, Mark, argless, first_mark, joined, piece, set_scalar, var_pieces,
+)
 
 MAX_VALUE_CHARS = 64 * 1024
 MAX_NESTING = 16  # ${A:-${B:-...}} defaults within defaults
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]")
 PARAM = re.compile(r"(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(\[[^\]]*\])?(?:(:?[-=+?])(.*))?$", re.S)
 BREAK = object()  # a field boundary that `"${A[@]}"` forces between items
-OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-       ast.Div: operator.floordiv, ast.Mod: operator.mod}
 
 
 class _TooLong(Exception):
@@ -100,16 +104,15 @@ def _one(sh, text: str, i: int, room: list, quoted: bool) -> tuple[int, list]:
     """(index after the expansion at text[i], its pieces); end <= i when text[i] starts none."""
     split = not quoted
     if text[i] == "`" or text.startswith("$(", i):
-        if text.startswith("$((", i):
-            end = closing(text, i + 1, "(", ")")
-            if end > 0:
-                return end + 1, [(_grow(room, _arith(sh, text[i + 3:end - 1], text[i:end + 1])), split)]
-        end = text.find("`", i + 1) if text[i] == "`" else closing(text, i + 1, "(", ")")
+        end = after_backquote(text, i) - 1 if text[i] == "`" else closing(text, i + 1, "(", ")")
+        if end > 0 and is_arithmetic(text, i, end):
+            return end + 1, [_arith(sh, text[i + 3:end - 1], text[i:end + 1], room, split)]
         if end < 0:
             raise UserError(f"cannot read the script: {sh.line(None)}: unclosed {text[i:i + 2]} "
                             "(bash: bad substitution)")
-        inner = text[i + 1:end] if text[i] == "`" else text[i + 2:end]
-        return end + 1, [(_grow(room, _command(sh, inner, text[i:end + 1])), split)]
+        inner, written = text[i + 1:end] if text[i] == "`" else text[i + 2:end], text[i:end + 1]
+        value = _command(sh, inner)
+        return end + 1, [piece(sh, _grow(room, written), COMMAND) if value is None else (_grow(room, value), split)]
     if text.startswith("${", i):
         end = closing(text, i + 1, "{", "}")
         if end < 0:
@@ -119,8 +122,7 @@ def _one(sh, text: str, i: int, room: list, quoted: bool) -> tuple[int, list]:
     if m:
         return m.end(), _value(sh, m.group(0), None, text[i:m.end()], room, quoted)
     if i + 1 < len(text) and text[i + 1] in "@*#?$!-":
-        sh.unknown += 1
-        return i + 2, [(text[i:i + 2], False)]
+        return i + 2, [piece(sh, text[i:i + 2])]
     return i, []
 
 
@@ -136,9 +138,8 @@ def _value(sh, name: str, index, written: str, room: list, quoted: bool) -> list
         return [(_grow(room, " ".join(items)), not quoted)]
     value = lookup(sh, name, index)
     if value is None:
-        sh.unknown += 1
-        return [(_grow(room, written), False)]
-    return [(_grow(room, value), not quoted)]
+        return [piece(sh, _grow(room, written), MISSING if name.isdigit() else VARIABLE, quoted)]
+    return var_pieces(sh, name, _grow(room, value), quoted) if index is None else [(_grow(room, value), not quoted)]
 
 
 def lookup(sh, name: str, index=None):
@@ -158,27 +159,25 @@ def lookup(sh, name: str, index=None):
 def _param(sh, inner: str, written: str, room: list, quoted: bool) -> list:
     m = PARAM.match(inner)
     if not m:
-        sh.unknown += 1
-        return [(_grow(room, written), False)]
+        return [piece(sh, _grow(room, written))]
     count, name, index, op, word = m.groups()
     index = index[1:-1] if index else None
     if count:
         value = lookup(sh, name, index)
-        if op or value is None:
-            sh.unknown += 1
-            return [(_grow(room, written), False)]
+        if op or value is None or name in sh.opaque:
+            return [piece(sh, _grow(room, written))]
         return [(_grow(room, str(len(sh.arrays.get(name, [])) if index in ("@", "*") else len(value))), False)]
     if not op:
         return _value(sh, name, index, written, room, quoted)
-    value = lookup(sh, name, index) if not (index in ("@", "*") and name in sh.arrays) else " ".join(sh.arrays[name])
+    value = argless(sh, name, lookup(sh, name, index)) if not (index in ("@", "*") and name in sh.arrays) \
+        else " ".join(sh.arrays[name])
     is_set = value is not None and (bool(value) or not op.startswith(":"))
     if op.endswith("+"):
         return _word(sh, word, room, quoted) if is_set else []
     if is_set:
         return _value(sh, name, index, written, room, quoted)
     if op.endswith("?"):
-        sh.unknown += 1
-        return [(_grow(room, written), False)]
+        return [piece(sh, _grow(room, written))]
     if sh.nesting >= MAX_NESTING:
         raise UserError(f"cannot read the script: {sh.line(None)}: ${{...:-...}} nested more than {MAX_NESTING} deep")
     sh.nesting += 1
@@ -187,7 +186,7 @@ def _param(sh, inner: str, written: str, room: list, quoted: bool) -> list:
     finally:
         sh.nesting -= 1
     if op.endswith("=") and not name.isdigit():
-        sh.scalars[name] = join(produced)
+        set_scalar(sh, name, *joined(produced, BREAK), None)
         sh.charge(name, len(sh.scalars[name]), None)
     return produced
 
@@ -207,38 +206,28 @@ def _word(sh, text: str, room: list, quoted: bool) -> list:
     return out
 
 
-def _arith(sh, expr: str, written: str) -> str:
-    """`$((expr))` on integers: variables substituted, + - * / % and parentheses; unknown -> as written."""
-    flat = join(_text(sh, expr, [MAX_VALUE_CHARS], True))
-    flat = re.sub(r"[A-Za-z_][A-Za-z0-9_]*", lambda m: sh.scalars.get(m.group(0), "?"), flat)
-    try:
-        value = _eval(ast.parse(flat.strip(), mode="eval").body) if len(flat) < 200 else None
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
-        value = None
+def _arith(sh, expr: str, written: str, room: list, split: bool) -> tuple:
+    """The piece of `$((expr))`: variables substituted, then planner.files.shell_arith; unknown -> as written, its
+    Mark's cause the first unknown value it used."""
+    produced = _text(sh, expr, [MAX_VALUE_CHARS], True)
+    cause = first_mark(produced)
+
+    def variable(m):
+        nonlocal cause
+        opaque = sh.opaque.get(m.group(0))
+        if cause is None and (opaque or m.group(0) not in sh.scalars):
+            cause = opaque.spans[0][2] if opaque else Mark(VARIABLE, "$" + m.group(0))
+        return "?" if opaque else sh.scalars.get(m.group(0), "?")
+
+    value = evaluate(re.sub(r"[A-Za-z_][A-Za-z0-9_]*", variable, join(produced)))
     if value is None:
-        sh.unknown += 1
-        return written
-    return str(value)
+        return piece(sh, _grow(room, written), ARITH, cause=cause)
+    return _grow(room, str(value)), split
 
 
-def _eval(node):
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval(node.operand)
-        return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
-    if isinstance(node, ast.BinOp) and type(node.op) in OPS:
-        left, right = _eval(node.left), _eval(node.right)
-        if left is None or right is None:
-            return None
-        value = OPS[type(node.op)](left, right)
-        return value if abs(value) < 2**63 else None
-    return None
-
-
-def _command(sh, inner: str, written: str) -> str:
+def _command(sh, inner: str):
     """`$(pwd)`, `$(dirname X)`: the script's folder; `$(cat F)`, `$(< F)` of a file the script wrote with a
-    here-document: its text (planner.files.shell_builtins); anything else unknown (nothing is run)."""
+    here-document: its text (planner.files.shell_builtins); anything else None (nothing is run)."""
     words = inner.split()
     text = cat_substitution(sh, inner)
     if text is not None:
@@ -249,8 +238,7 @@ def _command(sh, inner: str, written: str) -> str:
         target = expand(sh, Word(((words[1].strip('"'), "dq"),)))
         if "$" not in target and "`" not in target:
             return posixpath.dirname(target) or "."
-    sh.unknown += 1
-    return written
+    return None
 
 
 def join(produced: list) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from planner.errors import UserError
+from planner.files.shell_scan import after_backquote, closing, is_arithmetic  # noqa: F401  (re-exported)
 
 MAX_WORDS = 200_000  # a launch script has a few thousand
 SEPARATORS = {";", "&&", "||", "|", "&", ";;", "|&"}
@@ -48,30 +49,6 @@ def make_word(segs: tuple, pos) -> Word:
 
 def line_at(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
-
-
-def closing(text: str, i: int, open_: str, close: str) -> int:
-    """Index of the `close` matching the `open_` at text[i] (quotes inside skipped); -1 if none."""
-    depth, j, n = 0, i, len(text)
-    while j < n:
-        c = text[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c in "'\"" and open_ != c:
-            k = text.find(c, j + 1)
-            if k < 0:
-                return -1
-            j = k + 1
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    return -1
 
 
 class _Lexer:
@@ -179,7 +156,7 @@ class _Lexer:
                 j += 2
                 continue
             if text.startswith("$(", j) or text.startswith("${", j) or text[j] == "`":
-                end = (text.find("`", j + 1) if text[j] == "`" else
+                end = (after_backquote(text, j) - 1 if text[j] == "`" else
                        closing(text, j + 1, "(", ")") if text[j + 1] == "(" else closing(text, j + 1, "{", "}"))
                 if end < 0:  # bash: "bad substitution" / unexpected EOF
                     self.fail(f"unclosed {text[j:j + 2] if text[j] == '$' else '`'} inside double quotes", j)
@@ -195,7 +172,7 @@ class _Lexer:
 
     def substitution(self, c: str):
         text = self.text
-        end = closing(text, self.i + 1, "(", ")") if c == "$" else text.find("`", self.i + 1)
+        end = closing(text, self.i + 1, "(", ")") if c == "$" else after_backquote(text, self.i) - 1
         if end < 0:
             self.fail("unclosed $( or `", self.i)
         self.buf.append(text[self.i:end + 1])

@@ -26,6 +26,7 @@ from planner.files import shell_eval
 from planner.files.shell_sbatch import fewest_nodes, sbatch_options  # noqa: F401  (sbatch_options re-exported)
 from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields  # noqa: F401  (re-exported)
 from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401  (Word re-exported)
+from planner.files.shell_unknown import origin
 
 MAX_TOTAL_CHARS = 16 * 2**20
 MAX_WARNINGS = 20
@@ -49,6 +50,10 @@ class ShellScript:
     script_name: str = "script"  # $0
     positional: list[str] = field(default_factory=list)  # $1 ...
     unknown: int = 0  # expansions that stayed as written (decides whether a test can be evaluated)
+    opaque: dict = field(default_factory=dict)  # name -> the unknown spans of its value (shell_unknown.Opaque)
+    testing: bool = False  # expanding a `[ ]` / `test` command: a missing argument is the empty string
+    args_used: int = 0  # missing arguments read as empty strings so far (a test that depended on them)
+    arg_guard: int = 0  # inside a branch taken because arguments are missing: `exit` does not stop reading
     depth: int = 0
     nesting: int = 0  # ${X:-${Y:-...}} levels being expanded
     where: str = ""
@@ -123,6 +128,13 @@ def read_script(text: str, path: Optional[Path] = None, args: Optional[list[str]
         sh.scalars.update(slurm_env(sh.sbatch))
     shell_eval.run(sh, text, posixpath.basename(sh.script_name))
     return sh
+
+
+def unknown_value(sh: ShellScript, value: Optional[str]) -> Optional[str]:
+    """Why a flag's whole value is one parplan cannot evaluate, or None: `batch_size (set on line 3 to
+    $(( 16 / ${num_gpus} ))): a value parplan cannot evaluate (it depends on num_gpus, set on line 2 from what
+    $(nvidia-smi ...) prints, and parplan runs no command)`. For the flag readers' messages."""
+    return origin(sh, value)
 
 
 def expand(sh: ShellScript, word) -> str:
