@@ -21,7 +21,8 @@ from costmodels.layout import RECOMPUTE_MODULES
 from costmodels.model_spec import MAX_LAYERS
 from planner.errors import UserError
 from planner.frameworks.megatron import cp_comm as cp_comm_flags
-from planner.frameworks.megatron import deepspeed_dialect, flag_table, known_flags, layer_freq, nemo_hydra
+from planner.frameworks.megatron import (deepspeed_dialect, entry_points, flag_table, known_flags, layer_freq,
+                                        nemo_hydra, world)
 from planner.frameworks.megatron.attention_flags import attention_model_data
 from planner.frameworks.megatron.names import NORM, POSITION, SWITCHES, ZERO_FSDP
 from planner.frameworks.megatron.stages import stage_split
@@ -38,7 +39,8 @@ INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 # argparse nargs="+" (megatron/training/arguments.py; the load-balancing type is a list in TransformerConfig)
 LIST_FLAGS = {"--recompute-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type",
               "--cp-comm-type", "--hierarchical-context-parallel-sizes",  # megatron-core 0.19.2: nargs='+'
-              "--num-experts"}  # Megatron-DeepSpeed: nargs="+", one count per MoE layer
+              "--num-experts",  # Megatron-DeepSpeed: nargs="+", one count per MoE layer
+              "--spec"}  # nargs='*': <module> <function> (planner.frameworks.megatron.entry_points reads it)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class MegatronArgs:
     launcher: Optional[str] = None  # torchrun, deepspeed, python (None: an argument file)
     launcher_opts: list = field(default_factory=list)  # the launcher's own options
     shell: Optional[ShellScript] = None  # the evaluated script: warnings, here-document files, #SBATCH
+    yaml: Optional[str] = None  # the --yaml-cfg file the flags were read from (planner.frameworks.megatron.yaml_cfg)
 
     @property
     def flags(self) -> dict:
@@ -77,7 +80,8 @@ class MegatronArgs:
 
     def require_int(self, flag: str) -> int:
         if flag not in self.flags:
-            raise UserError(f"{flag} is missing (Megatron needs it)")
+            unset = f": {self.yaml} (--yaml-cfg) sets no {flag[2:].replace('-', '_')}" if self.yaml else ""
+            raise UserError(f"{flag} is missing (Megatron needs it){unset}")
         return self.int(flag)
 
 
@@ -85,8 +89,9 @@ LAUNCHERS = ("torchrun", "deepspeed", "python", "python3")
 TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")  # `python -m torch.distributed.run` = torchrun
 
 
-def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str]]]:
-    """(launcher, its options, training script, script arguments) of every command running a script."""
+def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str], list[str]]]:
+    """(launcher, its options, training script, script arguments, the words before the launcher: `srun`, `env X=1`)
+    of every command running a script."""
     found = []
     for words in sh.commands:
         for i, w in enumerate(words):
@@ -97,7 +102,7 @@ def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str]]]:
             if script in TORCH_RUN:
                 launcher, (opts, script, args) = "torchrun", split_at_script(args)
             if script is not None:
-                found.append((launcher, opts, script, args))
+                found.append((launcher, opts, script, args, words[:i]))
             break
     return found
 
@@ -106,21 +111,26 @@ def read_megatron(text: str, path=None) -> MegatronArgs:
     """The launch of Megatron's training script (the first whose script is pretrain_*.py or that gives
     --num-layers; else the first torchrun, then python launch), or every flag of an argument file.
     `path`: the script's file, whose folder `source`d files are read from. A NeMo hydra launch is refused
-    (nemo_hydra); flags Megatron would refuse are warned of, or refused (known_flags.vet)."""
+    (nemo_hydra), and so are models other than GPT and BERT (entry_points); flags Megatron would refuse are warned of,
+    or refused (known_flags.vet); --yaml-cfg replaces the flags with its YAML's (yaml_cfg). The GPUs a launch
+    starts: world.launched (torch's defaults, said)."""
     sh = read_script(text, path, every_branch=False)
     found = launches(sh)
     main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
-    for launcher, opts, script, args in main or sorted(found, key=lambda f: f[0] != "torchrun"):
+    for launcher, opts, script, args, prefix in main or sorted(found, key=lambda f: f[0] != "torchrun"):
         nemo_hydra.refuse(script, args)
-        read = MegatronArgs(parse_flags(args, SWITCHES, LIST_FLAGS), opts if launcher == "torchrun" else None,
-                            sh.env, launcher, opts, sh)
+        pairs = parse_flags(args, SWITCHES, LIST_FLAGS)
+        entry_points.refuse(script, pairs)
+        read = MegatronArgs(pairs, world.launched(launcher, opts, prefix, sh), sh.env, launcher, opts, sh)
         known_flags.vet(read.pairs, sh.warn, deepspeed_dialect.is_megatron_deepspeed(read))
+        entry_points.settle(read, script, path)
         return read
     words = [w for cmd in sh.commands for w in cmd] + [w for items in sh.arrays.values() for w in items]
     words += [w for value in sh.scalars.values() if "--num-layers" in value for w in value.split()]
     read = MegatronArgs(parse_flags(words, SWITCHES, LIST_FLAGS), None, sh.env, None, [], sh)
     if sh.commands and all(cmd[0].startswith("--") for cmd in sh.commands if cmd):  # an argument file
         known_flags.vet(read.pairs, sh.warn)
+    entry_points.settle(read, None, path)
     return read
 
 
@@ -415,7 +425,8 @@ def unpriced_warnings(a: MegatronArgs) -> list[str]:
     router's balancing loss has a zero coefficient (planner.frameworks.megatron.train.balance_warnings), one per MoE
     kernel switch left off that parplan prices on (train.kernel_warnings), and one per context-parallel type priced
     as another (planner.frameworks.megatron.cp_comm.warnings)."""
+    from planner.frameworks.megatron.precision import fp32_warnings
     from planner.frameworks.megatron.train import balance_warnings, kernel_warnings  # train imports this module
 
-    return (flag_table.unpriced(a.flags) + balance_warnings(a) + kernel_warnings(a)
+    return (fp32_warnings(a) + flag_table.unpriced(a.flags) + balance_warnings(a) + kernel_warnings(a)
             + cp_comm_flags.warnings(a, a.int("--context-parallel-size", 1)))

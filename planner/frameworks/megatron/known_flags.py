@@ -46,6 +46,16 @@ MEGATRON_DEEPSPEED = {
     "--moe-min-capacity", "--moe-eval-capacity-factor", "--contigious-checkpointing", "--checkpoint-in-cpu",
     "--synchronize-each-layer", "--profile-backward", "--random-ltd",
 }
+# Megatron-DeepSpeed's own flags that change neither memory nor step time (Microsoft Megatron-DeepSpeed
+# megatron/arguments.py: token-based schedules, data-efficiency indexes and options, universal checkpoints, and
+# --no-async-tensor-model-parallel-allreduce, gone from megatron-core 0.19.2's parser): accepted without a warning in a
+# Megatron-DeepSpeed launch (deepspeed_dialect.is_megatron_deepspeed) only; Megatron-LM would refuse them.
+MEGATRON_DEEPSPEED_ONLY = frozenset({
+    "--lr-decay-tokens", "--lr-warmup-tokens", "--train-tokens", "--train-data-exact-num-epochs",
+    "--return-data-index", "--data-efficiency-curriculum-learning", "--train-idx-path", "--train-desc-path",
+    "--train-doc-idx-path", "--train-sample-idx-path", "--train-shuffle-idx-path", "--universal-checkpoint",
+    "--no-async-tensor-model-parallel-allreduce", "--aml-data-download-path", "--repeated-dataloader",
+})
 # Megatron-LM of 2021 (Narayanan et al. SC'21 scripts, tests/data/configs/mlm_sc21_*.sh)
 MEGATRON_2021 = {"--DDP-impl", "--checkpoint-activations", "--activations-checkpoint-method",
                  "--activations-checkpoint-num-layers"}
@@ -104,11 +114,12 @@ def meant(flag: str) -> Optional[str]:
     return best[2] if best[0] <= limit else None
 
 
-def unknown(pairs: list) -> list[tuple[str, Optional[str]]]:
-    """(flag, value) of each flag given that Megatron would refuse, in the order given, each once."""
+def unknown(pairs: list, deepspeed: bool = False) -> list[tuple[str, Optional[str]]]:
+    """(flag, value) of each flag given that Megatron would refuse, in the order given, each once (deepspeed: a
+    Megatron-DeepSpeed launch, which also accepts MEGATRON_DEEPSPEED_ONLY)."""
     seen, out = set(), []
     for flag, value in pairs:
-        if flag not in ACCEPTED and flag not in seen:
+        if flag not in ACCEPTED and flag not in seen and not (deepspeed and flag in MEGATRON_DEEPSPEED_ONLY):
             seen.add(flag)
             out.append((flag, value))
     return out
@@ -129,7 +140,7 @@ def vet(pairs: list, warn, deepspeed: bool = False) -> None:
     define flags MEGATRON_DEEPSPEED does not list (its warning says so)."""
     if not deepspeed:
         refuse_switch_values(pairs)
-    for flag, value in unknown(pairs):
+    for flag, value in unknown(pairs, deepspeed):
         near = meant(flag)
         if near in READ:
             shown = "" if value is None else f" {value[:40]}"

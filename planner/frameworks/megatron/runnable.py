@@ -4,6 +4,9 @@ named (instead of the layout check's field names or a bare GPU count later on).
 - the tensor-parallel split of attention (planner.frameworks.megatron.tp_split, megatron-core 0.19.2
   transformer_config.py);
 - no node count anywhere while the cluster's default size cannot hold the layout (planner.frameworks.megatron.world);
+- a world size that is not a multiple of tp*cp*pp and etp*ep*pp, and (said, not refused: check's batch options may
+  replace them) a --global-batch-size that is not a multiple of --micro-batch-size x dp, each naming the file and the
+  GPUs read or assumed (planner.frameworks.megatron.world);
 - --fp8-format on a GPU without an FP8 peak (planner.frameworks.megatron.train.require_fp8_peak), unless check's
   --precision replaces the script's precision.
 Used by planner.files.native.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from planner.files.native_sizes import note
 from planner.frameworks.megatron import tp_split, world
 from planner.frameworks.megatron.train import require_fp8_peak
 
@@ -23,5 +27,9 @@ def require(a, spec, lay, cluster, where: str, from_flags: bool, nodes_known: bo
     tp_split.require(a, spec, lay.tp, from_flags, where)
     if not nodes_known:
         world.require_node_count(lay, cluster, where)
+    world.require_world(lay, cluster, where, nodes_known)
+    said = world.batch_warning(a, lay, cluster, nodes_known)
+    if said:
+        note(where, said)
     if precision is None:
         require_fp8_peak(a, cluster, where)

@@ -12,23 +12,18 @@ from __future__ import annotations
 from typing import Optional
 
 from planner.errors import UserError
-from planner.frameworks.megatron import deepspeed_dialect, ds_json
+from planner.frameworks.megatron import deepspeed_dialect
 from planner.frameworks.megatron.flags import MegatronArgs, choice, seq_length
+from planner.frameworks.megatron.precision import precision as precision_of
 
 def train_data(a: MegatronArgs) -> dict:
     """TrainSpec fields (global batch may be absent: Megatron then uses micro * dp)."""
-    if a.has("--bf16") and a.has("--fp16"):
-        raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
-    json_precision = ds_json.precision(a) if deepspeed_dialect.is_megatron_deepspeed(a) else None
-    if not (a.has("--bf16") or a.has("--fp16") or json_precision):
-        raise UserError("neither --bf16 nor --fp16 is given: parplan models 16-bit mixed-precision training")
-    precision = "fp8" if a.has("--fp8-format") else ("bf16" if a.has("--bf16") else
-                                                     "fp16" if a.has("--fp16") else json_precision)
+    precision = precision_of(a)  # fp32 without --bf16/--fp16 (planner.frameworks.megatron.precision)
     optimizer = a.str("--optimizer", "adam")
     if optimizer not in ("adam", "sgd"):
         raise UserError(f"--optimizer {optimizer!r}: parplan models adam and sgd")
     data = {"seq_length": seq_length(a), "precision": precision, "optimizer": optimizer, "grad_dtype": grad_dtype(a),
-            "flash_attention": flash_attention(a),
+            "flash_attention": flash_attention(a) and precision != "fp32",
             "tp_comm_overlap": a.has("--tp-comm-overlap"), "overlap_grad_reduce": a.has("--overlap-grad-reduce"),
             "ep_comm_overlap": a.has("--overlap-moe-expert-parallel-comm"),
             **optimizer_dtypes(a), **offload_data(a), **balance_data(a)}
@@ -54,11 +49,12 @@ TRANSFORMER_IMPLS = ("transformer_engine", "local", "inference_optimized")  # Tr
 
 def flash_attention(a: MegatronArgs) -> bool:
     """Fused attention (no s x s scores kept): --attention-backend (default auto: Transformer Engine picks flash or
-    cuDNN fused) unless unfused or local, and only with Transformer Engine layers. --transformer-impl local (default
-    transformer_engine: megatron-core 0.19.2 transformer_config.py line 1220) builds megatron-core's own layer spec,
-    whose core attention is DotProductAttention, unfused whatever the backend (megatron/training/models/gpt.py
-    _te_or_local_layer_spec lines 98-130 -> get_gpt_layer_local_spec; megatron/core/models/backends.py
-    LocalSpecProvider.core_attention, line 131)."""
+    cuDNN fused) unless unfused or local, and only with Transformer Engine layers (and 16-bit inputs: fp32 training
+    is priced unfused, train_data, as Transformer Engine's flash and cuDNN paths take fp16/bf16 only).
+    --transformer-impl local (default transformer_engine: megatron-core 0.19.2 transformer_config.py line 1220)
+    builds megatron-core's own layer spec, whose core attention is DotProductAttention, unfused whatever the backend
+    (megatron/training/models/gpt.py _te_or_local_layer_spec lines 98-130 -> get_gpt_layer_local_spec;
+    megatron/core/models/backends.py LocalSpecProvider.core_attention, line 131)."""
     impl = a.str("--transformer-impl", "transformer_engine")
     if impl not in TRANSFORMER_IMPLS:
         raise UserError(f"--transformer-impl {impl!r}: Megatron knows {', '.join(TRANSFORMER_IMPLS)}")

@@ -67,8 +67,10 @@ def vocab_size(a) -> int:
             return a.int("--pad-vocab-size-to")
         shown = f"--tokenizer-type {tokenizer}" + (f" --tokenizer-model {model[:60]}" if model else "") \
             if tokenizer else "no --tokenizer-type"
+        yaml = getattr(a, "yaml", None)  # --yaml-cfg: the flags came from that file's keys
+        fix = f"add vocab_size to {yaml}" if yaml else "add --vocab-size to the script"
         raise UserError(f"{shown}: parplan does not know this tokenizer's vocabulary and the script gives no "
-                        "--vocab-size; add --vocab-size to the script or give --model")
+                        f"--vocab-size; {fix} or give --model")
     if a.has("--pad-vocab-size-to"):
         target = a.int("--pad-vocab-size-to")
         if target < base:
