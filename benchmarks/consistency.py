@@ -74,9 +74,14 @@ class Conflict:
 
 
 def slot_bound(small: Run, k: int) -> float:
-    """R = (m + k (p-1)/v) / (m + (p-1)/v): T_big <= R T_small for micro-batches k * b against b."""
-    fill = (small.pp - 1) / small.vpp
-    return (small.microbatches + k * fill) / (small.microbatches + fill)
+    """R = k slots(m / k) / slots(m), slots(m) = m + (p-1)/v (+ (p - m)(v - 1)/v when interleaving runs fewer
+    micro-batches than stages, as torch's schedules may: costmodels.pipeline), i.e. (m + k (p-1)/v) / (m + (p-1)/v)
+    where m / k >= p: T_big <= R T_small for micro-batches k * b against b."""
+    p, v, m = small.pp, small.vpp, small.microbatches
+
+    def slots(n: float) -> float:
+        return n + (p - 1) / v + ((p - n) * (v - 1) / v if v > 1 and n < p else 0.0)
+    return k * slots(m / k) / slots(m)
 
 
 def conflicts(runs: list[Run], tolerance: float = 0.0) -> list[Conflict]:

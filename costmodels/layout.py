@@ -2,7 +2,9 @@
 
 `resolve_layout` fills derived values (dp, schedule, stage_layers, num_microbatches) and checks
 Megatron-LM's own argument rules (megatron.training.arguments.validate_args, as listed in
-benchmarks/data/launch_formats.md) plus the expert-grid rule Megatron checks only at start-up.
+benchmarks/data/launch_formats.md) plus the expert-grid rule Megatron checks only at start-up. The
+interleaving rule m % pp == 0 is Megatron's: it holds for every stack but torchtitan's, whose torch schedules
+accept fewer micro-batches (DeepSpeed and FSDP run no virtual stages at all).
 Every message names the fields and the numbers involved.
 """
 
@@ -277,6 +279,16 @@ def _batch_problems(train: TrainSpec, lay: Layout, dp: int) -> list[str]:
     m = gbs // (lay.mbs * dp)
     if lay.num_microbatches is not None and lay.num_microbatches != m:
         return [f"num_microbatches={lay.num_microbatches} but global_batch/(mbs*dp)={gbs}/({lay.mbs}*{dp})={m}"]
-    if lay.vpp > 1 and m % lay.pp:
+    if lay.vpp > 1 and m % lay.pp and not _torch_schedules(train):
         return [f"interleaved schedule (vpp={lay.vpp}) needs num_microbatches={m} divisible by pp={lay.pp} (Megatron)"]
     return []
+
+
+def _torch_schedules(train: TrainSpec) -> bool:
+    """Whether torch's pipelining schedules run the layout (the stack's framework is torchtitan), not Megatron's.
+    Megatron asserts m % pp == 0 for interleaving (get_forward_backward_func's interleaved schedule); torch's
+    interleaved schedules accept any m below 2pp and otherwise a multiple of max(1, m // pp): the torchtitan
+    reader holds a job file to that rule, naming its keys (planner.frameworks.torchtitan.schedules.microbatch_refusal),
+    as the micro-batches per pipeline step are training.local_batch_size / pipeline_parallel_microbatch_size, which
+    a Layout does not carry. DeepSpeed and FSDP run no virtual stages; their layouts keep Megatron's rule."""
+    return not isinstance(train.stack, str) and train.stack_spec.framework == "torchtitan"

@@ -19,6 +19,12 @@ through each rank's largest chunk instead of t_i / v, so every rank adds the tim
 share, layer_s * (ceil(n_i / v) - n_i / v), to the bubble. Checked against the block simulation of
 costmodels.schedule_timeline with per-chunk times (p = 2..8, v = 2..4, random splits): never below
 the simulated span; the even-chunk formula underestimates such splits by up to 7%.
+
+Interleaving with fewer micro-batches than stages (m < p; Megatron refuses it, torch's ScheduleInterleaved1F1B,
+which torchtitan runs, accepts any m < 2p): the warm-up cannot fill every rank's v chunks, and torch's order
+(torch/distributed/pipelining/schedules.py, simulated with its _schedule_visualizer at p = 8, v = 2) idles
+(v p - 1 - m (v - 1)) / v micro-batch times per rank: 5.5 at m = 4 and 4 at m = 7, against (p - 1) / v = 3.5
+(equal at m = p). `bubble_s` adds the difference, (p - m)(v - 1) / v, of the slowest stage's time.
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ from __future__ import annotations
 def pipeline_span_s(stage_s: list[float], num_microbatches: int, vpp: int = 1,
                     chunk_excess_s: list[float] | None = None) -> float:
     """Seconds from the first forward to the last backward of one step, compute only."""
-    return num_microbatches * max(stage_s) + bubble_s(stage_s, vpp, chunk_excess_s)
+    return num_microbatches * max(stage_s) + bubble_s(stage_s, vpp, chunk_excess_s, num_microbatches)
 
 
-def bubble_s(stage_s: list[float], vpp: int = 1, chunk_excess_s: list[float] | None = None) -> float:
+def bubble_s(stage_s: list[float], vpp: int = 1, chunk_excess_s: list[float] | None = None,
+             num_microbatches: int | None = None) -> float:
     """Idle time of the slowest stage in one step: (sum_i t_i - t_max) / v, plus each rank's
-    `chunk_excess_s` (the time its largest virtual chunk adds over t_i / v; see `chunk_excess_layers`)."""
-    return (sum(stage_s) - max(stage_s)) / vpp + sum(chunk_excess_s or ())
+    `chunk_excess_s` (the time its largest virtual chunk adds over t_i / v; see `chunk_excess_layers`), plus
+    (p - m)(v - 1) / v of t_max when interleaving runs fewer micro-batches m than stages p (module docstring)."""
+    pp, m = len(stage_s), num_microbatches
+    short = (pp - m) * (vpp - 1) / vpp * max(stage_s) if m is not None and vpp > 1 and m < pp else 0.0
+    return (sum(stage_s) - max(stage_s)) / vpp + sum(chunk_excess_s or ()) + short
 
 
 def chunk_layers(layers: int, vpp: int) -> list[int]:

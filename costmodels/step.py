@@ -222,7 +222,7 @@ def step_time(c: Context) -> TimeOut:
     dp = max(dp_exposed_s(c, params[i], micro[i]) for i in range(lay.pp))
     opt = max(optimizer_s(c, p) for p in params)
     t = micro[crit].scaled(lay.num_microbatches)
-    bubble, pp = bubble_s(totals, lay.vpp, chunk_excess_s(c)), pp_comm_s(c)
+    bubble, pp = bubble_s(totals, lay.vpp, chunk_excess_s(c), lay.num_microbatches), pp_comm_s(c)
     overhead = step_overhead_s(c)
     moved = offload_s(c, micro)
     step = t.total_s + bubble + pp + dp + opt + overhead + moved

@@ -36,6 +36,7 @@ from planner.frameworks.deepspeed import auto as ds_auto
 from planner.files import accelerate_yaml, finetune_yaml, other_tools, parplan_launch, shell_trainer
 from planner.files import shell_trainer_load as trainer_load
 from planner.frameworks.torchtitan import config_cli as titan_cli
+from planner.frameworks.torchtitan import config_launch as titan_launch
 from planner.frameworks.torchtitan import config_toml as tr
 from planner.frameworks.torchtitan import config_old as titan_keys
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
@@ -65,7 +66,7 @@ def detect(path: Path, text: str) -> str:
         return "torchtitan"
     if suffix == ".json" or stripped.startswith("{"):
         return "deepspeed"
-    if titan_cli.is_titan_cli(text):
+    if titan_cli.is_titan_cli(text) or titan_launch.is_job_launch(text):
         return "torchtitan"
     if "--num-layers" in text or "pretrain_gpt" in text or suffix in (".sh", ".bash", ".slurm", ".sbatch"):
         return "megatron"
@@ -250,10 +251,12 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
 def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[str], nodes,
                 notes: Optional[ReadNotes] = None, precision: Optional[str] = None) -> loading.Problem:
     given, notes = notes, ReadNotes() if notes is None else notes
-    launched = None
+    launched, alloc = None, titan_cli.allocator(text, path)
     if titan_cli.is_titan_cli(text):  # torchtitan 0.3: a launch line, its preset's defaults under the flags
         cfg, _ = titan_cli.cli_config(text, path, notes.notes)
         launched = titan_cli.launch_world(text, path)
+    elif titan_launch.is_job_launch(text):  # 0.1/0.2: the TOML its --job.config_file names, the line's overrides
+        cfg, launched, alloc, path = titan_launch.job_config(text, path, notes.notes)
     else:
         cfg = parse_toml(text, str(path))
     spec = _load_model(flavors.model_for(cfg, model, path, notes.notes))  # --model, else torchtitan's preset
@@ -264,7 +267,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     world = ttc.tt_world(par, path) or launched
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
                           "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
-    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers, notes.notes)
+    lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers, notes.notes, training)
     local = ttc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
@@ -273,7 +276,7 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": ttc.tt_int(training, "seq_len", path, 2048, "training"),
              **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
-             **titan_cli.allocator(text, path), "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+             **alloc, "stack": "torchtitan" if compile_on else "torchtitan-eager"}
     tr.require_mx_gpu(cfg, train, clus.gpu_profile, path, precision)  # named here, not by the cost model
     if loss_compiled:
         train["fused_loss"] = True

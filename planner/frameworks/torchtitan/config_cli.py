@@ -82,10 +82,11 @@ def _is_value(word: str) -> bool:
     return not word.startswith("-") and not word.startswith(AC_SUBCOMMAND)
 
 
-def _flags(words: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def _flags(words: list[str], lists=LIST_KEYS) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """(environment assignments MODULE=/CONFIG=/NGPU=, [(dotted key, value)]) of the launch words; the
     subcommand `activation-checkpoint:MODE` (tyro's choice of ActivationCheckpoint config) reads as
-    `--activation_checkpoint.mode MODE`."""
+    `--activation_checkpoint.mode MODE`. `lists`: the keys that take every word up to the next flag (0.3's
+    tyro lists; 0.1/0.2 read a list as one comma-separated word, config_launch)."""
     env, flags, i = {}, [], 0
     while i < len(words):
         word = words[i]
@@ -99,10 +100,10 @@ def _flags(words: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
             while value is None and i + 1 < len(words) and _is_value(words[i + 1]):
                 taken.append(words[i + 1])
                 i += 1
-                if key.split(".")[-1] not in LIST_KEYS:
+                if key.split(".")[-1] not in lists:
                     break
             if taken:
-                value = taken if key.split(".")[-1] in LIST_KEYS else taken[0]
+                value = taken if key.split(".")[-1] in lists else taken[0]
             flags.append((key, value))
         elif word.startswith("--module=") or word.startswith("--config="):
             flags.append(tuple(word[2:].split("=", 1)))
@@ -143,38 +144,58 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
     for section, values in ({**CHUNKED_LOSS, **preset} if preset else {}).items():
         cfg.setdefault(section, {}).update(values)
     cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
+    apply_flags(cfg, flags, path, notes)
+    graphs_on(cfg, path)  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
+    return cfg, _per_node(words, env, path)
+
+
+def apply_flags(cfg: dict, flags: list[tuple[str, object]], path: Path, notes: list[str], read=READ,
+                value=None) -> None:
+    """Write `--section.key value` flags into the TOML-like mapping `cfg` (`--a.no-b` is b false); a section
+    outside `read` (None: every section) gets a note instead. `value(section, key, raw, path)` types a raw value
+    (default `_value`; config_launch types 0.1/0.2 flags by the TOML's own value)."""
     for key, raw in flags:
         if key in ("module", "config"):
             continue
         *tables, leaf = key.split(".")
         if leaf.startswith("no-") or leaf.startswith("no_"):
             leaf, raw = leaf[3:], "false"
-        if tables[0] not in READ:
+        if read is not None and tables[0] not in read:
             notes.append(f"--{key}: not priced by parplan")
             continue
-        _table(cfg, tables, key, path)[leaf.replace("-", "_")] = _value(".".join(tables), leaf, raw, path)
-    return cfg, _per_node(words, env, path)
+        leaf = leaf.replace("-", "_")
+        _table(cfg, tables, key, path)[leaf] = (value or _value)(".".join(tables), leaf, raw, path)
 
 
 def cuda_graphs(cfg: dict, path: Path, notes: list[str]) -> None:
     """torchtitan 0.3.0 captures the whole forward-backward in a CUDA graph unless training.disable_cuda_graphs
     (default false; the deepseek_v3 presets set it): trainer.py wrap_with_cuda_graph. It refuses pipeline parallelism
-    with the graphs on (Trainer.Config._validate_cuda_graphs: "CUDA graphs do not support pipeline parallelism
-    yet"), and so does this reader; otherwise a note says what the graphs change that is not priced."""
+    with the graphs on (graphs_on); otherwise a note says what the graphs change that is not priced."""
+    if not graphs_on(cfg, path):
+        return
+    notes.append("training.disable_cuda_graphs is false (torchtitan 0.3.0's default): the step runs as one captured "
+                 "CUDA graph, whose saved host launch time and static memory pool are not priced (the torchtitan "
+                 "stacks were fitted on eager runs); with expert parallelism torchtitan refuses it unless the token "
+                 "dispatcher never syncs with the host")
+
+
+def graphs_on(cfg: dict, path: Path) -> bool:
+    """Whether the 0.3 step runs as a CUDA graph; a UserError where torchtitan refuses the config for it: pipeline
+    parallelism with the graphs on (Trainer.Config._validate_cuda_graphs, at config time: "CUDA graphs do not support
+    pipeline parallelism yet")."""
     disabled = cfg.get("training", {}).get("disable_cuda_graphs", False)
     if not isinstance(disabled, bool):
         raise UserError(f"{path}: training.disable_cuda_graphs={str(disabled)[:40]!r} must be true or false "
                         "(--training.disable_cuda_graphs or --training.no-disable_cuda_graphs)")
     if disabled:
-        return
-    if cfg.get("parallelism", {}).get("pipeline_parallel_degree", 1) > 1:
+        return False
+    par = cfg.get("parallelism", {})
+    pp = par.get("pipeline_parallel_degree", 1) if isinstance(par, dict) else 1
+    if isinstance(pp, int) and pp > 1:
         raise UserError(f"{path}: pipeline_parallel_degree > 1 with CUDA graphs on (torchtitan 0.3.0's default): "
                         "torchtitan refuses it (CUDA graphs do not support pipeline parallelism yet); add "
                         "--training.disable_cuda_graphs")
-    notes.append("training.disable_cuda_graphs is false (torchtitan 0.3.0's default): the step runs as one captured "
-                 "CUDA graph, whose saved host launch time and static memory pool are not priced (the torchtitan "
-                 "stacks were fitted on eager runs); with expert parallelism torchtitan refuses it unless the token "
-                 "dispatcher never syncs with the host")
+    return True
 
 
 def _table(cfg: dict, names: list[str], key: str, path: Path) -> dict:
@@ -212,7 +233,11 @@ def allocator(text: str, path: Path) -> dict:
     if not is_titan_cli(text):
         return {}
     values = [w.split("=", 1)[1] for w in _words(text, path) if w.startswith(ALLOC_CONF + "=")]
-    conf = values[-1] if values else ""
+    return expandable(values[-1] if values else "")
+
+
+def expandable(conf: str) -> dict:
+    """{"expandable_segments": True} when an allocator setting string turns them on, else {}."""
     return {"expandable_segments": True} if any(
         part.replace(" ", "").lower() == "expandable_segments:true" for part in conf.split(",")) else {}
 

@@ -74,9 +74,10 @@ def _tt_choice(par: dict, key: str, path: Path, default: str, known) -> str:
 
 
 def tt_layout(par: dict, path: Path, world: int, layers: int,
-              notes: Optional[list] = None) -> tuple[dict, int]:
+              notes: Optional[list] = None, training: Optional[dict] = None) -> tuple[dict, int]:
     """(layout fields, dp) of [parallelism]; `notes` receives the warning of a pipeline schedule priced as
-    another (planner.frameworks.torchtitan.schedules)."""
+    another (planner.frameworks.torchtitan.schedules). With [training] given, a pipeline's micro-batches per
+    step are held to torchtitan's and torch's rules (schedules.microbatch_refusal)."""
     degrees = {k: tt_int(par, f"{k}_degree", path, 1) for k in
                ("tensor_parallel", "context_parallel", "pipeline_parallel", "expert_parallel",
                 "data_parallel_replicate")}
@@ -95,7 +96,7 @@ def tt_layout(par: dict, path: Path, world: int, layers: int,
     if rep > 1 and zero:  # HSDP: FSDP over dp_shard*cp, replicated rep times
         lay["shard_group"] = shard * cp
     if pp > 1:
-        lay.update(_tt_stages(par, path, layers, pp, [] if notes is None else notes))
+        lay.update(_tt_stages(par, path, layers, pp, [] if notes is None else notes, training))
     return lay, rep * shard
 
 
@@ -112,7 +113,7 @@ def tt_zero(reshard: str, shard: int, cp: int) -> int:
     return {"never": 2, "always": 3}.get(reshard, 3)
 
 
-def _tt_stages(par: dict, path: Path, layers: int, pp: int, notes: list) -> dict:
+def _tt_stages(par: dict, path: Path, layers: int, pp: int, notes: list, training: Optional[dict] = None) -> dict:
     """vpp, layers per rank and the schedule priced (planner.frameworks.torchtitan.schedules: a V places stages
     r and 2p-1-r on rank r; a schedule parplan does not model is priced as the closest one, said in `notes`)."""
     name = par.get("pipeline_parallel_schedule", "1F1B")
@@ -124,10 +125,22 @@ def _tt_stages(par: dict, path: Path, layers: int, pp: int, notes: list) -> dict
         raise UserError(f"{path}: {stages} virtual stages do not divide over pipeline_parallel_degree={pp}")
     per_rank = schedules.rank_layers(counts, pp, sched, path)
     schedule, vpp = schedules.priced(sched, stages // pp)
-    note = schedules.warning(sched, name)
-    if note:
-        notes.append(note)
+    notes.extend(n for n in (schedules.warning(sched, name), _microbatches(par, training, path, sched, pp, stages))
+                 if n)
     return {"vpp": vpp, "stage_layers": per_rank, "schedule": schedule}
+
+
+def _microbatches(par: dict, training: Optional[dict], path: Path, sched, pp: int, stages: int) -> Optional[str]:
+    """A UserError where torchtitan or torch refuses the micro-batches per step; the note of a schedule whose
+    bubble parplan prices low with so few (schedules.few_microbatches); None without [training]."""
+    if training is None:
+        return None
+    local = tt_int(training, "local_batch_size", path, 8, "training")
+    size = tt_int(par, "pipeline_parallel_microbatch_size", path, 1)
+    why = schedules.microbatch_refusal(sched, pp, stages, local, size)
+    if why:
+        raise UserError(f"{path}: parallelism.pipeline_parallel_schedule={sched.name!r}: {why}")
+    return schedules.few_microbatches(sched, pp, stages // pp, local // size)
 
 
 def _titan_counts(par: dict, path: Path, layers: int, pp: int, multi: bool) -> list[int]:

@@ -102,6 +102,44 @@ def rank_layers(counts: list[int], pp: int, schedule: Schedule, path: Path) -> l
     return [sum(counts[r::pp]) for r in range(pp)]
 
 
+def microbatch_refusal(schedule: Schedule, pp: int, stages: int, local: int, size: int) -> Optional[str]:
+    """Why torchtitan or torch refuses the micro-batches of one pipeline step, or None. n = local_batch_size //
+    pipeline_parallel_microbatch_size (torchtitan distributed/pipeline_parallel.py build_pipeline_schedule, 0.1.0 to
+    0.3.0, which refuses a remainder and only warns when n < pp * stages per rank); then torch 2.13 schedules.py:
+    Schedule1F1B needs n >= its stages (pp), ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble n a multiple of
+    their rounds max(1, n // pp) (so any n < 2pp runs), ScheduleDualPipeV n >= its 2pp stages; GPipe, LoopedBFS and
+    ZBVZeroBubble take any n."""
+    keys = "training.local_batch_size / parallelism.pipeline_parallel_microbatch_size"
+    if local % size:
+        return (f"training.local_batch_size={local} is not divisible by parallelism.pipeline_parallel_microbatch_size="
+                f"{size}: torchtitan refuses it (build_pipeline_schedule)")
+    n, said = local // size, f"{keys} = {local}/{size} = {local // size} micro-batches per step"
+    if schedule.name == "1F1B" and n < pp:
+        return f"{said}: torch's Schedule1F1B needs at least pipeline_parallel_degree={pp}"
+    if schedule.name == "DualPipeV" and n < stages:
+        return f"{said}: torch's ScheduleDualPipeV needs at least its {stages} stages (2 x pipeline_parallel_degree)"
+    rounds = max(1, n // pp)
+    if schedule.name in ("Interleaved1F1B", "InterleavedZeroBubble") and n % rounds:
+        return (f"{said}: torch's Schedule{schedule.name} needs a multiple of its rounds max(1, {n} // "
+                f"pipeline_parallel_degree={pp}) = {rounds}")
+    return None
+
+
+def few_microbatches(schedule: Schedule, pp: int, vpp: int, n: int) -> Optional[str]:
+    """A note when Interleaved1F1B runs fewer micro-batches per step than ranks (torch accepts it, Megatron would
+    not): each micro-batch then crosses all v*p stages with the ranks idle between its chunks, a bubble of
+    (v*p - 1 - n(v - 1))/v micro-batch times per rank (checked on the order torch builds:
+    _schedule_visualizer.get_schedule_ops, simulated with F = 1, B = 2), more than the (p - 1)/v of n >= p;
+    costmodels.pipeline.bubble_s prices it so."""
+    if schedule.name != "Interleaved1F1B" or vpp < 2 or n >= pp:
+        return None
+    run, full = (vpp * pp - 1 - n * (vpp - 1)) / vpp, (pp - 1) / vpp
+    return (f"parallelism.pipeline_parallel_schedule='Interleaved1F1B' with {n} micro-batches per step on "
+            f"pipeline_parallel_degree={pp} (fewer than the ranks; torch runs it, Megatron's interleaving would not): "
+            f"torch's order idles each rank between a micro-batch's {vpp} chunks, a bubble of {run:g} micro-batch "
+            f"times per rank (priced so), against {full:g} with at least {pp} micro-batches")
+
+
 def priced(schedule: Schedule, vpp: int) -> tuple[str, int]:
     """(Layout.schedule, Layout.vpp) parplan prices: GPipe runs no virtual stages."""
     return schedule.priced, 1 if schedule.priced == "gpipe" else vpp
