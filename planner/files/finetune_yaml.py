@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from planner.errors import UserError
-from planner.files import accelerate_yaml, native_sizes, other_tools, shell_trainer
+from planner.files import axolotl_states, accelerate_yaml, native_sizes, other_tools, shell_trainer
 from planner.files import other_tools_launch, other_tools_runs
 from planner.files import shell_trainer_load as trainer_load
 from planner.files.finetune_yaml_read import Settings, settings
@@ -140,7 +140,8 @@ def load(path: Path, data: dict, tool: str, model, cluster, nodes, cli: TrainerF
         raise UserError(_in_yaml_words(str(err), tool)) from None
     read.assumed[before[0]:] = [_in_yaml_words(a, tool) for a in read.assumed[before[0]:]]
     read.notes[before[1]:] = [_in_yaml_words(n, tool) for n in read.notes[before[1]:]]
-    return _computed(prob, s, cli, read)
+    prob = _computed(prob, s, cli, read)
+    return axolotl_states.apply(prob, data, s.deepspeed, read) if tool == "axolotl" else prob
 
 
 def _gpu(cluster):

@@ -15,6 +15,11 @@ fp32 master copy, which every choice keeps.
   GPU, an upper bound. GaLore, APOLLO, LOMO and schedule-free optimizers are priced as Adam (said).
 With a DeepSpeed JSON that has an `optimizer` section DeepSpeed's optimizer runs and --optim is not used
 (integrations/deepspeed.py deepspeed_optim_sched, lines 576-587).
+
+Step temporaries (the stack's MemorySemantics.optimizer_temp_bytes: torch's foreach AdamW holds sqrt(exp_avg_sq)
+for every parameter at once): only adamw_torch (foreach) keeps them. The fused AdamW (adamw_torch_fused, the
+Trainer's default with torch >= 2.8: training_args.py default_optim) and bitsandbytes' / torchao's optimizers step
+each tensor in place: none.
 """
 
 from __future__ import annotations
@@ -50,16 +55,39 @@ def state_bytes(optimizer: str, exp_avg: str, exp_avg_sq: str) -> int:
     return BYTES[exp_avg] + (BYTES[exp_avg_sq] if optimizer == "adam" else 0)
 
 
+DEFAULT = "adamw_torch_fused"  # transformers 5.24.0 training_args.py default_optim (torch >= 2.8)
+IN_PLACE = ("adamw_torch_fused", "adamw_torch_npu_fused")
+IN_PLACE_MARKS = ("8bit", "4bit", "32bit", "bnb", "paged")  # bitsandbytes and torchao: a kernel per tensor
+
+
 def apply(train: TrainSpec, flags: dict, ds_optimizer: bool, notes: list) -> TrainSpec:
-    """`train` with the optimizer states --optim keeps, one note naming the flag, its value and the price;
-    unchanged without --optim, for Adam in fp32, or when the DeepSpeed JSON's own optimizer runs."""
-    name: Optional[str] = flags.get("--optim")
-    if not name:
-        return train
-    name = name.lower()
+    """`train` with the optimizer states --optim keeps (the Trainer's default without it), one note naming the flag,
+    its value and the price, and no step temporaries where the optimizer steps in place; unchanged when the
+    DeepSpeed JSON's own optimizer runs."""
     if ds_optimizer:
-        notes.append(f"--optim {name[:30]}: not used, the DeepSpeed JSON's optimizer section runs (transformers "
-                     "5.24.0 integrations/deepspeed.py lines 576-577)")
+        if flags.get("--optim"):
+            notes.append(f"--optim {flags['--optim'].lower()[:30]}: not used, the DeepSpeed JSON's optimizer section "
+                         "runs (transformers 5.24.0 integrations/deepspeed.py lines 576-577)")
+        return train
+    name = (flags.get("--optim") or DEFAULT).lower()
+    return _states(in_place(train, name), name, notes, said=bool(flags.get("--optim")))
+
+
+def in_place(train: TrainSpec, name: str) -> TrainSpec:
+    """`train` without step temporaries when optimizer `name` steps each tensor in place (module docstring)."""
+    if name not in IN_PLACE and not any(mark in name for mark in IN_PLACE_MARKS):
+        return train
+    stack = train.stack_spec
+    if stack.memory.optimizer_temp_bytes == 0:
+        return train
+    memory = stack.memory.model_copy(update={"optimizer_temp_bytes": 0.0})
+    return train.model_copy(update={"stack": stack.model_copy(update={"memory": memory})})
+
+
+def _states(train: TrainSpec, name: str, notes: list, said: bool) -> TrainSpec:
+    """The moments `name` keeps, with its note; the default's (torch's AdamW: fp32 moments) when --optim is not
+    given, unsaid."""
+    if not said:
         return train
     if name in ADAM_32:
         if name.startswith("paged_"):
