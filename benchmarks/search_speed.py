@@ -29,6 +29,7 @@ from planner.search.space import enumerate_layouts  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 ORACLE_LIMIT = 3_000_000
+TIME_LIMIT_S = 30.0  # `parplan plan --time-limit`'s default
 LADDER = [  # name, model, cluster, nodes (or GPUs of one node when below 1), global batch, sequence, framework
     ("Megatron GPT 1.7B, 4 A100", "megatron-1.7b", "dgx-a100", -4, 32, 2048, None),
     ("Llama 3 8B, 8 H100", "llama3-8b", "dgx-h100", 1, 64, 8192, None),
@@ -39,6 +40,7 @@ LADDER = [  # name, model, cluster, nodes (or GPUs of one node when below 1), gl
     ("Llama 3 70B, 1,024 H100", "llama3-70b", "dgx-h100", 128, 1024, 8192, None),
     ("Llama 3.1 405B, 16,384 H100", "llama3.1-405b", "dgx-h100", 2048, 2048, 8192, None),
     ("Qwen3 235B-A22B, 32,768 H100", "qwen3-235b-a22b", "dgx-h100", 4096, 512, None, None),
+    ("GPT-OSS 120B, 256 B200", "gpt-oss-120b", "dgx-b200", 32, 512, None, "megatron"),
 ]
 
 
@@ -67,9 +69,9 @@ def run_row(name, model_name, cluster_name, nodes, gbs, seq, framework=None) -> 
     opts = fws.space_options(fw, model, cluster, train)  # what `parplan plan --framework` searches
     keep = fws.keep(fw, train)
     cpu = time.process_time()
-    one = search(model, cluster, train, top=1, opts=opts, keep=keep)
+    one = search(model, cluster, train, top=1, time_limit_s=TIME_LIMIT_S, opts=opts, keep=keep)
     cpu = time.process_time() - cpu
-    three = search(model, cluster, train, top=3, opts=opts, keep=keep)
+    three = search(model, cluster, train, top=3, time_limit_s=TIME_LIMIT_S, opts=opts, keep=keep)
     pairs = oracle_pairs(model, cluster, train, opts)
     oracle = oracle_seconds(model, cluster, train, opts) if pairs <= ORACLE_LIMIT else None
     s = one.stats
@@ -116,7 +118,20 @@ framework's partitioner fixes, are settled by their exact objective without a mo
 models solved for the top 1 (0: every pipeline degree was settled by its candidates' memory-aware bounds,
 planner.search.tables.capacity_bound, and OR-Tools was never imported). "oracle pairs" is
 what plain enumeration (`planner.search.brute`) must evaluate: every layout times every stage split, sum
-of C(L - pp(v-1) - 1, pp - 1); it is run only where that is below 3 million pairs.
+of C(L - pp(v-1) - 1, pp - 1); it is run only where that is below 3 million pairs. Each search runs under
+`parplan plan`'s default time limit (30 s); "feasible" means it stopped there.
+
+GPT-OSS 120B on 256 B200 is the largest space here: 21,561 integer tables (a weak step-time bound: its
+pipelined candidates' data-parallel exposure is priced only once a split is known) and groups of 1,015 and
+1,395 candidates at pp 16 and 8. Before 2026-11-27 the top 3 took 34.5 s with no time limit, and
+`parplan plan` answered "feasible" with a layout of 0.908 s per step where the optimum (same cost model) was
+0.754 s. Three changes (the first also stopped pricing an all-MoE model's sends behind a dense layer it does
+not have, which took the optimum to 0.692 s):
+- the pipeline sends' shortest layer forward is cached on the layer's fields (it was recomputed for every
+  pp, vpp, dp and micro-batch count: 8 s of its 10 s of costing);
+- a group whose joint CP-SAT model would take longer to build than its 1 s budget goes one candidate at a
+  time, best bound first (each joint model had taken 1.6-2.0 s and not settled);
+- what one solve proves about single candidates serves the next two of the top 3 (planner.search.settled).
 
 How the search stays fast while exact: every per-layout cost is cached on the candidate fields its cost
 function reads (planner/search/memo.py watches each call and files the result in a decision tree: no
