@@ -61,9 +61,15 @@ def test_a_missing_json_is_named(tmp_path):
     assert code == 2 and "--deepspeed nowhere.json" in message and "not found" in message
 
 
-def test_model_stays_required_and_the_hub_name_is_shown(tmp_path):
-    code, message = _check(_files(tmp_path), "--cluster", "dgx-h100")
-    assert code == 2 and "--model is required" in message and "meta-llama/Llama-2-13b-hf" in message
+def test_a_hub_name_of_a_preset_is_matched_and_another_still_needs_model(tmp_path):
+    """meta-llama/Llama-2-13b-hf is the llama2-13b preset's repository (matched as the Axolotl and LLaMA-Factory
+    readers match theirs, said in a note); a repository no preset has keeps --model required, naming it."""
+    path = _files(tmp_path)
+    code, message = _check(path, "--cluster", "dgx-h100")
+    assert code in (0, 1) and "model llama2-13b: the parplan preset" in message
+    path.write_text(path.read_text().replace("meta-llama/Llama-2-13b-hf", "mistralai/Mistral-7B-v0.1"))
+    code, message = _check(path, "--cluster", "dgx-h100")
+    assert code == 2 and "--model is required" in message and "mistralai/Mistral-7B-v0.1" in message
 
 
 def test_the_json_checkpointing_section_does_not_recompute_a_trainer_run(tmp_path):

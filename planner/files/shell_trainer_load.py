@@ -128,6 +128,19 @@ def _count(opts: dict, key: str, where: str) -> Optional[int]:
     return int(value)
 
 
+def _preset(launch, notes: ReadNotes) -> Optional[str]:
+    """The preset --model_name_or_path names (planner.files.other_tools.preset_for: the Hub repository's name, as the
+    Axolotl and LLaMA-Factory readers match theirs), said in a note; None when it names none."""
+    from planner.files.other_tools import preset_for
+    name = launch.flags.get("--model_name_or_path")
+    preset = preset_for(name)
+    if preset:
+        shown = "".join(c if c.isprintable() else "?" for c in str(name))[:80]
+        notes.notes.append(f"model {preset}: the parplan preset with the shapes of --model_name_or_path {shown} "
+                           "(matched by its repository name; --model overrides)")
+    return preset
+
+
 def _need(cluster, model, launch, where: str) -> None:
     if not cluster:
         raise UserError(f"{where}: --cluster is required: a launch script does not say which GPUs it runs on "
@@ -145,6 +158,7 @@ def load(path: Path, launch, model, cluster, nodes, cli: TrainerFlags, notes: Op
     DeepSpeed-Chat (shell_trainer_dschat) builds its own DeepSpeed config; a Trainer runs the DeepSpeed JSON it is
     given, else what its Accelerate config, its --fsdp or its launcher make it (shell_trainer_accel)."""
     where, notes = str(path), ReadNotes() if notes is None else notes
+    model = model or _preset(launch, notes)
     _need(cluster, model, launch, where)
     dschat.refuse_rlhf(launch, where)
     if dschat.is_dschat(launch):

@@ -145,16 +145,25 @@ def ds_precision(cfg: dict, path: Path) -> str:
     return on[0] if on else "fp32"
 
 
+TWO_MOMENTS = ("adam", "lamb")  # Adam, AdamW, OneBitAdam, ZeroOneAdam, MuAdam(W); Lamb, OneBitLamb
+ONE_MOMENT = ("sgd", "lion", "adagrad", "muon")  # MuSGD and Muon (momentum), Lion (exp_avg), Adagrad (sum of squares)
+
+
 def ds_optimizer(cfg: dict, path: Path) -> str:
+    """The states DeepSpeed's optimizer.type keeps (deepspeed 0.19.8 runtime/config.py DEEPSPEED_OPTIMIZERS): two
+    moments ("adam") for the Adam and LAMB families (FusedLamb keeps exp_avg and exp_avg_sq; its per-tensor trust
+    ratio holds nothing per parameter), one ("sgd") for SGD, Lion, Adagrad and Muon (its momentum; the Adam it runs
+    for the parameters Muon does not take is priced as that one moment too, a lower bound for them)."""
     name = _ds_section(cfg, "optimizer", path).get("type", "adam")
     if not isinstance(name, str):
         raise UserError(f"{path}: optimizer.type={short(name)} must be an optimizer name")
     name = name.lower()
-    if "adam" in name:
+    if any(k in name for k in TWO_MOMENTS):
         return "adam"
-    if name == "sgd":
+    if any(k in name for k in ONE_MOMENT):
         return "sgd"
-    raise UserError(f"{path}: optimizer.type={name!r}: parplan models Adam-family optimizers and SGD")
+    raise UserError(f"{path}: optimizer.type={name!r}: parplan models the Adam and LAMB families (two moments) "
+                    "and SGD, Lion and Adagrad (one)")
 
 
 def ds_overlap(cfg: dict, path: Path, zero: int, pp: int) -> bool:
