@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from costmodels.errors import SpecError
 from planner import trainopts as to
-from planner.cli_main import STATE, OutputFailed, internal_error_text, is_output_error
+from planner.cli_main import STATE, OutputFailed, internal_error_text, is_output_error, json_error
 from planner.errors import UserError, describe_validation_error
 from planner.safetext import plain, visible
 from planner.trainopts import TrainOptions
@@ -65,6 +65,7 @@ def fail(message: str, code: int = 2) -> None:
     then exit `code`."""
     one = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
     err.print(f"[bold red]parplan: error:[/] {escape(visible(one))}", highlight=False, soft_wrap=True)
+    json_error(visible(one), code)
     raise typer.Exit(code)
 
 

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sys
 import traceback
@@ -36,7 +37,7 @@ BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: the reader went away (`| head`)
 INTERNAL_ERROR_EXIT = 3  # a bug in parplan (docs/design.md section 5)
 OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 DEBUG_FLAG = "--debug"
-STATE = {"debug": False}  # shared with planner.cli_common (which re-exports it)
+STATE = {"debug": False, "json": False}  # shared with planner.cli_common (which re-exports it)
 
 
 class OutputFailed(Exception):
@@ -69,11 +70,24 @@ def _subcommand(group: Any, args: Sequence[str]) -> Any:
     return None
 
 
-def error_line(text: str) -> None:
-    """`parplan: error: ...` on stderr, plain text (no markup, no wrapping)."""
+def error_line(text: str, code: int = 2) -> None:
+    """`parplan: error: ...` on stderr, plain text (no markup, no wrapping); with --json also json_error."""
     try:
         sys.stderr.write(f"parplan: error: {text}\n")
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    json_error(text, code)
+
+
+def json_error(text: str, code: int) -> None:
+    """`{"error": ..., "exit_code": ...}` on stdout when the line asked for --json, so that a script reading the
+    JSON gets an answer for a refused input too (the message itself stays on stderr)."""
+    if not STATE.get("json"):
+        return
+    try:
+        sys.stdout.write(json.dumps({"error": text, "exit_code": code}) + "\n")
+        sys.stdout.flush()
     except (OSError, ValueError):
         pass
 
@@ -137,6 +151,7 @@ class ParplanGroup(TyperGroup):
     def main(self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv, STATE["debug"] = split_debug(sys.argv[1:] if args is None else args)
+        STATE["json"] = "--json" in argv[:argv.index("--") if "--" in argv else len(argv)]
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
         sys.exit(self._run(argv, prog_name, complete_var, **extra))
