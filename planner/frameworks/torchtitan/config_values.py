@@ -100,6 +100,20 @@ def tt_layout(par: dict, path: Path, world: int, layers: int,
     return lay, rep * shard
 
 
+def tt_expert_tp(par: dict, path: Path, tp: int, ep: int) -> int:
+    """Layout.etp of a torchtitan 0.1-0.2.x MoE model (models/llama4 and deepseek_v3 infra/parallelize.py
+    apply_moe_ep_tp, 0.2.2): with ep = 1 the routed experts are tensor-parallel over the tp mesh (TensorParallel():
+    etp = tp); with ep > 1, parallelism.expert_tensor_parallel_degree (config/job_config.py, default 1; 1 or tp:
+    distributed/parallel_dims.py asserts "Currently we only support ETP=TP or ETP=1")."""
+    if ep == 1:
+        return tp
+    etp = tt_int(par, "expert_tensor_parallel_degree", path, 1)
+    if etp not in (1, tp):
+        raise UserError(f"{path}: parallelism.expert_tensor_parallel_degree={etp}: torchtitan runs 1 or the "
+                        f"tensor_parallel_degree, {tp} (distributed/parallel_dims.py)")
+    return etp
+
+
 def tt_zero(reshard: str, shard: int, cp: int) -> int:
     """Layout.zero of torchtitan's data parallelism. FSDP2 runs when dp_shard * cp > 1 (ParallelDims.fsdp_enabled =
     dp_shard_enabled or cp_enabled: torchtitan 0.1.0-0.2.2 distributed/parallel_dims.py, models/llama3/infra/

@@ -1,0 +1,56 @@
+"""torchtitan 0.1-0.2.x splits an MoE model's routed experts over the tensor-parallel ranks when ep = 1
+(apply_moe_ep_tp: TensorParallel() over the tp mesh), and over expert_tensor_parallel_degree (1 or tp) when ep > 1
+(planner.frameworks.torchtitan.config_values.tt_expert_tp). Before, a TOML with tp 8 and ep 1 was priced with every
+expert whole on each rank: about 8x the expert weights torchtitan holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from costmodels.estimate import estimate
+from planner.errors import UserError
+from planner.files.native import load_native
+from planner.frameworks.deepspeed.auto import ReadNotes
+
+TOML = """
+[model]
+name = "deepseek_v3"
+flavor = "16B"
+
+[training]
+local_batch_size = 4
+seq_len = 4096
+
+[parallelism]
+data_parallel_shard_degree = -1
+tensor_parallel_degree = {tp}
+expert_parallel_degree = {ep}
+{extra}
+"""
+
+
+def _load(tmp_path: Path, tp: int, ep: int, extra: str = ""):
+    path = tmp_path / "job.toml"
+    path.write_text(TOML.format(tp=tp, ep=ep, extra=extra))
+    return load_native(path, None, "dgx-h100", 2, notes=ReadNotes())
+
+
+def test_ep_1_splits_the_experts_over_tp(tmp_path: Path):
+    """With pp 2 FSDP keeps a stage's weights gathered across its micro-batches: 18.8 GiB a GPU with the experts
+    split over the 8 tp ranks, 110.5 GiB with each rank holding them whole (the old reading)."""
+    split = _load(tmp_path, 8, 1, "pipeline_parallel_degree = 2")
+    assert split.layout.etp == 8 and _load(tmp_path, 1, 1).layout.etp == 1
+    whole = split.layout.model_copy(update={"etp": 1})
+    a, b = (estimate(split.model, split.cluster, split.train, lay).memory.peak_bytes
+            for lay in (split.layout, whole))
+    assert a < b / 4
+
+
+def test_ep_above_1_takes_the_key_as_torchtitan_allows_it(tmp_path: Path):
+    assert _load(tmp_path, 2, 4).layout.etp == 1
+    assert _load(tmp_path, 2, 4, "expert_tensor_parallel_degree = 2").layout.etp == 2
+    with pytest.raises(UserError, match="expert_tensor_parallel_degree=4: torchtitan runs 1 or the "
+                                        "tensor_parallel_degree, 2"):
+        _load(tmp_path, 2, 4, "expert_tensor_parallel_degree = 4")
