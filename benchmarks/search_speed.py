@@ -41,6 +41,7 @@ LADDER = [  # name, model, cluster, nodes (or GPUs of one node when below 1), gl
     ("Llama 3.1 405B, 16,384 H100", "llama3.1-405b", "dgx-h100", 2048, 2048, 8192, None),
     ("Qwen3 235B-A22B, 32,768 H100", "qwen3-235b-a22b", "dgx-h100", 4096, 512, None, None),
     ("GPT-OSS 120B, 256 B200", "gpt-oss-120b", "dgx-b200", 32, 512, None, "megatron"),
+    ("Llama 4 Maverick, 256 B200", "llama4-maverick", "dgx-b200", 32, 512, None, "megatron"),
 ]
 
 
@@ -132,6 +133,11 @@ not have, which took the optimum to 0.692 s):
 - a group whose joint CP-SAT model would take longer to build than its 1 s budget goes one candidate at a
   time, best bound first (each joint model had taken 1.6-2.0 s and not settled);
 - what one solve proves about single candidates serves the next two of the top 3 (planner.search.settled).
+
+Llama 4 Maverick on 256 B200 is the slowest row: its interleaved dense and MoE layers over virtual chunks
+settle each pipelined candidate in a model of its own (relaxation and cuts, then the exact model, which takes up
+to 11 s for one candidate). Its top 3 took 175 s before 2026-11-27; solving each candidate up to the third best's
+objective (planner.search.settled's ceiling) lets the second and third solves reuse the first's proofs.
 
 How the search stays fast while exact: every per-layout cost is cached on the candidate fields its cost
 function reads (planner/search/memo.py watches each call and files the result in a decision tree: no

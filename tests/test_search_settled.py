@@ -31,9 +31,10 @@ from tests.test_search_costing import ALL_MOE
 from tests.test_stage_linear import MOE
 
 
-def _top3(p: Problem, tables, shared: bool) -> tuple[list, int]:
-    """(objective, proven) of the top 3 and the models solved, each solve with a fresh Settled or one shared."""
-    excluded, got, models, settled = set(), [], 0, Settled()
+def _top3(p: Problem, tables, shared: bool, ceiling=None) -> tuple[list, int]:
+    """(objective, proven) of the top 3 and the models solved, each solve with a fresh Settled or one shared
+    (with the top-3 ceiling `ceiling`: an objective no lower than the third best's)."""
+    excluded, got, models, settled = set(), [], 0, Settled(ceiling=ceiling, top=3)
     for _ in range(3):
         sol = cpsat.solve(p.model, tables, time_limit_s=30, exclude=frozenset(excluded),
                           settled=settled if shared else None)
@@ -60,6 +61,9 @@ def test_settled_and_one_by_one_change_no_answer(p: Problem):
     finally:
         cpsat.GROUP_BUDGET_S = budget
     assert alone == fresh
+    if len(fresh) == 3:  # solved up to a ceiling at or above the third best, loose or tight: the same answers
+        for ceiling in (fresh[2][0], 2 * fresh[2][0]):
+            assert _top3(p, tables, shared=True, ceiling=ceiling)[0] == fresh
 
 
 @dataclass(frozen=True)
@@ -105,3 +109,11 @@ def test_an_all_moe_model_hides_its_sends_behind_an_moe_layer(name, kinds):
     times = {moe: layer_time(c, moe).compute_s / 3 for moe in (False, True)}
     assert times[False] < times[True]
     assert shortest_forward_s(c) == min(times[k] for k in kinds)
+
+
+def test_the_cap_rises_to_the_ceiling_which_falls_to_the_kth_settled_optimum():
+    s = Settled(ceiling=500, top=2)
+    assert (s.cap(None), s.cap(100), s.cap(700)) == (None, 500, 700)
+    s.exact = {1: _Sol(1, 120), 2: _Sol(2, 300)}  # two of K = 2 settled: the second best, 300, is the ceiling now
+    assert s.cap(100) == 300
+    assert Settled().cap(100) == 100  # top 1: no ceiling

@@ -253,8 +253,9 @@ def _one_by_one(model, tables, ids, bounds, end, workers, incumbent, best, settl
         left = end - time.perf_counter()
         if left <= 0:
             return best, False, models
-        sol, ok, tried = _screened(model, tables, i, bounds, left, workers, cap)
-        settled.record(i, sol, ok, cap)
+        solve_cap = settled.cap(cap)  # up to the top K's ceiling: what it proves serves the next solves
+        sol, ok, tried = _screened(model, tables, i, bounds, left, workers, solve_cap)
+        settled.record(i, sol, ok, solve_cap)
         models += tried
         proven = proven and ok
         if sol is not None and (best is None or sol.objective < best.objective):

@@ -289,6 +289,8 @@ def _solve_top(model, tables, top, deadline, firsts):
     excluded: set[int] = set()
     optimal, gap = True, 0.0
     settled = Settled()  # what each solve proves about single candidates, for the next (planner.search.settled)
+    if top > 1 and len(firsts) >= top:
+        settled.ceiling, settled.top = firsts[top - 1][0], top  # the K-th best first split: K feasible objectives
     for _ in range(top):
         left = deadline - time.perf_counter()
         hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
