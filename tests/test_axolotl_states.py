@@ -82,3 +82,17 @@ def test_only_in_place_optimizers_drop_the_step_temporaries():
         assert in_place(train, name).stack_spec.memory.optimizer_temp_bytes == 0, name
     for name in ("adamw_torch", "sgd", "adafactor"):
         assert in_place(train, name).stack_spec.memory.optimizer_temp_bytes == 4.0, name
+
+
+def test_a_no_trainer_script_keeps_torch_adamws_temporaries(tmp_path):
+    """Accelerate's run_clm_no_trainer.py builds torch.optim.AdamW (foreach on CUDA): its sqrt(exp_avg_sq)
+    temporaries stay priced, while the Trainer's run_clm.py runs the fused default without them."""
+    from planner.files.native import load_native as load
+    temps = {}
+    for script in ("run_clm.py", "run_clm_no_trainer.py"):
+        path = tmp_path / f"{script}.sh"
+        path.write_text(f"accelerate launch --multi_gpu --num_processes 8 {script} --model_name_or_path meta-llama/Meta-Llama-3-8B "
+                        "--per_device_train_batch_size 1 --block_size 2048 --output_dir out\n")
+        prob = load(path, None, "dgx-h100", None, TrainerFlags(), ReadNotes())
+        temps[script] = prob.train.stack_spec.memory.optimizer_temp_bytes
+    assert temps == {"run_clm.py": 0.0, "run_clm_no_trainer.py": 4.0}

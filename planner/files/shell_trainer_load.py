@@ -301,7 +301,8 @@ def _finish(prob: loading.Problem, flags: TrainerFlags, launch, notes: ReadNotes
     if lay is not None and lay.recompute != recompute:
         lay = loading.validate(Layout, {**lay.model_dump(), "recompute": recompute}, "recompute", from_file=False)
     train = prob.train.model_copy(update={"seq_length": _seq(flags, launch, prob.train, notes)})
-    train = optim.apply(train, launch.flags, ds_optimizer, notes.notes)
+    no_trainer = "no_trainer" in (launch.script or "")  # Accelerate's *_no_trainer.py build torch's AdamW
+    train = optim.apply(train, launch.flags, ds_optimizer, notes.notes, trainer=not no_trainer)
     if shell_trainer.is_trl(launch) and "dpo" in launch.script.replace(".", "/").split("/"):
         notes.notes.append("TRL DPO: priced as training one model on one sequence per sample; DPO's reference model "
                            "and its chosen + rejected pair per sample are not priced (an under-estimate)")

@@ -60,10 +60,13 @@ IN_PLACE = ("adamw_torch_fused", "adamw_torch_npu_fused")
 IN_PLACE_MARKS = ("8bit", "4bit", "32bit", "bnb", "paged")  # bitsandbytes and torchao: a kernel per tensor
 
 
-def apply(train: TrainSpec, flags: dict, ds_optimizer: bool, notes: list) -> TrainSpec:
+def apply(train: TrainSpec, flags: dict, ds_optimizer: bool, notes: list, trainer: bool = True) -> TrainSpec:
     """`train` with the optimizer states --optim keeps (the Trainer's default without it), one note naming the flag,
     its value and the price, and no step temporaries where the optimizer steps in place; unchanged when the
-    DeepSpeed JSON's own optimizer runs."""
+    DeepSpeed JSON's own optimizer runs, or for a script that is no Trainer (`trainer` False: Accelerate's
+    *_no_trainer.py examples build torch.optim.AdamW, foreach on CUDA, whose temporaries stay priced)."""
+    if not trainer and not flags.get("--optim"):
+        return train
     if ds_optimizer:
         if flags.get("--optim"):
             notes.append(f"--optim {flags['--optim'].lower()[:30]}: not used, the DeepSpeed JSON's optimizer section "
