@@ -54,3 +54,14 @@ def test_ep_above_1_takes_the_key_as_torchtitan_allows_it(tmp_path: Path):
     with pytest.raises(UserError, match="expert_tensor_parallel_degree=4: torchtitan runs 1 or the "
                                         "tensor_parallel_degree, 2"):
         _load(tmp_path, 2, 4, "expert_tensor_parallel_degree = 4")
+
+
+def test_a_0_3_launch_splits_the_experts_over_tp_without_ep(tmp_path: Path):
+    """torchtitan 0.3 models/common/moe_sharding.py: routed-expert weights are dense {TP} on the EP-disabled,
+    TP-enabled path and sparse {EP} (no TP) with EP."""
+    path = tmp_path / "launch.sh"
+    for degrees, etp in (("--parallelism.tensor_parallel_degree 2", 2),
+                         ("--parallelism.tensor_parallel_degree 2 --parallelism.expert_parallel_degree 4", 1)):
+        path.write_text("torchrun --nproc_per_node 8 -m torchtitan.train --module qwen3 --config qwen3_30b_a3b "
+                        f"{degrees} --training.local_batch_size 2\n")
+        assert load_native(path, None, "dgx-h100", None, notes=ReadNotes()).layout.etp == etp

@@ -268,8 +268,9 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     clus = _sized_cluster(_need_cluster(cluster, path, "torchtitan"), nodes, world, path,
                           "data_parallel_shard_degree, or torchrun --nproc_per_node", given)
     lay, dp = ttc.tt_layout(par, path, clus.num_gpus, spec.num_layers, notes.notes, training)
-    if spec.is_moe and not titan_cli.is_titan_cli(text):  # 0.1-0.2.x: experts split over tp when ep = 1
-        lay["etp"] = ttc.tt_expert_tp(par, path, lay["tp"], lay["ep"])
+    if spec.is_moe:  # routed experts split over tp when ep = 1 (0.3: models/common/moe_sharding.py, dense {TP})
+        lay["etp"] = (lay["tp"] if lay["ep"] == 1 else 1) if titan_cli.is_titan_cli(text) else \
+            ttc.tt_expert_tp(par, path, lay["tp"], lay["ep"])
     local = ttc.tt_int(training, "local_batch_size", path, 8, "training")
     gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
