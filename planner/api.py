@@ -250,6 +250,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
 
     say = progress or (lambda message: None)
     model, clus = prob.model, prob.cluster
+    fws.require_precision([fw] if fw is not None else [], train)
     space = fws.space_options(fw, model, clus, train)
     fw_keep = fws.keep(fw, train)  # one predicate for the search and the alternative: best_validated reuses
     keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name,

@@ -39,6 +39,7 @@ def search_any(prob, train, top: int, time_limit: float, validated_only: bool, d
         def serial(fw, tr, share):
             return search_with_reasons(prob, tr, top, share, validated_only, fw, deadline)
     pairs = fws.priced_frameworks(train, False)
+    fws.require_precision([fw for fw, _ in pairs], train)
     found = search_frameworks(prob, pairs, top, time_limit, validated_only, deadline, serial=serial, waiting=waiting)
     return merge_found(found, train, top)
 

@@ -214,6 +214,17 @@ def unrunnable(train: TrainSpec, lay) -> list[str]:
             f"{runs}, so these numbers describe a run that stack does not make"]
 
 
+def require_precision(fws: list, train: TrainSpec) -> None:
+    """UserError when none of the frameworks `fws` (`--framework X`, or every one for `any`) trains in the run's
+    precision: their searches would refuse every layout, and the empty result would read as a memory verdict."""
+    if not fws or any(train.precision in fw.precisions for fw in fws):
+        return
+    said = "; ".join(f"{fw.name}: {', '.join(fw.precisions)}" for fw in fws)
+    raise UserError(f"--precision {train.precision}: no framework searched trains in it as parplan writes its launches "
+                    f"({said}); `parplan estimate ... --precision {train.precision}` prices a layout in it with any "
+                    "stack")
+
+
 def priced_frameworks(train: TrainSpec, stack_given: bool) -> list[tuple[FrameworkCaps, TrainSpec]]:
     """`--framework any`: (framework, train priced with its default stack) for every framework, so a layout
     is costed only by a framework that runs it, with that framework's stack. A stack given by the user

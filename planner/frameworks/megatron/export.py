@@ -25,7 +25,7 @@ SCRIPT = "launch_megatron.sh"
 
 from planner.frameworks.megatron import layer_freq
 from planner.frameworks.megatron.attention_flags import activation_flag, attention_args
-from planner.frameworks.megatron.names import NORM, PARALLEL, POSITION, PRECISION, ZERO_FSDP
+from planner.frameworks.megatron.names import FP8_RECIPE, NORM, PARALLEL, POSITION, PRECISION, ZERO_FSDP
 
 
 def fsdp(plan: ExportPlan) -> bool:
@@ -43,6 +43,10 @@ def refusal(plan: ExportPlan) -> None:
     """Raise ExportRefused for what Megatron's flags cannot say."""
     if plan.train.precision in ("fp32", "tf32"):  # costmodels.hardware_spec.FULL_PRECISIONS: not written yet
         raise ExportRefused(f"megatron: precision={plan.train.precision}: parplan writes 16-bit and fp8 launches only")
+    if plan.train.precision == "fp8" and plan.train.fp8_recipe not in FP8_RECIPE:
+        raise ExportRefused(f"megatron: fp8_recipe={plan.train.fp8_recipe}: Megatron runs tensorwise, mxfp8, blockwise "
+                            "and nvfp4 (megatron-core 0.19.2 enums.Fp8Recipe, --fp4-format); rowwise is torchao's "
+                            "(torchtitan)")
     if not plan.train.master_weights:
         raise ExportRefused("megatron: master_weights=false has no Megatron flag (Megatron keeps fp32 main "
                             "weights with --bf16/--fp16)")
@@ -260,7 +264,7 @@ def memory_args(plan: ExportPlan) -> list:
 def training_args(plan: ExportPlan) -> list:
     train = plan.train
     args = [("--micro-batch-size", plan.layout.mbs), ("--global-batch-size", train.global_batch_size)]
-    args += PRECISION[train.precision]
+    args += FP8_RECIPE[train.fp8_recipe] if train.precision == "fp8" else PRECISION[train.precision]
     # the gradient buffer the plan was priced with (costmodels.memory.memory_train: the stack's fp32 main grads
     # unless grad_dtype says otherwise), so that check on the exported script prices what the plan did
     if memory_train(train, plan.layout).grad_bytes_per_param == 4:

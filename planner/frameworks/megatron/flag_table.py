@@ -32,6 +32,7 @@ FIELD_FLAGS: dict[str, str | None] = {
 PRICED: dict[str, str] = {
     "--bf16": "train.precision", "--fp16": "train.precision", "--fp8-format": "train.precision=fp8",
     "--fp8-recipe": "train.fp8_recipe",
+    "--fp4-format": "train.precision=fp8, fp8_recipe=nvfp4", "--fp4-recipe": "train.fp8_recipe (nvfp4 only)",
     "--overlap-moe-expert-parallel-comm": "train.ep_comm_overlap (the all-to-all beside the paired micro-batch, and "
     "its one extra MoE layer of activations)",
     "--accumulate-allreduce-grads-in-fp32": "train.grad_dtype=fp32", "--grad-reduce-in-bf16": "train.grad_dtype=bf16",
@@ -113,7 +114,7 @@ HARMLESS: dict[str, str] = {
 }
 
 WARNED: dict[str, str] = {
-    "--fp4-format": "FP4 activations and weights", "--fp4-recipe": "FP4 scaling", "--fp4-param-gather": "FP4 weights",
+    "--fp4-param-gather": "FP4 weights",
     "--fp8-dot-product-attention": "FP8 attention inputs/outputs", "--fp8-multi-head-attention": "FP8 attention block",
     "--activation-func-fp8-input-store": "the activation's input kept in FP8",
     "--keep-fp8-transpose-cache": "FP8 weight transposes kept across steps (Megatron-FSDP)",

@@ -22,11 +22,14 @@ def precision(a) -> str:
         raise UserError("--bf16 and --fp16 are both given; Megatron accepts one")
     json_precision = ds_json.precision(a) if deepspeed_dialect.is_megatron_deepspeed(a) else None
     sixteen = "bf16" if a.has("--bf16") else "fp16" if a.has("--fp16") else json_precision
-    if a.has("--fp8-format"):
-        if sixteen is None:
-            raise UserError(f"--fp8-format {a.str('--fp8-format')} without --bf16 or --fp16: parplan prices FP8 "
-                            "GEMMs inside 16-bit mixed-precision training; add --bf16")
-        return "fp8"
+    if a.has("--fp8-format") and a.has("--fp4-format"):  # validate_args refuses both
+        raise UserError("--fp4-format and --fp8-format are both given; Megatron accepts one")
+    for flag in ("--fp8-format", "--fp4-format"):
+        if a.has(flag):
+            if sixteen is None:
+                raise UserError(f"{flag} {a.str(flag)} without --bf16 or --fp16: parplan prices FP8/FP4 GEMMs "
+                                "inside 16-bit mixed-precision training; add --bf16")
+            return "fp8"  # --fp4-format: TrainSpec fp8 with fp8_recipe nvfp4 (planner.frameworks.megatron.train)
     return sixteen or "fp32"
 
 
