@@ -338,7 +338,10 @@ def alternative_lines(win: Estimate, alternative: Estimate | None, unfinished: b
     if alternative is None:
         return [head + "; no layout that fits falls in a validated regime"]
     slower = alternative.time.step_s / win.time.step_s - 1
-    return [head + ";", f"best validated alternative ({pct(slower)} slower): {layout_text(alternative.layout)}",
+    stack = (alternative.uncertainty.regime or "").split("/")[0] if alternative.uncertainty else ""
+    same = (f" (the winner's own layout, as stack {stack} runs it)" if alternative.layout == win.layout and stack
+            else "")
+    return [head + ";", f"best validated alternative ({pct(slower)} slower): {layout_text(alternative.layout)}{same}",
             f"  step time: {band_text(alternative)}"]
 
 
