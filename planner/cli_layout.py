@@ -64,10 +64,10 @@ def estimate_cmd(
     result = estimate(prob.model, prob.cluster, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train)
     note_unused_tp_overlap(train, result.layout)
-    show(result, as_json, f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, "
-                           f"stack {train.stack_spec.name}", chosen,
-          whole_run_of(result, prob.model, prob.cluster, train, run),
-          warnings=fws.unrunnable(train, result.layout), noted=prob.model_notes)
+    title = (f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, batch "
+             f"{train.global_batch_size} x {train.seq_len(prob.model)}, stack {train.stack_spec.name}")
+    show(result, as_json, title, chosen, whole_run_of(result, prob.model, prob.cluster, train, run),
+         warnings=fws.unrunnable(train, result.layout), noted=prob.model_notes)
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "

@@ -27,3 +27,11 @@ def test_json_errors_are_json_on_stdout(args, needle):
     assert answer["exit_code"] == 2 and needle in answer["error"]
     plain = runner.invoke(app, args)
     assert plain.exit_code == 2 and plain.stdout == "" and needle in plain.stderr
+
+
+def test_estimate_says_the_batch_and_sequence_it_priced():
+    """estimate's first line names the global batch and sequence length used (a Hugging Face config.json's own
+    length, or the model preset's, were used silently before)."""
+    done = runner.invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--layout", "dp=8,zero=3",
+                               "--global-batch", "16", "--seq-len", "4096"])
+    assert done.exit_code == 0 and "llama3-8b on 8 x h100-sxm, batch 16 x 4096, stack megatron-core" in done.stdout
