@@ -235,6 +235,7 @@ def plan(model: ModelArg, cluster: Optional[ClusterArg] = None, *, nodes: Option
     if any_mode(fw, opts, base):  # as `parplan plan`: each framework's layouts priced with its own stack
         result, alternative, reasons, train, _ = search_any(prob, train, top, time_limit_s, validated_only, deadline)
     else:
+        fws.require_precision([fw] if fw is not None else [], train)
         result, alternative, reasons = search_with_reasons(prob, train, top, time_limit_s, validated_only, fw,
                                                            deadline)
     return PlanResult(result.status, list(result.plans), reasons, alternative, result, spec, clus, train)
@@ -250,7 +251,6 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
 
     say = progress or (lambda message: None)
     model, clus = prob.model, prob.cluster
-    fws.require_precision([fw] if fw is not None else [], train)
     space = fws.space_options(fw, model, clus, train)
     fw_keep = fws.keep(fw, train)  # one predicate for the search and the alternative: best_validated reuses
     keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name,

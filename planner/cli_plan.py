@@ -72,6 +72,7 @@ def plan_cmd(
     if any_mode:  # --framework any: each framework's layouts, priced with its own stack
         result, alternative, reasons, train, runs_on = plan_any(prob, train, top, time_limit, validated_only, deadline)
     else:
+        fws.require_precision([fw] if fw is not None else [], train)  # a named framework (any: plan_any's own)
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train) for p in result.plans]
         if fw is None and result.plans:  # a stack named without --framework prices every layout with it

@@ -68,3 +68,24 @@ def test_a_precision_no_framework_writes_is_named_not_blamed_on_memory(extra, ne
     made = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--global-batch", "128",
                                *extra])
     assert made.exit_code == 2 and needle in made.stderr and "parplan estimate" in made.stderr
+
+
+def test_fp8_with_every_framework_searched_still_plans():
+    """`--framework any` searches the frameworks that train in fp8 (Megatron); the others' layouts are left out,
+    not a refusal of the whole plan."""
+    made = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "16", "--precision",
+                               "fp8", "--top", "1", "--json"])
+    assert made.exit_code == 0 and json.loads(made.stdout)["plans"][0]["layout"]
+
+
+def test_an_fp4_format_megatron_does_not_define_is_refused(tmp_path: Path):
+    """TransformerConfig.fp4 is Literal['e2m1']; another value was priced as nvfp4."""
+    path = tmp_path / "train.sh"
+    path.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                    "--num-attention-heads 8 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                    "--global-batch-size 8 --vocab-size 32000 --tokenizer-type NullTokenizer --bf16 --fp4-format e3m0\n")
+    checked = runner.invoke(app, ["check", str(path), "--cluster", "dgx-b200"])
+    assert checked.exit_code == 2 and "--fp4-format 'e3m0'" in checked.stderr
+    path.write_text(path.read_text().replace("e3m0", "e2m1"))
+    h100 = runner.invoke(app, ["check", str(path), "--cluster", "dgx-h100"])
+    assert h100.exit_code == 2 and "train.sh: --fp4-format: NVFP4 needs FP4 tensor cores" in h100.stderr
