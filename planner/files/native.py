@@ -210,6 +210,10 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     why = tr.mx_refusal(train, clus.gpu_profile, precision)  # the cost model's refusal, naming the file and flag
     if why:
         raise UserError(f"{path}: --fp8-recipe mxfp8: {why}; use --fp8-recipe tensorwise or blockwise")
+    if train.get("fp8_recipe") == "nvfp4" and (precision or train.get("precision")) == "fp8" \
+            and clus.gpu_profile.fp4_tflops is None:  # costmodels.timing refuses it too, without the flag
+        raise UserError(f"{path}: --fp4-format: NVFP4 needs FP4 tensor cores (Blackwell): gpu "
+                        f"{clus.gpu_profile.name!r} has none; use --fp8-format")
     if "global_batch_size" not in train:  # a DeepSpeed JSON's gradient_accumulation_steps sets num_microbatches
         dp = clus.num_gpus // (lay.tp * lay.cp * lay.pp)
         train["global_batch_size"] = lay.mbs * dp * (lay.num_microbatches or 1)

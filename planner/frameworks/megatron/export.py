@@ -44,9 +44,8 @@ def refusal(plan: ExportPlan) -> None:
     if plan.train.precision in ("fp32", "tf32"):  # costmodels.hardware_spec.FULL_PRECISIONS: not written yet
         raise ExportRefused(f"megatron: precision={plan.train.precision}: parplan writes 16-bit and fp8 launches only")
     if plan.train.precision == "fp8" and plan.train.fp8_recipe not in FP8_RECIPE:
-        raise ExportRefused(f"megatron: fp8_recipe={plan.train.fp8_recipe}: Megatron runs tensorwise, mxfp8, blockwise "
-                            "and nvfp4 (megatron-core 0.19.2 enums.Fp8Recipe, --fp4-format); rowwise is torchao's "
-                            "(torchtitan)")
+        raise ExportRefused(f"megatron: fp8_recipe={plan.train.fp8_recipe}: Megatron runs {', '.join(FP8_RECIPE)} "
+                            "(megatron-core 0.19.2 enums.Fp8Recipe, --fp4-format); rowwise is torchao's (torchtitan)")
     if not plan.train.master_weights:
         raise ExportRefused("megatron: master_weights=false has no Megatron flag (Megatron keeps fp32 main "
                             "weights with --bf16/--fp16)")

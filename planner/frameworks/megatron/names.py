@@ -15,9 +15,7 @@ PRECISION = {"bf16": [("--bf16", None)], "fp16": [("--fp16", None)],
              "fp8": [("--bf16", None), ("--fp8-format", "hybrid")]}
 # TrainSpec.fp8_recipe -> the flags that run it (megatron-core 0.19.2 enums.Fp8Recipe: delayed, tensorwise, mxfp8,
 # blockwise; FP4 through --fp4-format e2m1 with TransformerConfig.fp4_recipe nvfp4, in place of --fp8-format)
-FP8_RECIPE = {"tensorwise": [("--bf16", None), ("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")],
-              "mxfp8": [("--bf16", None), ("--fp8-format", "hybrid"), ("--fp8-recipe", "mxfp8")],
-              "blockwise": [("--bf16", None), ("--fp8-format", "hybrid"), ("--fp8-recipe", "blockwise")],
+FP8_RECIPE = {**{r: PRECISION["fp8"] + [("--fp8-recipe", r)] for r in ("tensorwise", "mxfp8", "blockwise")},
               "nvfp4": [("--bf16", None), ("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]}
 PARALLEL = {"tp": "--tensor-model-parallel-size", "pp": "--pipeline-model-parallel-size",
             "cp": "--context-parallel-size", "ep": "--expert-model-parallel-size",

@@ -29,8 +29,9 @@ def train_data(a: MegatronArgs) -> dict:
             **optimizer_dtypes(a), **offload_data(a), **balance_data(a)}
     if a.has("--fp8-recipe"):
         data["fp8_recipe"] = choice(a, "--fp8-recipe", FP8_RECIPES, "delayed")
-    if a.has("--fp4-format"):  # megatron-core 0.19.2 TransformerConfig fp4 e2m1, fp4_recipe nvfp4 (its default)
-        if a.str("--fp4-recipe", "nvfp4") != "nvfp4":
+    if a.has("--fp4-format"):  # megatron-core 0.19.2 TransformerConfig: fp4 Literal['e2m1'], fp4_recipe nvfp4 default
+        choice(a, "--fp4-format", {"e2m1": "e2m1"}, "e2m1")
+        if a.str("--fp4-recipe", "nvfp4") != "nvfp4":  # custom needs a quantizer factory in code
             raise UserError(f"--fp4-recipe {a.str('--fp4-recipe')}: parplan prices nvfp4 (NVFP4BlockScaling)")
         data["fp8_recipe"] = "nvfp4"
     if precision == "fp8" and a.has("--fp8-param-gather"):
