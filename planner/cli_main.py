@@ -70,7 +70,7 @@ def _subcommand(group: Any, args: Sequence[str]) -> Any:
     return None
 
 
-def error_line(text: str, code: int = 2) -> None:
+def error_line(text: str, code: int) -> None:
     """`parplan: error: ...` on stderr, plain text (no markup, no wrapping); with --json also json_error."""
     try:
         sys.stderr.write(f"parplan: error: {text}\n")
@@ -103,7 +103,7 @@ def internal_error(exc: BaseException) -> int:
     the one line; the exit code INTERNAL_ERROR_EXIT."""
     if STATE["debug"]:
         traceback.print_exception(exc)
-    error_line(internal_error_text(exc))
+    error_line(internal_error_text(exc), INTERNAL_ERROR_EXIT)
     return INTERNAL_ERROR_EXIT
 
 
@@ -121,7 +121,7 @@ def output_failed(exc: OSError) -> int:
     _quiet_stdout()
     if exc.errno == errno.EPIPE:
         return BROKEN_PIPE_EXIT
-    error_line(f"could not write the output: {exc.strerror or exc} (errno {exc.errno})")
+    error_line(f"could not write the output: {exc.strerror or exc} (errno {exc.errno})", OUTPUT_FAILED_EXIT)
     return OUTPUT_FAILED_EXIT
 
 
@@ -164,10 +164,10 @@ class ParplanGroup(TyperGroup):
         except click_exc.NoArgsIsHelpError as exc:
             return self._help(exc)
         except click_exc.UsageError as exc:
-            error_line(f"{suggest(usage_line(exc, argv), argv)}{see_help(exc, argv)}")
+            error_line(f"{suggest(usage_line(exc, argv), argv)}{see_help(exc, argv)}", 2)
             return 2
         except Abort:
-            error_line("aborted")
+            error_line("aborted", 1)
             return 1
         except click_exc.ClickException as exc:  # Typer's other errors, with their own codes
             exc.show()
