@@ -206,8 +206,8 @@ def test_deep_nesting_is_one_error_line_not_a_crash():
 
 
 def test_unknown_value_says_where_a_flag_value_came_from():
-    """For the flag readers (planner.files.shellread.unknown_value): the variable, its line, and why."""
-    from planner.files.shellread import unknown_value
+    """For the flag readers (planner.files.shell_unknown.origin): the variable, its line, and why."""
+    from planner.files.shell_unknown import origin as unknown_value
 
     sh = _read(UNKNOWN_GPUS + "ZERO=$2\nX=4\n")
     why = unknown_value(sh, "$(( 16 / ${num_gpus} ))")
@@ -217,3 +217,11 @@ def test_unknown_value_says_where_a_flag_value_came_from():
     assert "ZERO (set on line 4 to $2)" in zero and "run without arguments" in zero
     assert "argument $3" in unknown_value(sh, "$3")
     assert unknown_value(sh, "4") is None and unknown_value(sh, None) is None
+
+
+def test_a_glob_inside_double_brackets_joined_by_and_still_matches():
+    """`[[ foo == f* && a == a ]]`: bash matches the glob in either operand of && (the split once lost `[[`)."""
+    from planner.files.shell_cond import decide
+    assert decide(["[[", "foo", "==", "f*", "&&", "a", "==", "a", "]]"], "[[") is True
+    assert decide(["[[", "!", "foo", "==", "f*", "]]"], "[[") is False
+    assert decide(["[", "foo", "==", "f*", "]"], "[") is False  # no globs in [ ]

@@ -9,9 +9,6 @@ import operator
 from typing import Optional
 
 MAX_CHARS = 200  # an arithmetic expression in a launch script is a few dozen characters
-OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod}
-
-
 def _div(left: int, right: int) -> int:
     quotient = abs(left) // abs(right)
     return quotient if (left < 0) == (right < 0) else -quotient
@@ -19,6 +16,10 @@ def _div(left: int, right: int) -> int:
 
 def _mod(left: int, right: int) -> int:
     return left - _div(left, right) * right
+
+
+OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _div, ast.FloorDiv: _div,
+       ast.Mod: _mod}
 
 
 def evaluate(flat: str) -> Optional[int]:
@@ -37,15 +38,13 @@ def _eval(node):
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _eval(node.operand)
         return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
-    if isinstance(node, ast.BinOp) and type(node.op) in (*OPS, ast.Div, ast.FloorDiv):
+    if isinstance(node, ast.BinOp) and type(node.op) in OPS:
         left, right = _eval(node.left), _eval(node.right)
         if left is None or right is None:
             return None
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
             return None
-        op = _div if isinstance(node.op, (ast.Div, ast.FloorDiv)) else _mod if isinstance(node.op, ast.Mod) \
-            else OPS[type(node.op)]
-        value = op(left, right)
+        value = OPS[type(node.op)](left, right)
         return value if abs(value) < 2**63 else None
     return None
 

@@ -14,10 +14,10 @@ def decide(argv: list[str], name: str):
     for joiner, combine in (("||", any), ("-o", any), ("&&", all), ("-a", all)):
         if joiner in args[1:-1] and not (joiner in ("-a", "-o") and name == "[["):
             k = args.index(joiner)
-            left, right = decide([name] + args[:k] + ["]"], "["), decide([name] + args[k + 1:] + ["]"], "[")
+            left, right = decide([name] + args[:k] + ["]"], name), decide([name] + args[k + 1:] + ["]"], name)
             return None if left is None or right is None else combine([left, right])
     if args and args[0] == "!":
-        inner = decide([name] + args[1:] + ["]"], "[")
+        inner = decide([name] + args[1:] + ["]"], name)
         return None if inner is None else not inner
     if len(args) == 1:
         return bool(args[0])
@@ -33,12 +33,12 @@ def binary(left: str, op: str, right: str, glob: bool):
         return fnmatch.fnmatchcase(left, right) if glob else left == right
     if op == "!=":
         return not (fnmatch.fnmatchcase(left, right) if glob else left == right)
-    numeric = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
-               "-ge": int.__ge__}
-    if op in numeric and re.fullmatch(r"-?[0-9]{1,18}", left) and re.fullmatch(r"-?[0-9]{1,18}", right):
-        return numeric[op](int(left), int(right))
+    if op in NUMERIC and re.fullmatch(r"-?[0-9]{1,18}", left) and re.fullmatch(r"-?[0-9]{1,18}", right):
+        return NUMERIC[op](int(left), int(right))
     return None
 
 
+NUMERIC = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
+           "-ge": int.__ge__}
 
 __all__ = ["binary", "decide"]

@@ -208,10 +208,10 @@ def _assign(sh, words: list, exported: bool, bare_names: bool = False) -> list:
             forget(sh, name)
             i = end + 1
             continue
-        value, spans = joined(pieces(sh, value_word), BREAK)
-        if index is not None:  # A[3]=x: kept as an item only when A is an array already
+        if index is not None:  # A[3]=x: not kept (nor expanded, which would count its unknowns and arguments)
             i += 1
             continue
+        value, spans = joined(pieces(sh, value_word), BREAK)
         if append and name in sh.arrays:
             sh.arrays[name] = sh.arrays[name] + [value]
         else:

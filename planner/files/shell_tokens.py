@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from planner.errors import UserError
-from planner.files.shell_scan import after_backquote, closing, is_arithmetic  # noqa: F401  (re-exported)
+from planner.files.shell_scan import after_backquote, closing
 
 MAX_WORDS = 200_000  # a launch script has a few thousand
 SEPARATORS = {";", "&&", "||", "|", "&", ";;", "|&"}

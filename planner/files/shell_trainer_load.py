@@ -29,6 +29,7 @@ from planner.files import shell_trainer_accel as accel
 from planner.files import shell_trainer_dschat as dschat
 from planner.files import shell_trainer_optim as optim
 from planner.files.safe_read import parse_json
+from planner.safetext import visible
 from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags
 from planner.frameworks.megatron.deepspeed_dialect import launcher_size
 from planner.frameworks.megatron.world import torchrun_size
@@ -135,7 +136,7 @@ def _preset(launch, notes: ReadNotes) -> Optional[str]:
     name = launch.flags.get("--model_name_or_path")
     preset = preset_for(name)
     if preset:
-        shown = "".join(c if c.isprintable() else "?" for c in str(name))[:80]
+        shown = visible(name)[:80]
         notes.notes.append(f"model {preset}: the parplan preset with the shapes of --model_name_or_path {shown} "
                            "(matched by its repository name; --model overrides)")
     return preset

@@ -65,15 +65,15 @@ def apply(train: TrainSpec, flags: dict, ds_optimizer: bool, notes: list, traine
     its value and the price, and no step temporaries where the optimizer steps in place; unchanged when the
     DeepSpeed JSON's own optimizer runs, or for a script that is no Trainer (`trainer` False: Accelerate's
     *_no_trainer.py examples build torch.optim.AdamW, foreach on CUDA, whose temporaries stay priced)."""
-    if not trainer and not flags.get("--optim"):
-        return train
+    given = (flags.get("--optim") or "").lower()
     if ds_optimizer:
-        if flags.get("--optim"):
-            notes.append(f"--optim {flags['--optim'].lower()[:30]}: not used, the DeepSpeed JSON's optimizer section "
-                         "runs (transformers 5.24.0 integrations/deepspeed.py lines 576-577)")
+        if given:
+            notes.append(f"--optim {given[:30]}: not used, the DeepSpeed JSON's optimizer section runs "
+                         "(transformers 5.24.0 integrations/deepspeed.py lines 576-577)")
         return train
-    name = (flags.get("--optim") or DEFAULT).lower()
-    return _states(in_place(train, name), name, notes, said=bool(flags.get("--optim")))
+    if not given:  # the Trainer's default (torch's AdamW moments), unsaid; a no_trainer script's own foreach AdamW
+        return in_place(train, DEFAULT) if trainer else train
+    return _states(in_place(train, given), given, notes)
 
 
 def in_place(train: TrainSpec, name: str) -> TrainSpec:
@@ -87,11 +87,8 @@ def in_place(train: TrainSpec, name: str) -> TrainSpec:
     return train.model_copy(update={"stack": stack.model_copy(update={"memory": memory})})
 
 
-def _states(train: TrainSpec, name: str, notes: list, said: bool) -> TrainSpec:
-    """The moments `name` keeps, with its note; the default's (torch's AdamW: fp32 moments) when --optim is not
-    given, unsaid."""
-    if not said:
-        return train
+def _states(train: TrainSpec, name: str, notes: list) -> TrainSpec:
+    """The moments --optim `name` keeps, with its note."""
     if name in ADAM_32:
         if name.startswith("paged_"):
             notes.append(f"--optim {name}: paged states (CUDA unified memory) priced on the GPU, an upper bound")

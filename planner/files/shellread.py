@@ -26,7 +26,6 @@ from planner.files import shell_eval
 from planner.files.shell_sbatch import fewest_nodes, sbatch_options  # noqa: F401  (sbatch_options re-exported)
 from planner.files.shell_expand import MAX_VALUE_CHARS, expand_fields  # noqa: F401  (re-exported)
 from planner.files.shell_tokens import MAX_WORDS, Word, line_at  # noqa: F401  (Word re-exported)
-from planner.files.shell_unknown import origin
 
 MAX_TOTAL_CHARS = 16 * 2**20
 MAX_WARNINGS = 20
@@ -128,13 +127,6 @@ def read_script(text: str, path: Optional[Path] = None, args: Optional[list[str]
         sh.scalars.update(slurm_env(sh.sbatch))
     shell_eval.run(sh, text, posixpath.basename(sh.script_name))
     return sh
-
-
-def unknown_value(sh: ShellScript, value: Optional[str]) -> Optional[str]:
-    """Why a flag's whole value is one parplan cannot evaluate, or None: `batch_size (set on line 3 to
-    $(( 16 / ${num_gpus} ))): a value parplan cannot evaluate (it depends on num_gpus, set on line 2 from what
-    $(nvidia-smi ...) prints, and parplan runs no command)`. For the flag readers' messages."""
-    return origin(sh, value)
 
 
 def expand(sh: ShellScript, word) -> str:
