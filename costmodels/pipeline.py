@@ -41,9 +41,15 @@ def bubble_s(stage_s: list[float], vpp: int = 1, chunk_excess_s: list[float] | N
     """Idle time of the slowest stage in one step: (sum_i t_i - t_max) / v, plus each rank's
     `chunk_excess_s` (the time its largest virtual chunk adds over t_i / v; see `chunk_excess_layers`), plus
     (p - m)(v - 1) / v of t_max when interleaving runs fewer micro-batches m than stages p (module docstring)."""
-    pp, m = len(stage_s), num_microbatches
-    short = (pp - m) * (vpp - 1) / vpp * max(stage_s) if m is not None and vpp > 1 and m < pp else 0.0
+    short = few_microbatches_excess(len(stage_s), vpp, num_microbatches) * max(stage_s)
     return (sum(stage_s) - max(stage_s)) / vpp + sum(chunk_excess_s or ()) + short
+
+
+def few_microbatches_excess(pp: int, vpp: int, num_microbatches: int | None) -> float:
+    """Micro-batch times per rank that interleaving with fewer micro-batches m than stages p idles beyond the
+    (p - 1)/v of m >= p: (p - m)(v - 1)/v (module docstring; torch's order). 0 otherwise."""
+    m = num_microbatches
+    return (pp - m) * (vpp - 1) / vpp if m is not None and vpp > 1 and m < pp else 0.0
 
 
 def chunk_layers(layers: int, vpp: int) -> list[int]:

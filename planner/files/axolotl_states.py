@@ -22,6 +22,7 @@ import dataclasses
 import math
 
 from planner.files.loading import Problem
+from planner.files.shell_trainer_optim import DEFAULT
 from planner.frameworks.deepspeed.auto import ReadNotes
 
 TORCH_ADAMW = {"adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused"}  # zeros_like(param)
@@ -49,7 +50,7 @@ def _sixteen_bit_states(train, data: dict, read: ReadNotes) -> dict:
     """No master copy, gradients in the weights' dtype, and torch AdamW's moments in it too."""
     dtype = train.precision
     update = {"master_weights": False, "grad_dtype": dtype}
-    optimizer = str(data.get("optimizer") or "adamw_torch_fused").lower()
+    optimizer = str(data.get("optimizer") or DEFAULT).lower()  # Axolotl's default is the Trainer's
     moments = optimizer in TORCH_ADAMW and train.exp_avg_dtype == "fp32"
     if moments:
         update.update(exp_avg_dtype=dtype, exp_avg_sq_dtype=dtype)
@@ -66,7 +67,7 @@ def _loss_chunks(prob: Problem, data: dict) -> int:
     if not (data.get("liger_fused_linear_cross_entropy") or data.get("cut_cross_entropy")):
         return 1
     lay, model = prob.layout, prob.model
-    tokens = (lay.mbs or 1) * (prob.train.seq_length or model.seq_length) // max(lay.cp, 1)
+    tokens = (lay.mbs or 1) * (prob.train.seq_length or model.seq_length) // max(lay.cp, 1)  # TrainSpec.seq_len
     inc = math.ceil(model.vocab_size / model.hidden_size)
     chunk = min(1 << max(0, math.ceil(tokens / inc) - 1).bit_length(), tokens)
     return min(max(1, math.ceil(tokens / chunk)), 4096)

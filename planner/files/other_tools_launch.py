@@ -35,10 +35,10 @@ def overrides(words: list) -> dict:
 
 def launch_run(launch: Launch, config: Optional[dict]) -> Run:
     """The Run of a refused launch: its config file (when found and read) under the line's overrides."""
+    if launch.tool == "openrlhf":  # its own flags (planner.files.other_tools_openrlhf), no config file
+        return openrlhf_run(launch)
     flags = flag_dict(parse_flags(launch.words))
     data = _merge(config or {}, overrides(launch.words))
-    if launch.tool == "openrlhf":
-        return openrlhf_run(launch)
     if launch.tool == "colossalai":
         return _colossal_run(flags, launch)
     if launch.tool == "nemo2":

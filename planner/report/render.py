@@ -10,7 +10,7 @@ from rich.text import Text
 from costmodels.estimate import Estimate
 from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import MemoryOut, UncertaintyOut
-from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS
+from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS, parse_regime
 from planner.search.explain import layout_text
 from planner.report.fit import prose_soft_wrap
 from planner.safetext import plain, visible
@@ -338,7 +338,7 @@ def alternative_lines(win: Estimate, alternative: Estimate | None, unfinished: b
     if alternative is None:
         return [head + "; no layout that fits falls in a validated regime"]
     slower = alternative.time.step_s / win.time.step_s - 1
-    stack = (alternative.uncertainty.regime or "").split("/")[0] if alternative.uncertainty else ""
+    stack = parse_regime(alternative.uncertainty.regime)[0] if alternative.uncertainty else ""
     same = (f" (the winner's own layout, as stack {stack} runs it)" if alternative.layout == win.layout and stack
             else "")
     return [head + ";", f"best validated alternative ({pct(slower)} slower): {layout_text(alternative.layout)}{same}",

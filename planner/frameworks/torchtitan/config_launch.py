@@ -157,10 +157,12 @@ def _find(given: str, run, sh, path: Path, via: Optional[str]) -> tuple[Path, st
                  f"X.toml {via or './' + path.name})")
     if "$" in given or "`" in given:
         raise UserError(f"{said}: the script leaves this variable unset")
-    body = written_file(run, given) if written_file(run, given) is not None else written_file(sh, given)
+    body = written_file(run, given)
+    body = body if body is not None else written_file(sh, given)
     if body is not None:
         return Path(given), body
-    folders = _folders(sh) + [d for d in _folders(run) if d not in _folders(sh)]
+    outer = _folders(sh)
+    folders = outer + [d for d in _folders(run) if d not in outer]
     places = [Path(given)] if posixpath.isabs(given) else [Path(d) / given for d in folders]
     found = first_file(places, said)
     if found is None:

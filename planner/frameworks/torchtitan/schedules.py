@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from costmodels.pipeline import few_microbatches_excess
 from planner.errors import UserError
 from planner.files.config_values import short
 
@@ -133,7 +134,8 @@ def few_microbatches(schedule: Schedule, pp: int, vpp: int, n: int) -> Optional[
     costmodels.pipeline.bubble_s prices it so."""
     if schedule.name != "Interleaved1F1B" or vpp < 2 or n >= pp:
         return None
-    run, full = (vpp * pp - 1 - n * (vpp - 1)) / vpp, (pp - 1) / vpp
+    full = (pp - 1) / vpp
+    run = full + few_microbatches_excess(pp, vpp, n)  # (v p - 1 - n (v - 1)) / v
     return (f"parallelism.pipeline_parallel_schedule='Interleaved1F1B' with {n} micro-batches per step on "
             f"pipeline_parallel_degree={pp} (fewer than the ranks; torch runs it, Megatron's interleaving would not): "
             f"torch's order idles each rank between a micro-batch's {vpp} chunks, a bubble of {run:g} micro-batch "
