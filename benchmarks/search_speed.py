@@ -68,7 +68,7 @@ def run_row(name, model_name, cluster_name, nodes, gbs, seq, framework=None) -> 
     fw = fws.load(framework)
     train = hp.resolve_train(TrainSpec(global_batch_size=gbs, seq_length=seq), fw.stack if fw else None)
     opts = fws.space_options(fw, model, cluster, train)  # what `parplan plan --framework` searches
-    keep = fws.keep(fw, train)
+    keep = fws.keep(fw, train, moe=model.is_moe)
     cpu = time.process_time()
     one = search(model, cluster, train, top=1, time_limit_s=TIME_LIMIT_S, opts=opts, keep=keep)
     cpu = time.process_time() - cpu
@@ -153,7 +153,7 @@ memory (the least slowest-stage time given what each stage can hold) all exceed 
 CP-SAT model; OR-Tools is imported only when a model is built, and then without pandas. `plan --framework
 any` runs its four framework searches in forked worker processes where two CPUs are free. A framework's
 `keep` declares the whole choices it refuses (planner.search.frameworks.refuses: Megatron's ZeRO-2 with
-pipelining, torchtitan's etp > 1, DeepSpeed's and FSDP's missing degrees), and the enumeration counts those
+pipelining, torchtitan's expert splits other than its own, DeepSpeed's and FSDP's missing degrees), and the enumeration counts those
 layouts instead of building them (every statistic stays that of the whole space). The bounds of a model
 whose layers are all MoE price no dense layer (its coefficient is 0: the same bound, bit for bit); a
 candidate's Context shares the problem's devices, links and stack; the memory bound evaluates a layer's

@@ -14,7 +14,7 @@ cp_comm is the context-parallel algorithm (costmodels.layout.CpComm).
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,10 @@ class FrameworkCaps(BaseModel):
     cp_comm: list[CpComm] = Field(..., description="Context-parallel algorithms it runs; empty = no cp.")
     ep: bool = Field(..., description="Expert parallelism.")
     etp: bool = Field(..., description="Expert tensor parallelism other than 1.")
+    etp_rule: Literal["free", "tp-without-ep"] = Field(
+        "free", description="How a MoE layout's etp follows its other degrees: free (1 or tp at any ep, Megatron-Core "
+        "--expert-tensor-parallel-size), or tp-without-ep (the routed experts are split over the whole tp group when "
+        "ep = 1 and not split when ep > 1, as torchtitan 0.3 shards them).")
     pp: bool = Field(..., description="Pipeline parallelism.")
     vpp: bool = Field(..., description="Interleaved (virtual) pipeline stages.")
     pp_with_cp: bool = Field(True, description="Pipeline and context parallelism together.")
@@ -60,12 +64,29 @@ class FrameworkCaps(BaseModel):
 
 
 def refusals(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam",
-             ep_overlap: bool = False) -> list[str]:
+             ep_overlap: bool = False, moe: bool = False) -> list[str]:
     """Every rule of `fw` that `lay` (a Layout or a search Candidate) breaks, one phrase each; empty
-    when the framework runs it. `ep_overlap`: the run asks for TrainSpec.ep_comm_overlap. Rules every
-    framework shares (divisibility, a2a heads) are costmodels.layout's."""
-    rules = _degree_rules(fw, lay) + _choice_rules(fw, lay, precision, optimizer) + _ep_overlap_rules(fw, lay, ep_overlap)
+    when the framework runs it. `ep_overlap`: the run asks for TrainSpec.ep_comm_overlap; `moe`: the model has
+    routed experts (etp_rule). Rules every framework shares (divisibility, a2a heads) are costmodels.layout's."""
+    rules = _degree_rules(fw, lay) + [etp_refusal(fw, lay, moe)] + _choice_rules(fw, lay, precision, optimizer) \
+        + _ep_overlap_rules(fw, lay, ep_overlap)
     return [why for why in rules if why]
+
+
+def _etp_wanted(fw: FrameworkCaps, lay: Any, moe: bool) -> Optional[int]:
+    """The etp `fw` runs this MoE layout's experts with, or None where etp is the layout's choice."""
+    if not moe or fw.etp_rule == "free":
+        return None
+    return lay.tp if lay.ep == 1 else 1
+
+
+def etp_refusal(fw: FrameworkCaps, lay: Any, moe: bool) -> str:
+    """Why `fw` does not split this MoE layout's experts over etp ranks as it asks (etp_rule), or ''."""
+    want = _etp_wanted(fw, lay, moe)
+    if want is None or lay.etp == want:
+        return ""
+    return (f"etp={lay.etp} with tp={lay.tp} ep={lay.ep}: {fw.name} splits the routed experts over the whole tp "
+            f"group when ep = 1 and not at all when ep > 1 (etp={want} here)")
 
 
 def _ep_overlap_rules(fw: FrameworkCaps, lay: Any, ep_overlap: bool) -> list[str]:
@@ -82,13 +103,15 @@ def _ep_overlap_runs(fw: FrameworkCaps, lay: Any) -> bool:
 
 
 def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = "adam",
-         ep_overlap: bool = False) -> bool:
-    """`not refusals(fw, lay, precision, optimizer, ep_overlap)`, without building the phrases: the search asks it
-    of every candidate (hundreds of thousands per plan). The same rules in the same order as _degree_rules,
-    _choice_rules and _ep_overlap_rules; tests/test_frameworks.py holds the two equal over random layouts."""
+         ep_overlap: bool = False, moe: bool = False) -> bool:
+    """`not refusals(fw, lay, precision, optimizer, ep_overlap, moe)`, without building the phrases: the search asks
+    it of every candidate (hundreds of thousands per plan). The same rules in the same order as _degree_rules,
+    etp_refusal, _choice_rules and _ep_overlap_rules; tests/test_frameworks.py holds the two equal over random layouts."""
     if ep_overlap and lay.ep > 1 and not _ep_overlap_runs(fw, lay):
         return False
     if (lay.tp > 1 and not fw.tp) or (lay.ep > 1 and not fw.ep) or (lay.etp > 1 and not fw.etp):
+        return False
+    if moe and fw.etp_rule != "free" and lay.etp != _etp_wanted(fw, lay, moe):
         return False
     if lay.cp > 1 and (not fw.cp_comm or lay.cp_comm not in fw.cp_comm or (lay.pp > 1 and not fw.pp_with_cp)):
         return False

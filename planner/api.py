@@ -202,7 +202,7 @@ def estimate(model: ModelArg, cluster: Optional[ClusterArg] = None, layout: Unio
     train = _train(base, global_batch, seq_len, precision, lay, clus.num_gpus, opts)
     lay, _ = stage_split.complete(spec, clus, train, lay)
     result = run_estimate(spec, clus, train, lay)
-    fws.require(fws.load(opts.framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     return result
 
 
@@ -252,9 +252,9 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     say = progress or (lambda message: None)
     model, clus = prob.model, prob.cluster
     space = fws.space_options(fw, model, clus, train)
-    fw_keep = fws.keep(fw, train)  # one predicate for the search and the alternative: best_validated reuses
+    fw_keep = fws.keep(fw, train, moe=model.is_moe)  # one predicate for the search and the alternative: best_validated reuses
     keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name,
-                                                   model.is_moe, train.seq_len(model))) \
+                                                   model.is_moe, train.seq_len(model)), moe=model.is_moe) \
         if validated_only else fw_keep  # the candidates the search kept when its keep is the same
     result = search(model, clus, train, top=top, time_limit_s=time_limit_s, opts=space, progress=say, keep=keep,
                     deadline=deadline)
@@ -324,7 +324,7 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
     lay = co.apply_recompute(lay, over)
     lay = lay if native else stage_split.complete(spec, clus, train, lay)[0]
     result = run_estimate(spec, clus, train, lay)
-    fws.require(fws.load(opts.framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     fits = result.fits and not (strict and result.memory.allocator_pressure)
     return CheckResult(fits, result, list(prob.warnings) + read_warnings, list(read.assumed), list(read.notes),
                        strict)

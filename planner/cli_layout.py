@@ -62,12 +62,12 @@ def estimate_cmd(
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
     result = estimate(prob.model, prob.cluster, train, lay)
-    fws.require(fws.load(opts.framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train, moe=prob.model.is_moe)
     note_unused_tp_overlap(train, result.layout)
     title = (f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, batch "
              f"{train.global_batch_size} x {train.seq_len(prob.model)}, stack {train.stack_spec.name}")
     show(result, as_json, title, chosen, whole_run_of(result, prob.model, prob.cluster, train, run),
-         warnings=fws.unrunnable(train, result.layout), noted=prob.model_notes)
+         warnings=fws.unrunnable(train, result.layout, moe=prob.model.is_moe), noted=prob.model_notes)
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
@@ -129,7 +129,7 @@ def export_cmd(
         prob = loading.problem_from_plan(doc, str(plan))
         if prob.layout is not None:
             lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
-            fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train)
+            fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train, moe=prob.model.is_moe)
     report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
 
 
@@ -210,10 +210,10 @@ def check_cmd(
     lay = co.apply_recompute(lay, over)
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = estimate(spec, clus, train, lay)
-    fws.require(fws.load(opts.framework), result.layout, train)
+    fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
-    extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout)
+    extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout, moe=spec.is_moe)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
          warnings=list(prob.warnings) + extra_warnings, noted=noted,
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})

@@ -74,9 +74,9 @@ def plan_cmd(
     else:
         fws.require_precision([fw] if fw is not None else [], train)  # a named framework (any: plan_any's own)
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
-        runs_on = [fws.runners(p.layout, train) for p in result.plans]
+        runs_on = [fws.runners(p.layout, train, moe=prob.model.is_moe) for p in result.plans]
         if fw is None and result.plans:  # a stack named without --framework prices every layout with it
-            for line in fws.unrunnable(train, result.plans[0].layout):
+            for line in fws.unrunnable(train, result.plans[0].layout, moe=prob.model.is_moe):
                 err.print(plain(f"warning: the winner: {line} (add --framework {train.stack_spec.framework} to "
                                 "search only its layouts)"), highlight=False, soft_wrap=True)
     if result.plans and outputs.wanted:  # the plan document serves the files alone

@@ -41,15 +41,15 @@ def search_any(prob, train, top: int, time_limit: float, validated_only: bool, d
     pairs = fws.priced_frameworks(train, False)
     fws.require_precision([fw for fw, _ in pairs], train)
     found = search_frameworks(prob, pairs, top, time_limit, validated_only, deadline, serial=serial, waiting=waiting)
-    return merge_found(found, train, top)
+    return merge_found(found, train, top, moe=prob.model.is_moe)
 
 
-def merge_found(found: list, train, top: int):
+def merge_found(found: list, train, top: int, *, moe: bool):
     """(result, alternative, reasons, the winner's train, runs_on) from each framework's (fw, train, result,
     alternative, reasons): the `top` plans of all fastest first, with the status and statistics of all the
     searches (merged_result), the fastest validated layout any found (best_validated_of), and the reasons
     of the merged result. runs_on: per plan, the framework that priced it first, then the others that run
-    it. When nothing fits anywhere: the default framework's (`train`'s stack's) reasons, after a line that
+    it (`moe`: the model has routed experts). When nothing fits anywhere: the default framework's (`train`'s stack's) reasons, after a line that
     says so and names the other searches the time limit cut (_nothing_found)."""
     from planner.search.explain import time_limit_note, why_winner
 
@@ -61,7 +61,8 @@ def merge_found(found: list, train, top: int):
     winner_fw = ranked[0][1]
     fw, tr, res, _, _ = next(f for f in found if f[0] is winner_fw)
     merged = merged_result(res, found, [p for p, _, _ in ranked])
-    runs_on = [[f.name] + [n for n in fws.runners(p.layout, t) if n != f.name] for p, f, t in ranked]
+    runs_on = [[f.name] + [n for n in fws.runners(p.layout, t, moe=moe) if n != f.name]
+               for p, f, t in ranked]
     return merged, best_validated_of(found, merged.plans[0]), time_limit_note(merged) + why_winner(merged), tr, runs_on
 
 

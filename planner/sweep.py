@@ -114,7 +114,7 @@ def _search(job: PointJob, fw, train: TrainSpec, start: float):
     space = fws.space_options(fw, job.model, job.cluster, train)
     left = max(start + job.time_limit_s - time.perf_counter(), 0.1)
     return search(job.model, job.cluster, train, top=1, time_limit_s=left, opts=space,
-                  keep=fws.keep(fw, train), deadline=start + job.time_limit_s)
+                  keep=fws.keep(fw, train, moe=job.model.is_moe), deadline=start + job.time_limit_s)
 
 
 def _default_search(found: list, train: TrainSpec):

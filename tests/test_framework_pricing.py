@@ -41,8 +41,8 @@ def test_zero2_with_pipeline_is_refused_by_megatron_and_its_export():
     model, clus, train = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=2), _train()
     lay = Layout(tp=2, pp=2, zero=2, mbs=1)
     result = estimate(model, clus, train, lay)
-    assert framework_refusals("megatron", result.layout, train)
-    assert framework_refusals(None, result.layout, train) == []
+    assert framework_refusals("megatron", result.layout, train, moe=False)
+    assert framework_refusals(None, result.layout, train, moe=False) == []
     doc = plan_document(model, clus, train, result)
     with pytest.raises(ExportRefused, match="megatron cannot run this layout"):
         render_all(plan_from_doc(doc), "megatron")
@@ -61,4 +61,4 @@ def test_plan_any_names_the_pricing_framework_first():
     assert doc["runs_on"] and all(names for names in doc["runs_on"])
     train = _train()
     for plan, names in zip(doc["plans"], doc["runs_on"]):
-        assert framework_refusals(names[0], Layout.model_validate(plan["layout"]), train) == []
+        assert framework_refusals(names[0], Layout.model_validate(plan["layout"]), train, moe=False) == []

@@ -62,7 +62,6 @@ def test_table_names_its_stack_exporter_and_sources(name):
     ("megatron", Layout(dp=8, zero=3, shard_group=4), "hybrid sharding"),
     ("megatron", Layout(pp=2, zero=3, dp=4), "zero=3 with pp>1"),
     ("torchtitan", Layout(cp=2, cp_comm="a2a", dp=4), "cp_comm=a2a"),
-    ("torchtitan", Layout(ep=2, etp=2, tp=2, dp=4), "etp=2"),
     ("fsdp", Layout(pp=2, dp=4), "pp=2"),
     ("fsdp", Layout(dp=8, zero=1), "zero=1"),
     ("fsdp", Layout(tp=2, dp=4), "tp=2"),
@@ -72,10 +71,22 @@ def test_refusals_name_the_rule(name, layout, needle):
     assert any(needle in w for w in why), why
 
 
+def test_torchtitan_splits_the_experts_over_tp_only_without_ep():
+    """torchtitan 0.3 (models/common/moe_sharding.py) gives the routed experts the dense layers' tp sharding when
+    ep = 1 and none when ep > 1: a MoE layout asking otherwise is refused; Megatron-Core chooses etp freely."""
+    titan, megatron = hp.load_framework("torchtitan"), hp.load_framework("megatron")
+    assert any("etp=2 with tp=2 ep=2" in w for w in refusals(titan, Layout(ep=2, etp=2, tp=2, dp=4), moe=True))
+    assert any("(etp=2 here)" in w for w in refusals(titan, Layout(tp=2, dp=4), moe=True))
+    assert refusals(titan, Layout(tp=2, etp=2, dp=4), moe=True) == []
+    assert refusals(titan, Layout(tp=2, ep=2, dp=4), moe=True) == []
+    assert refusals(titan, Layout(tp=2, dp=4), moe=False) == []  # a dense model has no experts to split
+    assert refusals(megatron, Layout(tp=2, dp=4), moe=True) == refusals(megatron, Layout(tp=2, etp=2, dp=4), moe=True) == []
+
+
 def test_every_framework_runs_plain_zero3_data_parallelism_but_fsdp_no_zero1():
-    assert runners(Layout(dp=8, zero=3), _train()) == list(FRAMEWORKS)
-    assert "fsdp" not in runners(Layout(dp=8, zero=1), _train())
-    assert runners(Layout(tp=8, dp=1), _train(precision="fp16", optimizer="sgd")) == ["megatron"]
+    assert runners(Layout(dp=8, zero=3), _train(), moe=False) == list(FRAMEWORKS)
+    assert "fsdp" not in runners(Layout(dp=8, zero=1), _train(), moe=False)
+    assert runners(Layout(tp=8, dp=1), _train(precision="fp16", optimizer="sgd"), moe=False) == ["megatron"]
 
 
 # ---- context-parallel algorithms ----------------------------------------------------------------
@@ -204,7 +215,7 @@ def test_any_lists_the_frameworks_of_each_plan():
     assert data["framework"] == "any"
     assert len(data["runs_on"]) == len(data["plans"])
     for plan, names in zip(data["plans"], data["runs_on"]):
-        assert names == runners(Layout.model_validate(plan["layout"]), _train())
+        assert names == runners(Layout.model_validate(plan["layout"]), _train(), moe=False)
 
 
 def test_estimate_with_a_framework_that_cannot_run_the_layout_exits_2():
@@ -318,9 +329,9 @@ def test_runs_on_checks_the_stage_split_a_partitioner_builds():
     train = _train()
     even, ends = Layout(pp=4, dp=2, stage_layers=[8, 8, 8, 8]), Layout(pp=4, dp=2, stage_layers=[7, 9, 9, 7])
     odd = Layout(pp=4, dp=2, stage_layers=[8, 6, 10, 8])
-    assert {"megatron", "deepspeed", "torchtitan"} <= set(runners(even, train))
-    assert runners(ends, train) == ["megatron", "torchtitan"]  # torchtitan: first/last_stage_less_layers
-    assert runners(odd, train) == ["megatron"]  # only Megatron takes any counts
+    assert {"megatron", "deepspeed", "torchtitan"} <= set(runners(even, train, moe=False))
+    assert runners(ends, train, moe=False) == ["megatron", "torchtitan"]  # torchtitan: first/last_stage_less_layers
+    assert runners(odd, train, moe=False) == ["megatron"]  # only Megatron takes any counts
 
 
 def test_hardware_lists_the_frameworks():
@@ -336,9 +347,9 @@ def test_hardware_lists_the_frameworks():
        pp=st.sampled_from([1, 2]), vpp=st.sampled_from([1, 2]), zero=st.integers(0, 3),
        shard=st.sampled_from([None, 2, 8]), recompute=st.sampled_from(["none", "selective", "full"]),
        precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32"]), optimizer=st.sampled_from(["adam", "sgd"]),
-       ep_overlap=st.booleans())
+       ep_overlap=st.booleans(), moe=st.booleans())
 def test_the_searchs_quick_verdict_is_the_refusals(fw, tp, cp, cp_comm, ep, etp, pp, vpp, zero, shard, recompute,
-                                                  precision, optimizer, ep_overlap):
+                                                  precision, optimizer, ep_overlap, moe):
     """costmodels.framework.runs (what the search asks of every candidate) says yes exactly where refusals
     (what the messages name) is empty."""
     from costmodels.framework import runs  # noqa: PLC0415
@@ -347,8 +358,8 @@ def test_the_searchs_quick_verdict_is_the_refusals(fw, tp, cp, cp_comm, ep, etp,
     caps = hp.load_framework(fw)
     lay = Candidate(tp=tp, sp=False, cp=cp, cp_comm=cp_comm, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=8, zero=zero, mbs=1,
                     recompute=recompute, schedule="1f1b", num_microbatches=4, shard_group=shard)
-    assert runs(caps, lay, precision, optimizer, ep_overlap) == (not refusals(caps, lay, precision, optimizer,
-                                                                           ep_overlap))
+    assert runs(caps, lay, precision, optimizer, ep_overlap, moe) == (not refusals(caps, lay, precision, optimizer,
+                                                                                ep_overlap, moe))
 
 
 # ---- Megatron's own argument validation (last: its check runs beside the tests above) ----------------

@@ -61,13 +61,13 @@ def test_any_mode_is_not_optimal_when_another_search_was_cut():
     found = [_found("megatron", _result("feasible", cut=["enumeration", "costing"])),
              _found("deepspeed", _result("optimal", [_estimate("deepspeed")])),
              _found("torchtitan", _result("infeasible")), _found("fsdp", _result("infeasible"))]
-    merged, _, reasons, train, _ = merge_found(found, TRAIN, 1)
+    merged, _, reasons, train, _ = merge_found(found, TRAIN, 1, moe=False)
     assert merged.status == "feasible" and merged.gap is None and merged.stats.truncated
     assert merged.stats.cut == ["megatron enumeration", "megatron costing"]
     assert "megatron enumeration" in reasons[0] and "not proven optimal" in reasons[0]
     assert train.stack_spec.name == "deepspeed" and merged.stats.layouts_considered == 400
     found[0] = _found("megatron", _result("infeasible"))  # Megatron's search finished: proven again
-    merged, _, reasons, _, _ = merge_found(found, TRAIN, 1)
+    merged, _, reasons, _, _ = merge_found(found, TRAIN, 1, moe=False)
     assert merged.status == "optimal" and not merged.stats.cut and not any("time limit" in r for r in reasons)
 
 
@@ -76,7 +76,7 @@ def test_nothing_found_while_a_search_was_cut_is_no_proof():
     reason says which search was cut and that the lines below are the default search's."""
     found = [_found("megatron", _result("infeasible")), _found("deepspeed", _result("feasible", cut=["enumeration"])),
              _found("torchtitan", _result("infeasible")), _found("fsdp", _result("infeasible"))]
-    merged, alternative, reasons, _, runs_on = merge_found(found, TRAIN, 1)
+    merged, alternative, reasons, _, runs_on = merge_found(found, TRAIN, 1, moe=False)
     assert merged.status == "feasible" and merged.plans == [] and alternative is None and runs_on == []
     assert "deepspeed enumeration" in reasons[0] and "not a proof that nothing fits" in reasons[0]
     assert "--time-limit" in reasons[0] and reasons[1:] == ["megatron's own reasons"]
@@ -98,10 +98,10 @@ def test_validated_alternative_comes_from_any_framework():
     assert megatron.time.step_s < titan.time.step_s
     found = [_found("megatron", _result("optimal", [megatron]), None), _found("deepspeed", _result("infeasible")),
              _found("torchtitan", _result("optimal", [titan])), _found("fsdp", _result("infeasible"))]
-    merged, alternative, _, _, _ = merge_found(found, TRAIN, 1)
+    merged, alternative, _, _, _ = merge_found(found, TRAIN, 1, moe=False)
     assert merged.plans[0] is megatron and alternative is titan
     found[0] = _found("megatron", _result("infeasible"))  # torchtitan's validated layout wins: no alternative
-    merged, alternative, _, _, _ = merge_found(found, TRAIN, 1)
+    merged, alternative, _, _, _ = merge_found(found, TRAIN, 1, moe=False)
     assert merged.plans[0] is titan and alternative is None
 
 

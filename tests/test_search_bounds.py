@@ -55,7 +55,7 @@ def _framework_problem(name: str):
     fw = hp.load_framework(name)
     train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
     return model, clus, train, fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2)), \
-        fws.keep(fw, train)
+        fws.keep(fw, train, moe=model.is_moe)
 
 
 def test_a_stricter_search_over_the_kept_candidates_equals_a_fresh_one():

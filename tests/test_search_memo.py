@@ -167,7 +167,7 @@ def test_search_over_split_groups_equals_the_oracle(layers, name, hbm, top):
     fw = hp.load_framework(name)
     train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
     opts = fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2, max_cp=1))
-    keep = fws.keep(fw, train)
+    keep = fws.keep(fw, train, moe=False)
     coster = Coster(model, clus, train)
     every = [c for c in enumerate_layouts(model, clus, train, opts) if keep(c)]
     bests = sorted(found[0] for found in (best_split(model, coster.table(c)) for c in every) if found is not None)
@@ -194,7 +194,7 @@ def test_predicates_marked_split_free_read_no_split():
         train = hp.resolve_train(TrainSpec(global_batch_size=16), fw.stack)
         opts = fws.space_options(fw, model, clus, train, SpaceOptions(max_mbs=2, max_vpp=2, max_cp=2))
         valid = validated_filter(train.stack_spec, clus.num_gpus, "h100-sxm")
-        for keep in (fws.keep(fw, train), valid, fws.keep(fw, train, valid)):
+        for keep in (fws.keep(fw, train, moe=False), valid, fws.keep(fw, train, valid, moe=False)):
             assert split_free(keep), (name, keep)
             watched = FieldMemo(keep)
             members = 0

@@ -35,18 +35,18 @@ def test_refuses_only_what_runs_refuses(name):
     """Over a space wider than any framework's (every cp algorithm, ZeRO 0-3, etp = tp): where `refuses` says
     no, runs says no too; and it says no somewhere (else it would spare nothing)."""
     fw, model, clus, train = _problem(name)
-    refused = fws.refuses(fw)
+    refused = fws.refuses(fw, moe=model.is_moe)
     said = 0
     for lay in enumerate_layouts(model, clus, train, WIDE):
         if refused(lay.tp, lay.cp, lay.cp_comm, lay.pp, lay.ep, lay.etp, lay.zero):
             said += 1
-            assert not runs(fw, lay, train.precision, train.optimizer), lay
+            assert not runs(fw, lay, train.precision, train.optimizer, moe=model.is_moe), lay
     assert said > 0
 
 
 def test_counted_enumeration_is_the_whole_one_less_the_refused():
     fw, model, clus, train = _problem("torchtitan")
-    refused = fws.refuses(fw)
+    refused = fws.refuses(fw, moe=model.is_moe)
     every = list(enumerate_layouts(model, clus, train, WIDE))
     counted = list(enumerate_counted(model, clus, train, WIDE, refused))
     built = [c for c in counted if type(c) is Candidate]
@@ -61,7 +61,7 @@ def test_search_with_refusals_ranks_and_counts_as_without(name, model):
     and rejected one by one), with fewer candidates built."""
     fw, model, clus, train = _problem(name, model)
     opts = fws.space_options(fw, model, clus, train, WIDE)
-    keep = fws.keep(fw, train)
+    keep = fws.keep(fw, train, moe=model.is_moe)
     assert refusals_of(keep) is not None
     plain = mark_split_free(lambda cand: keep(cand))  # the same predicate, no rule declared
     fast = search(model, clus, train, top=3, time_limit_s=60, opts=opts, keep=keep)
@@ -84,7 +84,7 @@ def test_the_validated_alternative_keeps_the_rule():
 
     fw, model, clus, train = _problem("megatron")
     opts = fws.space_options(fw, model, clus, train, WIDE)
-    keep = fws.keep(fw, train)
+    keep = fws.keep(fw, train, moe=model.is_moe)
     result = search(model, clus, train, top=1, time_limit_s=60, opts=opts, keep=keep)
     seen = []
     real = result.coster.layouts

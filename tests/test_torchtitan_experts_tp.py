@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import hardware_profiles as hp
 from costmodels.estimate import estimate
+from costmodels.layout import Layout, resolve_layout
+from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files.native import load_native
 from planner.frameworks.deepspeed.auto import ReadNotes
@@ -65,3 +68,37 @@ def test_a_0_3_launch_splits_the_experts_over_tp_without_ep(tmp_path: Path):
         path.write_text("torchrun --nproc_per_node 8 -m torchtitan.train --module qwen3 --config qwen3_30b_a3b "
                         f"{degrees} --training.local_batch_size 2\n")
         assert load_native(path, None, "dgx-h100", None, notes=ReadNotes()).layout.etp == etp
+
+
+def _titan_plan(tp: int, ep: int, etp: int):
+    from planner.exporters.common import ExportPlan  # noqa: PLC0415
+
+    model, cluster = hp.load_model("mixtral-8x7b"), hp.load_cluster("dgx-h100", 2)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096), "torchtitan")
+    lay = resolve_layout(model, cluster, train, Layout(tp=tp, sp=tp > 1, ep=ep, etp=etp, zero=3))
+    return ExportPlan(model, cluster, train, lay, 0, 1.0)
+
+
+def test_plan_searches_only_the_expert_split_torchtitan_builds():
+    """`plan --framework torchtitan` keeps a MoE candidate only where etp is what torchtitan 0.3 builds (tp without
+    ep, 1 with it), and still keeps tp > 1 with the experts split; a dense model keeps etp 1 at any tp."""
+    from planner.search import frameworks as fws  # noqa: PLC0415
+    from planner.search.space import SpaceOptions, enumerate_layouts  # noqa: PLC0415
+
+    fw, model, cluster = hp.load_framework("torchtitan"), hp.load_model("mixtral-8x7b"), hp.load_cluster("dgx-h100", 2)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096), "torchtitan")
+    keep = fws.keep(fw, train, moe=True)
+    kept = [c for c in enumerate_layouts(model, cluster, train, SpaceOptions(max_mbs=1, max_vpp=1, max_cp=1)) if keep(c)]
+    assert kept and all(c.etp == (c.tp if c.ep == 1 else 1) for c in kept)
+    assert any(c.tp > 1 and c.etp == c.tp for c in kept) and any(c.ep > 1 for c in kept)
+
+
+def test_torchtitan_export_writes_tp_split_experts_and_refuses_whole_ones():
+    from planner.exporters import ExportRefused, refuse_unrunnable  # noqa: PLC0415
+    from planner.frameworks.torchtitan import export as titan_export  # noqa: PLC0415
+
+    titan_export.refusal(_titan_plan(2, 1, 2))
+    refuse_unrunnable("torchtitan", _titan_plan(2, 1, 2))
+    for tp, ep, etp in ((2, 1, 1), (2, 2, 2)):
+        with pytest.raises(ExportRefused, match=f"etp={etp} with tp={tp} ep={ep}"):
+            titan_export.refusal(_titan_plan(tp, ep, etp))

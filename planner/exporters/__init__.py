@@ -109,7 +109,7 @@ def refuse_unrunnable(fmt: str, plan: ExportPlan) -> None:
     from planner.exporters.pricing import RUNS
     from planner.search.frameworks import framework_refusals
 
-    why = framework_refusals(RUNS[fmt][0], plan.layout, plan.train)
+    why = framework_refusals(RUNS[fmt][0], plan.layout, plan.train, moe=plan.model.is_moe)
     if why:
         raise ExportRefused(f"{fmt}: {RUNS[fmt][0]} cannot run this layout: " + "; ".join(why))
 

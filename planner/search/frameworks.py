@@ -101,25 +101,28 @@ def cp_chooser(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec,
     return choose
 
 
-def keep(fw: Optional[FrameworkCaps], train: TrainSpec,
-         then: Optional[Callable[[Any], bool]] = None) -> Optional[Callable[[Any], bool]]:
-    """A search `keep` predicate: candidates `fw` runs (and that `then` accepts)."""
+def keep(fw: Optional[FrameworkCaps], train: TrainSpec, then: Optional[Callable[[Any], bool]] = None, *,
+         moe: bool) -> Optional[Callable[[Any], bool]]:
+    """A search `keep` predicate: candidates `fw` runs (and that `then` accepts); `moe`: the model has routed
+    experts (costmodels.framework.refusals)."""
     if fw is None:
         return then
 
     def accept(cand) -> bool:
-        return runs(fw, cand, train.precision, train.optimizer, train.ep_comm_overlap) and (then is None or then(cand))
+        return runs(fw, cand, train.precision, train.optimizer, train.ep_comm_overlap, moe) and \
+            (then is None or then(cand))
 
     if then is None or split_free(then):  # refusals reads no stage split (a partitioner's splits are
         mark_split_free(accept)  # framework_refusals' split_runs, not the table's)
-    return mark_refusals(accept, refuses(fw))  # what runs refuses, accept refuses
+    return mark_refusals(accept, refuses(fw, moe=moe))  # what runs refuses, accept refuses
 
 
-def refuses(fw: FrameworkCaps) -> Callable[[int, int, str, int, int, int, int], bool]:
+def refuses(fw: FrameworkCaps, *, moe: bool) -> Callable[[int, int, str, int, int, int, int], bool]:
     """(tp, cp, cp_comm, pp, ep, etp, zero) -> True where `fw` refuses every layout with these choices, whatever
     its others: costmodels.framework.runs itself, asked with those choices and every other one set to a value the
     framework accepts (its recompute, hybrid-shard, precision and optimizer rules are left to the search's keep).
-    The search counts such layouts without building them (planner.search.space.enumerate_counted: Megatron's ZeRO-2 with pipelining, torchtitan's etp > 1).
+    The search counts such layouts without building them (planner.search.space.enumerate_counted: Megatron's
+    ZeRO-2 with pipelining, a torchtitan MoE layout's etp other than tp without ep or 1 with it).
     tests/test_search_refusals.py holds it to runs: it never refuses a layout runs accepts."""
     # the choices refuses is not given, set to ones runs accepts, so that only the given ones can refuse
     neutral = {"vpp": 1, "recompute": fw.recompute[0], "replicas": 1}
@@ -128,7 +131,7 @@ def refuses(fw: FrameworkCaps) -> Callable[[int, int, str, int, int, int, int], 
     @functools.lru_cache(maxsize=None)
     def refused(tp: int, cp: int, cp_comm: str, pp: int, ep: int, etp: int, zero: int) -> bool:
         choices = SimpleNamespace(tp=tp, cp=cp, cp_comm=cp_comm, pp=pp, ep=ep, etp=etp, zero=zero, **neutral)
-        return not runs(fw, choices, precision, optimizer)
+        return not runs(fw, choices, precision, optimizer, moe=moe)
 
     return refused
 
@@ -143,21 +146,21 @@ def stack_name(fw: FrameworkCaps, given: Optional[str], given_framework: Optiona
     return given
 
 
-def require(fw: Optional[FrameworkCaps], lay: Layout, train: TrainSpec) -> None:
-    """UserError naming every rule of `fw` that `lay` breaks."""
+def require(fw: Optional[FrameworkCaps], lay: Layout, train: TrainSpec, *, moe: bool) -> None:
+    """UserError naming every rule of `fw` that `lay` breaks (`moe`: the model has routed experts)."""
     if fw is None:
         return
-    why = refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap)
+    why = refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap, moe)
     if why:
         raise UserError(f"--framework {fw.name} cannot run this layout: " + "; ".join(why))
 
 
-def runners(lay: Any, train: TrainSpec) -> list[str]:
+def runners(lay: Any, train: TrainSpec, *, moe: bool) -> list[str]:
     """The frameworks whose tables accept `lay` (a resolved Layout), its stage split included."""
     out = []
     for name in FRAMEWORKS:
         fw = hp.load_framework(name)
-        if runs(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap) and split_runs(fw, lay):
+        if runs(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap, moe) and split_runs(fw, lay):
             out.append(name)
     return out
 
@@ -192,23 +195,23 @@ def export_format(fw: Optional[FrameworkCaps], fmt: Optional[str], default: str)
     return fw.export_format if fw is not None else default
 
 
-def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec) -> list[str]:
+def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec, *, moe: bool) -> list[str]:
     """Every reason framework `name` cannot run `lay` (a resolved Layout): its table's rules and its stage
     partitioner; empty for None (a generic launcher such as torchrun runs what its stack runs)."""
     if name is None or name not in FRAMEWORKS:
         return []
     fw = hp.load_framework(name)
     split = split_refusal(fw, lay)
-    return refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap) + ([split] if split else [])
+    return refusals(fw, lay, train.precision, train.optimizer, train.ep_comm_overlap, moe) + ([split] if split else [])
 
 
-def unrunnable(train: TrainSpec, lay) -> list[str]:
+def unrunnable(train: TrainSpec, lay, *, moe: bool) -> list[str]:
     """One warning when the stack's framework cannot run `lay` (estimate and check of a plan file price any
     layout with the stack given): which framework refuses it and why, and which frameworks run it."""
-    why = framework_refusals(train.stack_spec.framework, lay, train)
+    why = framework_refusals(train.stack_spec.framework, lay, train, moe=moe)
     if not why:
         return []
-    others = runners(lay, train)
+    others = runners(lay, train, moe=moe)
     runs = f"it runs on {', '.join(others)}" if others else "no framework parplan knows runs it"
     return [f"{train.stack_spec.framework} (stack {train.stack_spec.name}) cannot run this layout ({'; '.join(why)}); "
             f"{runs}, so these numbers describe a run that stack does not make"]

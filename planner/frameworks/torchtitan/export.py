@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import hardware_profiles as hp
+from costmodels.framework import etp_refusal
 from costmodels.layer_comm import tp_overlap_applies
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, header_lines, script, toml_str, toml_table,
@@ -60,8 +62,7 @@ def refusal(plan: ExportPlan) -> None:
         why.append(f"stage_layers={lay.stage_layers}: no pipeline_parallel_layers_per_stage and first/last_stage_"
                    "less_layers make torchtitan split the layers so; that needs module_fqns_per_model_part with "
                    "the model's module names")
-    if lay.etp > 1:
-        why.append(f"etp={lay.etp}: torchtitan 0.3.0 has no expert tensor parallelism (0.2.x only etp = tp)")
+    why.append(etp_refusal(hp.load_framework("torchtitan"), lay, plan.model.is_moe))
     if lay.cp > 1 and lay.cp_comm != "p2p":
         why.append(f"cp_comm={lay.cp_comm}: torchtitan's context parallelism is PyTorch ring attention (cp_comm=p2p)")
     if train.precision != "bf16":
@@ -86,8 +87,8 @@ def refusal(plan: ExportPlan) -> None:
         why.append(f"offload_optimizer={train.offload_optimizer}, offload_params={train.offload_params}: torchtitan "
                    "offloads parameters, gradients and optimizer states together (training.enable_cpu_offload, "
                    "FSDP's CPUOffloadPolicy): both cpu, or neither")
-    if why:
-        raise ExportRefused("torchtitan: " + "; ".join(why))
+    if any(why):
+        raise ExportRefused("torchtitan: " + "; ".join(w for w in why if w))
 
 
 def compiled(plan: ExportPlan) -> bool:
