@@ -96,3 +96,18 @@ def test_a_no_trainer_script_keeps_torch_adamws_temporaries(tmp_path):
         prob = load(path, None, "dgx-h100", None, TrainerFlags(), ReadNotes())
         temps[script] = prob.train.stack_spec.memory.optimizer_temp_bytes
     assert temps == {"run_clm.py": 0.0, "run_clm_no_trainer.py": 4.0}
+
+
+def test_fsdp_keeps_the_fp32_master_copy_accelerate_upcasts_to(tmp_path):
+    """accelerate 1.15.0 upcasts the trainable weights to fp32 under FSDP1 and FSDP2 whenever mixed precision is
+    on (Axolotl's bf16 turns it on): an Axolotl FSDP run of a 70B model keeps 16 B/param of states (sharded), not the
+    no-master 6 B/param that first called it a fit on one H100 node."""
+    doc = {**FFT_8B, "base_model": "meta-llama/Llama-3.1-70B", "sequence_len": 2048, "optimizer": "adamw_torch_fused",
+           "liger_fused_linear_cross_entropy": False, "fsdp_version": 2,
+           "fsdp_config": {"reshard_after_forward": True, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                           "transformer_layer_cls_to_wrap": "LlamaDecoderLayer", "state_dict_type": "FULL_STATE_DICT"}}
+    prob, read = _load(tmp_path, doc)
+    assert prob.layout.zero == 3 and prob.train.master_weights and prob.train.exp_avg_dtype == "fp32"
+    assert not any("no fp32 master copy" in n for n in read.notes)
+    assert not estimate(prob.model, prob.cluster, prob.train, prob.layout).fits  # 70 B x 16 B / 8 = 131 GiB
+    assert axolotl_states.fsdp({"fsdp": ["full_shard"]}) and not axolotl_states.fsdp({"fsdp": None})

@@ -8,7 +8,11 @@ Sources (axolotl 0.19.0, liger-kernel 0.8.5):
   cast: flash attention; loaders/model.py _configure_embedding_dtypes). The Trainer's bf16/fp16 switch then runs
   autocast over those weights: no master copy; gradients in the weights' dtype; torch's AdamW keeps its moments
   zeros_like(param), in the weights' dtype too (bitsandbytes' 32-bit and 8-bit states keep their own width).
-  DeepSpeed (its bf16/fp16 optimizer) keeps fp32 masters, so a DeepSpeed run is left as the JSON says.
+  DeepSpeed (its bf16/fp16 optimizer) keeps fp32 masters, so a DeepSpeed run is left as the JSON says. So does
+  FSDP: accelerate upcasts the trainable weights to fp32 whenever mixed_precision is not "no" (accelerate 1.15.0
+  utils/fsdp_utils.py fsdp2_prepare_model for FSDP2, accelerator.py prepare_model for FSDP1: "FSDP upcast of low
+  precision parameters"), and Axolotl's bf16/fp16 sets that mixed precision, so an FSDP run keeps the Trainer
+  reader's fp32 master copy, gradients and moments.
 - schemas/training.py: the optimizer defaults to adamw_torch_fused.
 - liger_fused_linear_cross_entropy (Liger plugin) / cut_cross_entropy: the output layer and loss run over token
   chunks. Liger's ops/fused_linear_cross_entropy.py: inc = ceil(V / H), chunk = min(next_pow2(ceil(BT / inc)), BT),
@@ -30,10 +34,10 @@ MASTER_NOTE = "; the fp32 master copy is kept"
 
 
 def apply(prob: Problem, data: dict, deepspeed, read: ReadNotes) -> Problem:
-    """`prob` with Axolotl's 16-bit weights (no DeepSpeed) and its chunked loss, each said in a note."""
+    """`prob` with Axolotl's 16-bit weights (neither DeepSpeed nor FSDP) and its chunked loss, each said in a note."""
     train = prob.train
     update = {}
-    if train.precision in ("bf16", "fp16") and not deepspeed:
+    if train.precision in ("bf16", "fp16") and not deepspeed and not fsdp(data):
         update.update(_sixteen_bit_states(train, data, read))
     chunks = _loss_chunks(prob, data)
     if chunks > 1:
@@ -44,6 +48,11 @@ def apply(prob: Problem, data: dict, deepspeed, read: ReadNotes) -> Problem:
                           "alive at a time (Liger's ops/fused_linear_cross_entropy.py chunking; Cut Cross-Entropy "
                           "holds less)")
     return prob if not update else dataclasses.replace(prob, train=train.model_copy(update=update))
+
+
+def fsdp(data: dict) -> bool:
+    """The YAML runs FSDP: an `fsdp` list or an `fsdp_config` mapping (Axolotl's schemas/fsdp.py), either version."""
+    return bool(data.get("fsdp") or data.get("fsdp_config"))
 
 
 def _sixteen_bit_states(train, data: dict, read: ReadNotes) -> dict:
