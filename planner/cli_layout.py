@@ -22,6 +22,7 @@ from planner.exporters import run_export
 from planner.files import check_overrides as co
 from planner.frameworks.deepspeed.auto import ReadNotes
 from planner.files.native import config_kind, is_native, load_native
+from planner.files.native_sizes import heard_notes
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
@@ -202,7 +203,8 @@ def check_cmd(
         spec, noted = loading.load_model_noted(model) if model else (prob.model, prob.model_notes)
         clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
     else:
-        prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
+        with heard_notes() as heard:  # the reader's warning lines, on stderr and under --json's "warnings"
+            prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
         spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
@@ -213,7 +215,10 @@ def check_cmd(
     fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
-    extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout, moe=spec.is_moe)
+    if is_native(path):  # the reader's lines reached stderr already; --json's document carries them too
+        extra_warnings = heard if as_json else []
+    else:
+        extra_warnings = fws.unrunnable(train, result.layout, moe=spec.is_moe)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
          warnings=list(prob.warnings) + extra_warnings, noted=noted,
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})

@@ -129,6 +129,24 @@ def test_unknown_flag_is_one_warning_and_the_check_goes_on(tmp_path):
     assert "--lr-decay-styl is not a Megatron-LM flag (did you mean --lr-decay-style?)" in message
 
 
+def test_json_carries_the_warnings_the_reader_printed(tmp_path):
+    """`check --json`'s "warnings" holds the reader's stderr lines (a flag Megatron would refuse): a CI script that
+    reads only the document sees them; the text output still prints each once."""
+    import json  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from planner.cli import app  # noqa: PLC0415
+
+    path = _write(tmp_path, DENSE.format(tp=2, heads=32, extra="--lr-decay-styl cosine"))
+    doc = json.loads(CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"]).stdout)
+    assert [w for w in doc["warnings"] if "--lr-decay-styl is not a Megatron-LM flag" in w] == \
+        [f"{path}: --lr-decay-styl is not a Megatron-LM flag (did you mean --lr-decay-style?); Megatron-LM as of "
+         "megatron-core 0.19.2 would refuse it at launch (an older release may have had it); ignored"]
+    _, message = _check(path, "--cluster", "dgx-h100")
+    assert message.count("--lr-decay-styl is not") == 1
+
+
 def test_virtual_stages_flag_of_megatron_core_is_read(tmp_path):
     extra = "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"
     text = DENSE.format(tp=2, heads=32, extra=extra)

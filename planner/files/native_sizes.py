@@ -99,9 +99,27 @@ def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
     return spec
 
 
+_LISTENERS: list[list[str]] = []  # heard_notes blocks open now, innermost last
+
+
 def note(where: str, message: str) -> None:
-    """One warning line on stderr: something read and not priced, or a command-line override."""
+    """One warning line on stderr: something read and not priced, or a command-line override (also kept for
+    every heard_notes block around the call, for --json)."""
     print(f"parplan: warning: {where}: {message}", file=sys.stderr)
+    for heard in _LISTENERS:
+        heard.append(f"{where}: {message}")
+
+
+@contextmanager
+def heard_notes():
+    """The `note` lines said while the block runs, as 'where: message' (they still reach stderr): check --json
+    puts them under "warnings", where a script reading the document finds them."""
+    heard: list[str] = []
+    _LISTENERS.append(heard)
+    try:
+        yield heard
+    finally:
+        _LISTENERS.remove(heard)
 
 
 def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
