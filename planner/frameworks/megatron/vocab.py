@@ -11,6 +11,11 @@ Sources:
   Llama 3 tiktoken 128256 (meta-llama/Meta-Llama-3-8B config.json vocab_size), DeepSeek-V3 129280
   (deepseek-ai/DeepSeek-V3 config.json), Mistral/Mixtral 32000 (mistralai/Mixtral-8x7B-v0.1 config.json),
   BLOOM 250680 (bigscience/bloom config.json).
+- a Hugging Face tokenizer named after a model parplan has a preset for (planner.files.other_tools.preset_for:
+  Qwen/Qwen3-30B-A3B, openai/gpt-oss-120b, meta-llama/Llama-4-Scout-17B-16E...), or a local path whose name is one
+  of those families (FAMILY_PRESETS): the preset's vocab_size, its Hub config.json's. Known deviation: Megatron's
+  HuggingFaceTokenizer counts len(tokenizer), which a config may round up (Qwen3: 151936 rows in config.json
+  for a tokenizer of about 151,700 tokens), so the embedding can be priced up to 0.2% large.
 - an explicit --vocab-size (NullTokenizer, mock data) is padded the same way: megatron-core 0.19.2
   core/tokenizers/utils/build_tokenizer.py gives the NullTokenizer --vocab-size tokens (no extra end-of-document
   token) and pads them (_set_padded_vocab_size, TrainingConfig.pad_vocab_size default true), unless
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import hardware_profiles as hp
 from planner.errors import UserError
 from planner.frameworks.megatron import deepspeed_dialect
 
@@ -30,6 +36,8 @@ HF_TOKENIZERS = {"tokenizer-model", "tokenizer-name-or-path"}
 MODEL_VOCAB = (("deepseek-v3", 129280), ("deepseek-r1", 129280), ("llama-3", 128256), ("llama3", 128256),
                ("llama-2", 32000), ("llama2", 32000), ("mixtral", 32000), ("mistral-7b", 32000),
                ("bloom", 250680), ("gpt2", 50257))
+FAMILY_PRESETS = (("qwen3", "qwen3-32b"), ("gpt-oss", "gpt-oss-120b"), ("gpt_oss", "gpt-oss-120b"),
+                  ("llama-4", "llama4-scout"), ("llama4", "llama4-scout"))  # one tokenizer per family
 NAMED_BY_MODEL = {"HuggingFaceTokenizer", "PretrainedFromHF", "TikTokenizer", "SentencePieceTokenizer",
                   "GPTSentencePieceTokenizer", "Llama3Tokenizer", "Llama2Tokenizer"}
 
@@ -48,7 +56,19 @@ def known_vocab(tokenizer: Optional[str], model: Optional[str]) -> Optional[int]
         for key, size in MODEL_VOCAB:
             if key in name:
                 return size
+        preset = _preset_named(model)
+        if preset is not None:
+            return hp.load_model(preset).vocab_size
     return TOKENIZER_VOCAB.get(tokenizer or "")
+
+
+def _preset_named(model: str) -> Optional[str]:
+    """The preset whose tokenizer `model` (a Hub name or a local path) names: the model's own, else its family's."""
+    from planner.files.other_tools import preset_for  # noqa: PLC0415  (planner.files imports this package)
+
+    preset = preset_for(model)
+    name = model.lower()
+    return preset or next((p for key, p in FAMILY_PRESETS if key in name), None)
 
 
 def vocab_size(a) -> int:
