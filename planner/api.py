@@ -289,7 +289,6 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
         >>> v = check("pretrain_gpt.sh", cluster="dgx-h100", nodes=8)
         >>> v.fits, v.estimate.memory.device_bytes / 2**30, v.warnings
     """
-    from costmodels.estimate import estimate as run_estimate
     from planner import trainopts as to
     from planner.files import check_overrides as co
     from planner.files import loading
@@ -323,7 +322,7 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
         train, lay = co.apply_batch(train, lay, clus, over)
     lay = co.apply_recompute(lay, over)
     lay = lay if native else stage_split.complete(spec, clus, train, lay)[0]
-    result = run_estimate(spec, clus, train, lay)
+    result = co.estimate_of(config, spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     fits = result.fits and not (strict and result.memory.allocator_pressure)
     return CheckResult(fits, result, list(prob.warnings) + read_warnings, list(read.assumed), list(read.notes),

@@ -211,7 +211,7 @@ def check_cmd(
         train, lay = co.apply_batch(train, lay, clus, over)
     lay = co.apply_recompute(lay, over)
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
-    result = estimate(spec, clus, train, lay)
+    result = co.estimate_of(config, spec, clus, train, lay)
     fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)

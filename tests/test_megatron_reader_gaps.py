@@ -255,3 +255,12 @@ def test_a_node_option_without_a_count_is_bad_input(tmp_path):
     taken for no node count at all, and the run priced on the cluster's default size."""
     code, message = _check(_write(tmp_path, MIXTRAL.format(sbatch="#SBATCH -N -3")), "--cluster", "dgx-h100")
     assert code == 2 and "#SBATCH --nodes/-N is given without a node count" in message
+
+
+def test_a_layout_rule_the_flags_break_names_the_file(tmp_path):
+    """Megatron asserts an interleaved schedule's micro-batch count divides by pp; check says which file set it."""
+    extra = "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"
+    path = _write(tmp_path, DENSE.format(tp=2, heads=32, extra=extra).replace("--global-batch-size 64",
+                                                                              "--global-batch-size 6"))
+    code, message = _check(path, "--cluster", "dgx-h100", "--nodes", "1")
+    assert code == 2 and f"{path}: interleaved schedule (vpp=2) needs num_microbatches=" in message

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Optional, get_args
 
 from costmodels.hardware_spec import ClusterSpec, Precision
-from costmodels.layout import Layout
+from costmodels.estimate import estimate
+from costmodels.layout import Layout, LayoutError
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files import loading
@@ -86,3 +87,11 @@ def _choice(option: str, value: str, allowed) -> str:
     if value not in allowed:
         raise UserError(f"{option} {value[:40]!r}: expected one of {', '.join(allowed)}")
     return value
+
+
+def estimate_of(config, spec, clus, train: TrainSpec, lay: Layout):
+    """`estimate` of a config's run; a layout rule it breaks names the config (the file's flags set it)."""
+    try:
+        return estimate(spec, clus, train, lay)
+    except LayoutError as exc:
+        raise UserError(f"{config}: {exc}") from exc
