@@ -71,8 +71,10 @@ def test_precision_gradient_accumulation_and_offload_come_from_the_json(tmp_path
 def test_a_json_found_nowhere_is_still_said(tmp_path, capsys):
     script = _setup(tmp_path, ZERO3, config="elsewhere/missing.json", json_folder=tmp_path / "other")
     prob = load_native(script, None, "dgx-a100", None)
-    assert prob.layout.zero == 1  # --bf16 with stage 0: DeepSpeed's BF16_Optimizer
-    assert "is not written by the script nor found beside it" in capsys.readouterr().err
+    assert prob.layout.zero == 1  # --bf16 with stage 0: DeepSpeed's BF16_Optimizer, said
+    err = capsys.readouterr().err
+    assert "is not written by the script nor found beside it" in err
+    assert "ZeRO stage 0 with bf16 priced as zero=1: DeepSpeed's BF16_Optimizer" in err
 
 
 # ---- 6. a comment inside a continued command ------------------------------------------------------

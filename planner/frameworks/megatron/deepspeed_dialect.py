@@ -173,6 +173,9 @@ def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int
     ds_json.merge(a, layout, train, warn, world)
     bf16_optimizer = train.get("precision") == "bf16" and stage == 0  # DeepSpeed's BF16_Optimizer: its own ZeRO-1
     layout["zero"] = 1 if bf16_optimizer else stage
+    if bf16_optimizer:
+        warn("ZeRO stage 0 with bf16 priced as zero=1: DeepSpeed's BF16_Optimizer keeps fp32 masters, gradients and "
+             "optimizer states on each data-parallel rank's 1/dp partition (its own ZeRO-1)")
     train["grad_dtype"] = "fp32" if bf16_optimizer else None  # ZeRO 1-3 keep the weights' dtype
     legacy(a, layout, train)
     if a.has("--rampup-batch-size"):
