@@ -264,3 +264,10 @@ def test_a_layout_rule_the_flags_break_names_the_file(tmp_path):
                                                                               "--global-batch-size 6"))
     code, message = _check(path, "--cluster", "dgx-h100", "--nodes", "1")
     assert code == 2 and f"{path}: interleaved schedule (vpp=2) needs num_microbatches=" in message
+
+
+def test_model_over_a_script_says_it_replaces_the_shape_flags(tmp_path):
+    code, message = _check(_write(tmp_path, DENSE.format(tp=2, heads=32, extra="")), "--cluster", "dgx-h100",
+                           "--model", "llama2-7b")
+    assert code in (0, 1)
+    assert "--model llama2-7b overrides the script's model flags (--num-layers 32, --hidden-size 4096, ...)" in message

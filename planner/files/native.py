@@ -184,6 +184,9 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
                         "is given" + (" (see the warnings above)" if warnings else ""))
     with _named(path):
         shape = None if model else mf.model_data(args)
+    if model and args.has("--num-layers"):
+        note(str(path), f"--model {str(model)[:60]} overrides the script's model flags (--num-layers "
+             f"{args.str('--num-layers')}, --hidden-size {args.str('--hidden-size')}, ...)")
     for warning in warnings[shown:]:
         note(str(path), warning)
     spec = _load_model(model) if model else loading.validate(
