@@ -271,3 +271,29 @@ def test_model_over_a_script_says_it_replaces_the_shape_flags(tmp_path):
                            "--model", "llama2-7b")
     assert code in (0, 1)
     assert "--model llama2-7b overrides the script's model flags (--num-layers 32, --hidden-size 4096, ...)" in message
+
+
+HEREDOC = """#!/bin/bash
+NODES=4
+sbatch {opts}<<{quote}EOT{quote}
+#!/bin/bash
+#SBATCH --nodes=$NODES
+#SBATCH --gpus-per-node=8
+srun python pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 \\
+  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 \\
+  --global-batch-size 64 --bf16 --vocab-size 32000 --tokenizer-type NullTokenizer
+EOT
+"""
+
+
+def test_sbatch_here_document_directives_are_read_after_expansion(tmp_path):
+    """An unquoted `sbatch <<EOT` body is expanded by the submitting shell before sbatch reads its #SBATCH lines;
+    a quoted one is not, and an sbatch command-line option wins over both."""
+    def nodes(opts: str, quote: str) -> int:
+        path = _write(tmp_path, HEREDOC.format(opts=opts, quote=quote))
+        return load_native(path, None, "dgx-h100", None).cluster.num_nodes
+
+    assert nodes("", "") == 4
+    assert nodes("--nodes=8 ", "") == 8
+    with pytest.raises(UserError, match="give --nodes N"):
+        nodes("", "'")

@@ -30,7 +30,7 @@ from planner.files.shell_builtins import read_builtin, store_file
 from planner.files.shell_cond import decide
 from planner.files.shell_expand import BREAK, expand, expand_fields, fields, pieces
 from planner.files.shell_parse import QUIET, parse, quiet
-from planner.files.shell_sbatch import option_pairs
+from planner.files.shell_sbatch import option_pairs, sbatch_options
 from planner.files.shell_source import source
 from planner.files.shell_tokens import statements, tokens
 from planner.files.shell_unknown import flag_value_notes, forget, joined, set_scalar
@@ -267,13 +267,23 @@ def _run(sh, argv: list[str], redirs: list, heredoc, word, known: bool):
         if k + 1 < len(argv):
             run(sh, argv[k + 1], "bash -c")
     elif body is not None and name in ("sbatch", "bash", "sh", "srun"):
-        for flag, value in sbatch_pairs(argv[1:]) if name == "sbatch" else []:
-            sh.sbatch.setdefault(flag, value)
+        if name == "sbatch":  # its options override the body's directives (sbatch(1))
+            sh.sbatch.update(sbatch_pairs(argv[1:]))
+            _expanded_directives(sh, body)
         run(sh, body, f"{name} <<here-document")
     elif name == "sbatch":
         for flag, value in sbatch_pairs(argv[1:]):
             sh.sbatch.setdefault(flag, value)
     return True
+
+
+def _expanded_directives(sh, body: str) -> None:
+    """The #SBATCH lines of an `sbatch <<EOF` body as sbatch reads them: after the submitting shell expanded an
+    unquoted here-document (`#SBATCH --nodes=$NODES` is 16 there); they fill what the raw text left a placeholder
+    or did not say, and sbatch's own command-line options still win."""
+    for flag, value in sbatch_options(body).items():
+        if "$" in sh.sbatch.get(flag, "$"):
+            sh.sbatch[flag] = value
 
 
 def _stdin(sh, body, redirs: list):
