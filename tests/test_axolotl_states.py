@@ -68,11 +68,11 @@ def test_liger_chunks_as_its_kernel_counts_them():
     model = hp.load_model("llama2-7b").model_copy(update={"vocab_size": 32000})
     prob = SimpleNamespace(model=model, layout=SimpleNamespace(mbs=4, cp=1),
                            train=SimpleNamespace(seq_length=4096))
-    assert axolotl_states._loss_chunks(prob, {"liger_fused_linear_cross_entropy": True}) == 8
+    assert axolotl_states.loss_chunks(prob, {"liger_fused_linear_cross_entropy": True}) == 8
     prob.layout.mbs, prob.train.seq_length = 1, 8192  # Llama 3: inc ceil(128256 / 4096) = 32, chunk 256
     prob.model = hp.load_model("llama3-8b")
-    assert axolotl_states._loss_chunks(prob, {"cut_cross_entropy": True}) == 32
-    assert axolotl_states._loss_chunks(prob, {}) == 1
+    assert axolotl_states.loss_chunks(prob, {"cut_cross_entropy": True}) == 32
+    assert axolotl_states.loss_chunks(prob, {}) == 1
 
 
 def test_only_in_place_optimizers_drop_the_step_temporaries():

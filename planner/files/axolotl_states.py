@@ -39,7 +39,7 @@ def apply(prob: Problem, data: dict, deepspeed, read: ReadNotes) -> Problem:
     update = {}
     if train.precision in ("bf16", "fp16") and not deepspeed and not fsdp(data):
         update.update(_sixteen_bit_states(train, data, read))
-    chunks = _loss_chunks(prob, data)
+    chunks = loss_chunks(prob, data)
     if chunks > 1:
         update["loss_chunks"] = chunks
         which = "liger_fused_linear_cross_entropy" if data.get("liger_fused_linear_cross_entropy") else \
@@ -71,7 +71,7 @@ def _sixteen_bit_states(train, data: dict, read: ReadNotes) -> dict:
     return update
 
 
-def _loss_chunks(prob: Problem, data: dict) -> int:
+def loss_chunks(prob: Problem, data: dict) -> int:
     """Liger's chunk count for one micro-batch (module docstring); 1 without a fused loss."""
     if not (data.get("liger_fused_linear_cross_entropy") or data.get("cut_cross_entropy")):
         return 1
@@ -82,4 +82,4 @@ def _loss_chunks(prob: Problem, data: dict) -> int:
     return min(max(1, math.ceil(tokens / chunk)), 4096)
 
 
-__all__ = ["apply"]
+__all__ = ["apply", "fsdp", "loss_chunks"]

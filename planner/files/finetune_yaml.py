@@ -122,7 +122,7 @@ def load(path: Path, data: dict, tool: str, model, cluster, nodes, cli: TrainerF
          load_text: Callable, start: Optional[Start] = None) -> Problem:
     """The Problem of an Axolotl or LLaMA-Factory config. load_text: native.load_native_text."""
     where = str(path)
-    s = settings(tool, data, where, _gpu(cluster) if tool == "axolotl" else None)
+    s = settings(tool, data, where, _gpu(cluster) if tool == "axolotl" else None, _extra_ok(start))
     if not cluster:
         raise UserError(f"{where}: --cluster is required: an {TOOLS[tool]} config does not say which GPUs it runs on "
                         "(e.g. --cluster dgx-h100 [--nodes N])")
@@ -141,7 +141,42 @@ def load(path: Path, data: dict, tool: str, model, cluster, nodes, cli: TrainerF
     read.assumed[before[0]:] = [_in_yaml_words(a, tool) for a in read.assumed[before[0]:]]
     read.notes[before[1]:] = [_in_yaml_words(n, tool) for n in read.notes[before[1]:]]
     prob = _computed(prob, s, cli, read)
-    return axolotl_states.apply(prob, data, s.deepspeed, read) if tool == "axolotl" else prob
+    return axolotl_states.apply(prob, data, s.deepspeed, read) if tool == "axolotl" else _liger(prob, data, read)
+
+
+def _extra_ok(start: Optional[Start]) -> bool:
+    """The launch sets ALLOW_EXTRA_ARGS or USE_MCA (llamafactory 0.9.5 extras/misc.py is_env_enabled: true, y or 1),
+    under which LLaMA-Factory takes keys its own parser does not know."""
+    env = start.sh.env if start is not None else {}
+    return any(str(env.get(name, "0")).lower() in ("true", "y", "1") for name in ("ALLOW_EXTRA_ARGS", "USE_MCA"))
+
+
+# parplan presets whose Hugging Face model_type Liger patches in LLaMA-Factory (llama, mixtral, qwen3, qwen3_moe)
+LIGER_FAMILIES = ("llama2", "llama3", "mixtral", "qwen3")
+
+
+def _liger(prob: Problem, data: dict, read: ReadNotes) -> Problem:
+    """LLaMA-Factory's enable_liger_kernel (llamafactory 0.9.5 model/model_utils/liger_kernel.py): for stages pt and
+    sft it patches the model with Liger's kernels, the fused linear cross-entropy among them, whose chunked loss is
+    priced as Axolotl's Liger plugin is (axolotl_states); other stages need the logits and keep the plain loss."""
+    if data.get("enable_liger_kernel") is not True:
+        return prob
+    stage, name = str(data.get("stage", "sft"))[:20], prob.model.name
+    family = other_tools.preset_for(name) or name
+    if stage not in ("pt", "sft") or not family.startswith(LIGER_FAMILIES):
+        why = (f"stage {stage} needs the logits, so LLaMA-Factory turns the fused linear cross-entropy off" if
+               stage not in ("pt", "sft") else f"{name[:40]} is no model family parplan knows Liger patches "
+               "(llama, mixtral, qwen3)")
+        read.notes.append(f"enable_liger_kernel: {why}: the whole micro-batch's logits are priced; Liger's RMSNorm, "
+                          "SwiGLU and RoPE kernels are not priced")
+        return prob
+    chunks = axolotl_states.loss_chunks(prob, {"liger_fused_linear_cross_entropy": True})
+    read.notes.append(f"enable_liger_kernel: Liger's fused linear cross-entropy: the output layer and loss run over "
+                      f"{chunks} token chunk{'s' if chunks > 1 else ''}, one chunk's logits alive at a time (priced); "
+                      "its RMSNorm, SwiGLU and RoPE kernels are not priced")
+    if chunks <= 1:
+        return prob
+    return dataclasses.replace(prob, train=prob.train.model_copy(update={"loss_chunks": chunks}))
 
 
 def _gpu(cluster):

@@ -16,7 +16,10 @@ gradient_accumulation_steps, bf16, fp16, deepspeed, fsdp) plus model_name_or_pat
 hparams/data_args.py), finetuning_type (default lora: refused unless full, hparams/finetuning_args.py),
 quantization_bit (refused), stage (ppo refused; dpo/kto's reference model and rm's second sequence noted), disable_gradient_checkpointing
 (gradient checkpointing is on unless it is true, model/model_utils/checkpointing.py), pure_bf16 (bf16 compute without
-bf16: true, hparams/parser.py).
+bf16: true, hparams/parser.py). Any key outside the ones LLaMA-Factory's HfArgumentParser takes
+(planner.files.llamafactory_keys) that misspells one of them is refused, as LLaMA-Factory refuses to start on it
+(hparams/parser.py parse_dict(allow_extra_keys=False)), naming the key meant; a key close to none (another release's)
+and any key of a launch that sets ALLOW_EXTRA_ARGS or USE_MCA are let through with a note.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import json
 from typing import Any, Optional
 
 from planner.errors import UserError
+from planner.files import llamafactory_keys
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
+from planner.frameworks.deepspeed.ds_keys import closest
 
 FSDP_WORDS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "no_shard": "NO_SHARD",
               "hybrid_shard": "HYBRID_SHARD", "hybrid_shard_zero2": "HYBRID_SHARD_ZERO2"}  # transformers FSDPOption
@@ -198,9 +203,33 @@ def _axolotl_unpriced(d: dict, read: ReadNotes) -> None:
         read.notes.append("read but not priced: " + "; ".join(said))
 
 
-def llamafactory(d: dict, where) -> Settings:
-    """A LLaMA-Factory config's run (see the module docstring)."""
+def _llamafactory_keys(d: dict, where, read: ReadNotes, extra_ok: bool) -> None:
+    """UserError naming the keys LLaMA-Factory's HfArgumentParser does not take (up to three, each with the closest
+    valid key), as llamafactory refuses them before training, when one misspells a key it takes; a note instead when
+    none does (a key of another release) or with extra_ok (the launch sets ALLOW_EXTRA_ARGS or USE_MCA)."""
+    unknown = [str(k) for k in d if str(k) not in llamafactory_keys.KEYS]
+    if not unknown:
+        return
+    near = {k: closest(k, llamafactory_keys.KEYS) for k in unknown}
+    shown = [k[:60] + (f" (did you mean {near[k]}?)" if near[k] else "") for k in unknown[:3]]
+    said = ", ".join(shown) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+    one = len(unknown) == 1
+    if extra_ok or not any(near.values()):  # no key it misspells: maybe another release's, so said, not refused
+        why = ("let through by the launch's ALLOW_EXTRA_ARGS/USE_MCA" if extra_ok else
+               "LLaMA-Factory refuses unknown keys unless ALLOW_EXTRA_ARGS is set, so check the release you run")
+        read.notes.append(f"{said}: not {'a ' if one else ''}{llamafactory_keys.VERSION} key{'' if one else 's'}, "
+                          f"{why}; not priced")
+        return
+    raise UserError(f"{where}: {said}: not {'a ' if one else ''}{llamafactory_keys.VERSION} key{'' if one else 's'}: "
+                    "LLaMA-Factory refuses to start on unknown keys (HfArgumentParser.parse_dict(allow_extra_keys="
+                    "False), hparams/parser.py), and parplan would price its default in place of the value meant")
+
+
+def llamafactory(d: dict, where, extra_ok: bool = False) -> Settings:
+    """A LLaMA-Factory config's run (see the module docstring). extra_ok: the launch sets ALLOW_EXTRA_ARGS or
+    USE_MCA, under which LLaMA-Factory takes keys its own parser does not know."""
     tool, read = "LLaMA-Factory", ReadNotes()
+    _llamafactory_keys(d, where, read, extra_ok)
     kind = d.get("finetuning_type", "lora")
     if kind != "full":
         _refuse(where, tool, f"finetuning_type: {str(kind)[:20]}" + ("" if "finetuning_type" in d else
@@ -286,9 +315,10 @@ def fsdp_flags(d: dict, where, version2: Optional[bool]) -> dict:
     return {"--fsdp": " ".join(dict.fromkeys(words)), "--fsdp_config": json.dumps(conf)}
 
 
-def settings(tool: str, data: dict, where, gpu=None) -> Settings:
-    """gpu: the cluster's GPUProfile (Axolotl's tf32 "auto" depends on it), None when not known."""
-    return axolotl(data, where, gpu) if tool == "axolotl" else llamafactory(data, where)
+def settings(tool: str, data: dict, where, gpu=None, extra_ok: bool = False) -> Settings:
+    """gpu: the cluster's GPUProfile (Axolotl's tf32 "auto" depends on it), None when not known; extra_ok: a
+    LLaMA-Factory launch that lets unknown keys through (llamafactory)."""
+    return axolotl(data, where, gpu) if tool == "axolotl" else llamafactory(data, where, extra_ok)
 
 
 __all__ = ["FSDP_WORDS", "Settings", "axolotl", "fsdp_flags", "llamafactory", "settings"]

@@ -33,7 +33,7 @@ from planner.frameworks.megatron import flags as mf
 from planner.frameworks.megatron import train as megatron_train
 from planner.frameworks.megatron import runnable
 from planner.frameworks.deepspeed import auto as ds_auto
-from planner.files import accelerate_yaml, finetune_yaml, other_tools, parplan_launch, shell_trainer
+from planner.files import accelerate_yaml, finetune_yaml, other_tools, other_tools_launch, parplan_launch, shell_trainer
 from planner.files import shell_trainer_load as trainer_load
 from planner.frameworks.torchtitan import config_cli as titan_cli
 from planner.frameworks.torchtitan import config_launch as titan_launch
@@ -140,6 +140,8 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     read = ReadNotes() if notes is None else notes
     if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate or another tool's config (is_native routes these)
         return finetune_yaml.load_yaml(path, model, cluster, nodes, flags, read, load_native_text)
+    if path.suffix.lower() == ".py":  # a NeMo 2 / Megatron-Bridge recipe is refused by name, with its estimate
+        other_tools_launch.refuse_recipe(path, text, cluster)
     kind = detect(path, text)
     tool = other_tools.find_launch(text, path) if kind == "megatron" else None
     if tool:  # axolotl / llamafactory-cli: the YAML it names, read; other tools' launches refused by name
@@ -236,8 +238,11 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     spec = _need_model(model, path, "DeepSpeed")
     read.notes.extend(persistence.apply(cfg, path, spec))  # the share of weights kept whole, from the model
     pp, cp = dsc.ds_pipeline(cfg, path), dsc.ds_sequence_parallel(cfg, path)
-    clus = _sized_cluster(_need_cluster(cluster, path, "DeepSpeed"), nodes, dsc.ds_world(cfg, path, pp * cp), path,
+    world, named = dsc.ds_world(cfg, path, pp * cp), _need_cluster(cluster, path, "DeepSpeed")
+    clus = _sized_cluster(named, nodes, world, path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
+    if nodes is None and world is not None:  # the batch keys sized the cluster: said
+        read.assumed.append(dsc.ds_world_note(cfg, path, pp * cp, clus, _load_cluster(named)))
     zero = dsc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "

@@ -1,7 +1,12 @@
 """The run another tool's launch line describes (launch_run: its config file under the line's overrides, GPT-NeoX's
 several merged; torchtune, NeMo 2, ColossalAI and OpenRLHF lines, the last planner.files.other_tools_openrlhf's),
 and the refusal of a launch of a tool parplan does not read, naming the estimate command that prices the same run
-(refuse_launch). Finding the line is planner.files.other_tools.find_launch.
+(refuse_launch). Finding the line is planner.files.other_tools.find_launch. A NeMo 2 / Megatron-Bridge Python recipe
+(a .py file importing nemo.collections or megatron.bridge) is refused the same way (refuse_recipe): its model preset
+from the recipe's name (llm.llama3_70b.pretrain_recipe, llama3_8b_pretrain_config) and its layout from literal
+assignments (recipe.trainer.strategy.tensor_model_parallel_size = 4, cfg.model.tensor_model_parallel_size = 4).
+Every refusal that names an estimate command also says that estimate exits 0 whether or not the layout fits
+(ESTIMATE_EXIT), so that CI uses check on a plan file instead.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from planner.files.loading import CHECK_READS
 from planner.files.other_tools import (COLOSSAL_PLUGINS, LAUNCH_TOOLS, YAML_TOOLS, Launch, _has_any, _section,
                                        config_names, find_config, launch_config, preset_for)
 from planner.files.other_tools_openrlhf import openrlhf_run
-from planner.files.other_tools_runs import RUNS, Run, _dtype, _gpus, _int, _word, command
+from planner.files.other_tools_runs import ESTIMATE_EXIT, RUNS, Run, _dtype, _gpus, _int, _word, command
 from planner.files.shellread import flag_dict, parse_flags
 from planner.frameworks.megatron import nemo_hydra
 
@@ -98,6 +103,56 @@ def _colossal_run(flags: dict, launch: Launch) -> Run:
                _int(get("-l", "--max_length")), _dtype(get("--mixed_precision")), None, gpus)
 
 
+def refuse_recipe(path, text: str, cluster=None) -> None:
+    """UserError for a NeMo 2 or Megatron-Bridge Python recipe (a file importing nemo.collections or megatron.bridge),
+    naming the estimate command for its run; nothing for any other file."""
+    found = RECIPE_IMPORT.search(text)
+    if not found:
+        return
+    run = recipe_run(text, found.group(1).startswith("megatron"))
+    raise UserError(f"{path}: a NeMo 2 / Megatron-Bridge Python recipe (it imports {found.group(1)}): parplan does "
+                    f"not run Python, so check cannot read it. To price this run: `{command(run, cluster)}`"
+                    + ("" if run.model else f" ({run.hint})") + f". {ESTIMATE_EXIT}")
+
+
+RECIPE_IMPORT = re.compile(r"^\s*(?:from|import)\s+(nemo\.collections(?:\.llm)?|megatron\.bridge)\b", re.MULTILINE)
+# `recipe.trainer.strategy.tensor_model_parallel_size = 4`, `cfg.train.micro_batch_size = 1`: literal settings
+RECIPE_SET = re.compile(r"^\s*[A-Za-z_]\w*((?:\.[A-Za-z_]\w*){1,6})\s*=\s*([0-9]{1,7}|True|False)\s*(?:#.*)?$",
+                        re.MULTILINE)
+# a recipe or config function's model: llama3_70b, llama31_405b, mixtral_8x7b, qwen3_30b_a3b
+RECIPE_MODEL = re.compile(r"\b[a-z][a-z0-9]*(?:_[0-9]+x)?_[0-9]+(?:p[0-9]+)?b(?:_a[0-9]+b)?", re.IGNORECASE)
+
+
+def recipe_run(text: str, bridge: bool) -> Run:
+    """The Run a NeMo 2 recipe (recipe.trainer.strategy.*, recipe.data.*: nemo/collections/llm/recipes) or a
+    Megatron-Bridge config (cfg.model.*, cfg.train.*: megatron/bridge/training/config.py ConfigContainer) sets with
+    literal values, its model the first recipe name that is a preset."""
+    words = [f"{key[1:]}={ {'True': '1', 'False': '0'}.get(value, value)}" for key, value in RECIPE_SET.findall(text)]
+    data = overrides(words)
+    if bridge:  # the parallel sizes on the model provider, the batch on the training config
+        model, train = _section(data, "model"), _section(data, "train")
+        data = {"trainer": {"strategy": model}, "data": {"seq_length": model.get("seq_length"),
+                                                         "micro_batch_size": train.get("micro_batch_size"),
+                                                         "global_batch_size": train.get("global_batch_size")}}
+    run = _nemo2_run({}, data)
+    run.gpus = run.gpus or _gpus(_recipe_arg(text, "num_nodes"), _recipe_arg(text, "num_gpus_per_node"))
+    names = [m.group(0) for m in RECIPE_MODEL.finditer(text)]
+    run.model = next((p for p in map(preset_for, names) if p), None)
+    shown = _word(names[0]) if names else None
+    run.hint = f"MODEL: the preset of recipe {shown}" if shown else "MODEL: the preset of the model the recipe trains"
+    return run
+
+
+def _recipe_arg(text: str, name: str) -> Optional[int]:
+    """A recipe function's `name=8` argument, or `name=nodes` with `nodes: int = 8` a default in the file."""
+    found = re.search(rf"\b{name}\s*=\s*(\w+)", text)
+    value = found.group(1) if found else None
+    if value and not value.isdigit():
+        default = re.search(rf"\b{value}\s*(?::\s*int\s*)?=\s*([0-9]{{1,7}})\b", text)
+        value = default.group(1) if default else None
+    return _int(value)
+
+
 def refuse_launch(launch: Launch, where, cluster=None) -> None:
     """UserError for a launch of a tool parplan does not read, with the estimate command for its run (from the
     config files it names, when found beside the script or in the current directory, under the line's overrides)."""
@@ -116,7 +171,8 @@ def refuse_launch(launch: Launch, where, cluster=None) -> None:
     article = "an" if name[:1] in "AEIOU" else "a"
     raise UserError(f"{where}: `{shown} ...` is {article} {name} launch: parplan does not read {name}'s configs or "
                     f"launch lines. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
-                    + ("" if run.model else f" ({run.hint})") + unread + "".join(f"; {n}" for n in run.notes))
+                    + ("" if run.model else f" ({run.hint})") + unread + "".join(f"; {n}" for n in run.notes)
+                    + f". {ESTIMATE_EXIT}")
 
 
-__all__ = ["launch_run", "overrides", "refuse_launch"]
+__all__ = ["launch_run", "overrides", "recipe_run", "refuse_launch", "refuse_recipe"]

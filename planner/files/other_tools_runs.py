@@ -63,6 +63,11 @@ class Run:
 
 DEFAULT_ONE = ("tp", "pp", "cp", "ep", "vpp")  # layout sizes left out of a command when 1
 
+# what a refusal that hands over an estimate command adds: estimate prices, it does not gate
+ESTIMATE_EXIT = ("`parplan estimate` exits 0 even when the layout does not fit: for a CI exit code, put the layout in "
+                 "a plan file (model, cluster, train, layout, as `parplan plan --save` writes) and run `parplan check "
+                 "PLAN.json` (exit 1 when it does not fit)")
+
 
 def command(run: Run, cluster=None) -> str:
     """`parplan estimate MODEL --cluster C --layout ... --seq-len N --precision P ...` for `run`."""
@@ -226,7 +231,7 @@ def refuse_yaml(tool: str, data: dict, where, cluster=None) -> None:
     run, name = RUNS[tool](data), YAML_TOOLS[tool].name
     raise UserError(f"{where}: a {name} config (it has {YAML_TOOLS[tool].keys}): parplan does not read {name} "
                     f"configs. check reads {CHECK_READS}. To price this run: `{command(run, cluster)}`"
-                    + ("" if run.model else f" ({run.hint})") + _lora(tool, data))
+                    + ("" if run.model else f" ({run.hint})") + _lora(tool, data) + f". {ESTIMATE_EXIT}")
 
 
 def _lora(tool: str, data: dict) -> str:
@@ -235,4 +240,4 @@ def _lora(tool: str, data: dict) -> str:
             else "")
 
 
-__all__ = ["RUNS", "Run", "command", "refuse_yaml"]
+__all__ = ["ESTIMATE_EXIT", "RUNS", "Run", "command", "refuse_yaml"]

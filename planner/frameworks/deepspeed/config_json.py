@@ -218,6 +218,23 @@ def ds_world(cfg: dict, path: Path, pp: int) -> Optional[int]:
     return values[0] // (values[1] * values[2]) * pp
 
 
+def ds_world_note(cfg: dict, path: Path, pp: int, sized, preset) -> Optional[str]:
+    """The `assumed:` line for a cluster sized by the batch keys (ds_world) rather than by --nodes: the GPU count
+    and how it was derived, and what it replaced. `sized`, `preset`: the cluster as sized and as given (ClusterSpecs:
+    name, num_nodes, num_gpus); `pp`: pipeline stages x sequence-parallel size. None when the keys do not fix the
+    count."""
+    if ds_world(cfg, path, pp) is None:
+        return None
+    total, micro, gas = (cfg[k] for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                          "gradient_accumulation_steps"))
+    times = f" x pipeline.stages*sequence_parallel_size {pp}" if pp > 1 else ""
+    said = (f"overriding {preset.name}'s {preset.num_nodes} node(s) ({preset.num_gpus} GPUs)"
+            if sized.num_gpus != preset.num_gpus else f"as many as {preset.name} has")
+    return (f"{sized.num_gpus} GPUs ({sized.num_nodes} node(s)): derived from train_batch_size {total} / "
+            f"(train_micro_batch_size_per_gpu {micro} x gradient_accumulation_steps {gas}){times}, {said}; --nodes "
+            "sets the count (the batch keys must agree with it)")
+
+
 # DeepSpeed keys that change memory or time but that parplan does not price (named, never silent):
 # ZeRO++ quantized weights/gradients (hpZ, which adds memory, is refused: planner.frameworks.deepspeed.sharding),
 # quantized frozen weights (zero_quantized_nontrainable_weights: LoRA-style runs), SuperOffload's CPU step
