@@ -35,7 +35,7 @@ Per layer and micro-batch (forward; backward = 2x GEMMs and element-wise, 2.5x f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from costmodels import comm
 from costmodels import compute as cmp
@@ -45,7 +45,7 @@ from costmodels.hardware_spec import ClusterSpec
 from costmodels.kernels import GENERATIONS, KernelSpec
 from costmodels.layer_comm import cp_s, tp_s, zero3_layer_s
 from costmodels.layout import Layout
-from costmodels.memory import act_shape
+from costmodels.memory import act_shape, full_recompute_split
 from costmodels.model_spec import ModelSpec
 from costmodels.moe_timing import ep_exposed_s, microbatch_dispatch_s, permute_backward_s, permute_s
 from costmodels.params import stage_layer_mix
@@ -283,13 +283,18 @@ def mtp_time(c: Context) -> MicroTime:
 
 
 def stage_time(c: Context, stage: int) -> MicroTime:
-    """One micro-batch through pipeline rank `stage`, forward + backward."""
+    """One micro-batch through pipeline rank `stage`, forward + backward. Under full recompute limited to the first
+    N layers of each chunk (Megatron --recompute-method block --recompute-num-layers N; torchtitan's every k-th
+    layer), the layers kept whole run without the recompute (costmodels.memory.full_recompute_split), each kind in
+    proportion to its share of the rank's layers."""
     n_moe, n_dense = stage_layer_mix(c.model, c.lay.stage_layers, stage, c.lay.vpp, c.lay.chunk_layers)
+    whole = full_recompute_split(c.lay, n_moe + n_dense)[0] / max(n_moe + n_dense, 1)
+    plain = replace(c, x=replace(c.x, recompute="none")) if whole else c
     t = MicroTime()
-    if n_dense:
-        t = t + layer_time(c, False).scaled(n_dense)
-    if n_moe:
-        t = t + layer_time(c, True).scaled(n_moe)
+    for moe, n in ((False, n_dense), (True, n_moe)):
+        if n:
+            t = t + layer_time(c, moe).scaled(n * (1 - whole))
+            t = t + (layer_time(plain, moe).scaled(n * whole) if whole else MicroTime())
     if stage == c.lay.pp - 1:
         t = t + head_time(c)
     return t

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import hardware_profiles as hp
 from costmodels import compute as cmp
 from costmodels import moe_compute
+from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
 from costmodels.recompute_time import NORM_BYTES_PER_ELEMENT, module_recompute_s, recompute_flops, strided_view_s
 from costmodels.timing import _passes, layer_time, make_context
@@ -100,3 +101,24 @@ def test_more_modules_never_recompute_less(first, more, name, moe):
     if small:
         assert sa <= sb * (1 + 1e-12) and ea <= eb
         assert recompute_flops(a.model, a.x, moe) <= recompute_flops(b.model, b.x, moe) * (1 + 1e-12)
+
+
+def _block(n: int | None, method: str = "block", pp: int = 2, vpp: int = 1):
+    model = hp.load_model("llama3-8b")
+    cluster = hp.load_cluster("dgx-h100", num_nodes=1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096), "megatron-core")
+    lay = Layout(tp=2, pp=pp, vpp=vpp, recompute="full", recompute_num_layers=n, recompute_method=method, mbs=1)
+    return estimate(model, cluster, train, resolve_layout(model, cluster, train, lay))
+
+
+def test_block_recompute_reruns_only_the_first_n_layers_of_each_chunk():
+    """llama3-8b, pp 2: 16 layers a rank. --recompute-method block --recompute-num-layers 4 reruns 4 of them, a
+    quarter of full recompute's forward rerun; N at least the chunk's layers is full recompute; uniform groups
+    still rerun every layer (megatron-core transformer_block.py _checkpointed_forward). Before, every N was priced
+    as full recompute of every layer."""
+    full, quarter = _block(None), _block(4)
+    assert quarter.time.recompute_s == pytest.approx(full.time.recompute_s / 4, rel=1e-9)
+    assert _block(16).time.step_s == pytest.approx(full.time.step_s, rel=1e-12)
+    assert _block(4, "uniform").time.recompute_s == pytest.approx(full.time.recompute_s, rel=1e-12)
+    assert _block(2, vpp=2).time.recompute_s == pytest.approx(full.time.recompute_s / 4, rel=1e-9)  # 2 of 8, twice
+    assert _block(None).time.step_s > quarter.time.step_s > _block(None).time.step_s - full.time.recompute_s
