@@ -84,7 +84,7 @@ def test_converters_and_recipes(tmp_path):
 @pytest.mark.parametrize("section,want,noted", [
     ('mode = "selective"\nselective_ac_option = "op"', "selective", False),
     ('mode = "selective"\nselective_ac_option = "1"', "full", False),
-    ('mode = "selective"\nselective_ac_option = "3"', "none", True),
+    ('mode = "selective"\nselective_ac_option = "3"', "full", True),  # 1 block in 3: tests/test_torchtitan_ac_period
     ('mode = "full"', "full", False), ('mode = "none"', "none", False),
     ('mode = "memory_budget"\nmemory_budget = 0.0', "full", False),
     ('mode = "memory_budget"\nmemory_budget = 0.3', "selective", True),

@@ -287,11 +287,13 @@ def _torchtitan(path: Path, text: str, model: Optional[str], cluster: Optional[s
     gbs = ttc.tt_int(training, "global_batch_size", path, -1, "training", minimum=-1)
     gbs = local * dp if gbs == -1 else gbs
     lay["mbs"] = ttc.tt_int(par, "pipeline_parallel_microbatch_size", path, 1) if lay["pp"] > 1 else local
-    lay["recompute"] = tr.recompute(cfg, path, notes.notes)
+    lay.update(tr.recompute_fields(cfg, path, lay, spec.num_layers, notes.notes))  # a layer period: block recompute
     compile_on, loss_compiled = tr.compiled(cfg, path, notes.notes)
     train = {"global_batch_size": gbs, "seq_length": ttc.tt_int(training, "seq_len", path, 2048, "training"),
              **tr.precision(cfg, path, notes.notes), **tr.cpu_offload(cfg, path),
              **alloc, "stack": "torchtitan" if compile_on else "torchtitan-eager"}
+    if not titan_cli.is_titan_cli(text):  # 0.1-0.2 without FSDP: autocast, or fp32 under TP/PP
+        train.update(tr.amp_precision(cfg, path, train, lay, notes.notes))
     tr.require_mx_gpu(cfg, train, clus.gpu_profile, path, precision)  # named here, not by the cost model
     if loss_compiled:
         train["fused_loss"] = True

@@ -10,6 +10,8 @@ selective (default) | full | memory_budget | none, selective_ac_option "2" (defa
 "op", memory_budget 0.5; Training.enable_cpu_offload, mixed_precision_param) and torchtitan 0.3.0
 (config/configs.py: CompileConfig.enable_async_tensor_parallel moved under [compile]). torchtitan asserts
 that async TP needs torch.compile; parplan prices what the config asks and says so.
+Two readings need the layout of [parallelism] (config_values.tt_layout): `recompute_fields` (a layer period
+k checkpoints n // k of a rank's n blocks) and `amp_precision` (0.1-0.2 without FSDP: fp32 under TP or PP).
 Every setting read but not priced is named in `notes`.
 """
 
@@ -26,6 +28,7 @@ FLOAT8_NAMES = ("float8", "quantize.linear.float8")
 MX_NAMES = ("mx", "mxfp8", "quantize.linear.mx", "quantize.linear.mxfp8")
 MOE_NAMES = ("quantize.grouped_mm.float8", "quantize.grouped_mm.mx")
 AC_MODES = ("none", "selective", "full", "memory_budget")
+DEFAULT_AC = {"mode": "selective", "selective_ac_option": "2"}  # torchtitan 0.1-0.2 ActivationCheckpoint defaults
 
 
 def _table(cfg: dict, dotted: str, path: Path) -> dict:
@@ -65,6 +68,41 @@ def precision(cfg: dict, path: Path, notes: list[str]) -> dict:
         fields["precision"] = "fp32"
     elif mp not in ("bfloat16", "float32"):
         raise UserError(f"{path}: training.mixed_precision_param={mp!r:.60} must be bfloat16 or float32")
+    return fields
+
+
+def amp_precision(cfg: dict, path: Path, fields: dict, lay: dict, notes: list[str]) -> dict:
+    """`fields` (precision's TrainSpec fields) as torchtitan 0.1-0.2 trains without FSDP, given the layout
+    fields `lay` of [parallelism] (tp, pp, zero: planner.frameworks.torchtitan.config_values.tt_layout).
+    training.mixed_precision_param acts through FSDP2's MixedPrecisionPolicy when FSDP runs (dp_shard * cp > 1,
+    zero > 0), else through distributed/utils.py maybe_enable_amp (0.1.0-0.2.2): under tensor or pipeline
+    parallelism it warns "Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is
+    enabled" and applies nothing, so the fp32 model trains in fp32 (precision fp32: fp32 weights, gradients,
+    moments and activations, fp32 GEMMs: torchtitan does not turn TF32 on); with DDP or one GPU it runs the
+    step under torch.autocast(mixed_precision_param): fp32 parameters, gradients and Adam moments (16 bytes
+    per parameter, which bf16's 2 + 2 + 12 also counts) with bf16 matmuls, priced as bf16. torchtitan 0.3.0
+    wraps every model in fully_shard, one rank or many (models/llama3/parallelize.py apply_fsdp_to_decoder:
+    "with shard_degree=1 it is a no-op for the all-gather but still installs the MixedPrecisionPolicy"):
+    not for its launch lines. training.dtype "bfloat16" (0.2: the model built in bf16) needs no autocast."""
+    if lay.get("zero", 0) > 0 or _table(cfg, "training", path).get("dtype", "float32") == "bfloat16":
+        return fields
+    if lay.get("tp", 1) == 1 and lay.get("pp", 1) == 1:
+        if fields["precision"] == "bf16":
+            notes.append("no FSDP (data_parallel_shard_degree * context_parallel_degree = 1): torchtitan trains "
+                         "under torch.autocast (distributed/utils.py maybe_enable_amp) with fp32 parameters, "
+                         "gradients and Adam moments, priced as bf16 (the same 16 bytes per parameter); the bf16 "
+                         "weight copies autocast saves for backward and the fp32 residual stream are not priced")
+        return fields
+    why = ("no FSDP (data_parallel_shard_degree * context_parallel_degree = 1) under tensor or pipeline "
+           "parallelism: torchtitan turns mixed precision off (distributed/utils.py maybe_enable_amp: \"Mixed "
+           "precision training with TP or PP is only supported when FSDP/HSDP/CP is enabled\") and the model "
+           "trains in fp32")
+    if fields["precision"] == "bf16":
+        notes.append(f"{why}: priced as precision fp32")
+        return {**fields, "precision": "fp32"}
+    if fields["precision"] == "fp8":
+        notes.append(f"{why}: the float8 matmuls run, the weights and the other ops stay fp32; priced as fp8 with "
+                     "bf16 weights")
     return fields
 
 
@@ -127,37 +165,76 @@ def async_tp(cfg: dict, path: Path, compile_on: bool, notes: list[str]) -> bool:
     return on
 
 
-def recompute(cfg: dict, path: Path, notes: list[str]) -> str:
-    """Layout.recompute of [activation_checkpoint]: none, full, selective ("op": the op-level policy that
-    saves matmul outputs and recomputes the rest, priced as parplan's selective); a layer period k keeps
-    every k-th layer checkpointed (k = 1 is full; k > 1 priced as none, the memory's upper bound); a
-    memory_budget b is torch's min-cut AC (b <= 0 full, b >= 1 none, else priced as selective)."""
+def recompute_fields(cfg: dict, path: Path, lay: dict, layers: int, notes: list[str]) -> dict:
+    """The Layout recompute fields of [activation_checkpoint], given the layout fields `lay` read from
+    [parallelism] (pp, vpp, stage_layers: planner.frameworks.torchtitan.config_values.tt_layout) and the
+    model's `layers`: none, full, selective ("op": the op-level policy that saves matmul outputs and recomputes the
+    rest, priced as parplan's selective); a memory_budget b is torch's min-cut AC (b <= 0 full, b >= 1 none, else
+    priced as selective); a layer period k ("selective" with selective_ac_option "k"):
+    torchtitan 0.1-0.2 wraps a transformer block in full checkpointing when a block counter, global to the
+    process and counting on across a rank's pipeline chunks, is a multiple of k (0.2.x
+    distributed/activation_checkpoint.py _apply_layer_sac, `_layer_sac_count % ac_freq == 0`, k = 0 every
+    block; 0.1.0 models/llama3/infra/parallelize.py, ptd_checkpoint_wrapper._count), so a rank holding n
+    layers recomputes n // k of them. Priced as full recompute of the first N layers of each chunk
+    (recompute_method block, recompute_num_layers N, costmodels.memory.full_recompute_split): the same count
+    of whole layers rebuilt one at a time, N set so that the first rank (the one holding the most
+    micro-batches in flight) recomputes what it runs; a rank where that differs is named in the note."""
+    mode, period = _ac_setting(cfg, path, notes)
+    if period is None:
+        return {"recompute": mode}
+    if period <= 1:
+        return {"recompute": "full"}
+    pp, vpp = lay.get("pp", 1), lay.get("vpp", 1) or 1
+    ranks = list(lay.get("stage_layers") or [layers]) if pp > 1 else [layers]
+    runs = [n // period for n in ranks]
+    n_layers = runs[0] // vpp
+    priced = [min(n_layers, n / vpp) * vpp for n in ranks]
+    head = (f"activation_checkpoint.selective_ac_option='{period}': torchtitan checkpoints 1 transformer block in "
+            f"{period} in full (distributed/activation_checkpoint.py _apply_layer_sac)")
+    if n_layers < 1:
+        notes.append(f"{head}; {runs[0]} of the {ranks[0]} layers of the first rank over {vpp} chunks: priced as no "
+                     "recompute (the memory's upper bound)")
+        return {"recompute": "none"}
+    per_stage = ", ".join(f"{r} of {n}" for r, n in zip(runs, ranks))
+    off = [f"rank {i} priced {p:g}" for i, (r, p) in enumerate(zip(runs, priced)) if abs(p - r) > 1e-9]
+    notes.append(f"{head}: priced as full recompute of {per_stage} layers per {'stage' if pp > 1 else 'rank'} "
+                 f"(recompute_method block, recompute_num_layers {n_layers}"
+                 + (f" per chunk; {', '.join(off)}" if off else "") + ")")
+    return {"recompute": "full", "recompute_method": "block", "recompute_num_layers": n_layers}
+
+
+def _ac_setting(cfg: dict, path: Path, notes: list[str]) -> tuple[str, Optional[int]]:
+    """(mode, layer period or None) of [activation_checkpoint]. torchtitan 0.1-0.2's defaults
+    (config/job_config.py ActivationCheckpoint, 0.1.0 config_manager.py: mode "selective",
+    selective_ac_option "2") stand in for what the file leaves out, said in a note; torchtitan 0.3's default,
+    the per-op policy, comes from planner.frameworks.torchtitan.config_cli, which always sets the mode."""
     sec = _table(cfg, "activation_checkpoint", path)
-    mode = sec.get("mode", "selective")
+    mode = sec.get("mode", DEFAULT_AC["mode"])
     if mode not in AC_MODES:
         raise UserError(f"{path}: activation_checkpoint.mode={mode!r:.60}: torchtitan's modes are "
                         f"{', '.join(AC_MODES)}")
+    missing = [key for key in DEFAULT_AC if key not in sec and (key == "mode" or mode == "selective")]
+    if missing:
+        notes.append(f"activation_checkpoint.{' and '.join(missing)} not given: torchtitan 0.1-0.2's "
+                     + ", ".join(f"{key} {DEFAULT_AC[key]!r}" for key in missing)
+                     + " (config/job_config.py ActivationCheckpoint)")
     if mode == "selective":
-        return _selective(sec.get("selective_ac_option", "2"), path, notes)
+        return _selective(sec.get("selective_ac_option", DEFAULT_AC["selective_ac_option"]), path)
     if mode == "memory_budget":
-        return _budget(sec.get("memory_budget", 0.5), path, notes)
-    return mode
+        return _budget(sec.get("memory_budget", 0.5), path, notes), None
+    return mode, None
 
 
-def _selective(option, path: Path, notes: list[str]) -> str:
+def _selective(option, path: Path) -> tuple[str, Optional[int]]:
+    """("selective", None) for "op"; ("full", period) for a layer period (torchtitan: `option.isdigit()`,
+    and 0 checkpoints every block, as 1 does)."""
     if option == "op":
-        return "selective"
+        return "selective", None
     text = str(option)
-    if not text.isdigit() or int(text) < 1:
+    if not text.isdigit():
         raise UserError(f"{path}: activation_checkpoint.selective_ac_option={option!r:.60} must be 'op' or a "
-                        "positive layer period")
-    period = int(text)
-    if period == 1:
-        return "full"
-    notes.append(f"activation_checkpoint.selective_ac_option={text!r}: one layer in {period} checkpointed; priced "
-                 f"as no recompute (an upper bound on memory: the run keeps {period - 1} of every {period} layers' "
-                 "activations)")
-    return "none"
+                        "layer period (a whole number)")
+    return "full", int(text)
 
 
 def _budget(budget, path: Path, notes: list[str]) -> str:
