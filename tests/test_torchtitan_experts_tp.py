@@ -51,9 +51,10 @@ def test_ep_1_splits_the_experts_over_tp(tmp_path: Path):
     assert a < b / 4
 
 
-def test_ep_above_1_takes_the_key_as_torchtitan_allows_it(tmp_path: Path):
+def test_ep_above_1_takes_the_key_as_torchtitan_allows_it(tmp_path: Path, capsys):
     assert _load(tmp_path, 2, 4).layout.etp == 1
     assert _load(tmp_path, 2, 4, "expert_tensor_parallel_degree = 2").layout.etp == 2
+    assert "expert_tensor_parallel_degree" not in capsys.readouterr().err  # read and priced: no "ignored" warning
     with pytest.raises(UserError, match="expert_tensor_parallel_degree=4: torchtitan runs 1 or the "
                                         "tensor_parallel_degree, 2"):
         _load(tmp_path, 2, 4, "expert_tensor_parallel_degree = 4")

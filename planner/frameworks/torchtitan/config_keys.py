@@ -30,7 +30,6 @@ UNPRICED = {
     "optimizer.name": (("AdamW", "Adam"), "parplan prices Adam's two fp32 states"),
     "optimizer.early_step_in_backward": ((False,), "each gradient is freed as soon as its step is taken"),
     "parallelism.disable_loss_parallel": ((False,), "the logits are gathered whole on every TP rank"),
-    "parallelism.expert_tensor_parallel_degree": ((1,), "experts split over TP"),
     "parallelism.expert_parallel_comm_backend": (("standard",), "DeepEP dispatch"),
     "parallelism.context_parallel_rotate_method": (("allgather",), "all-to-all KV exchange"),
     "parallelism.module_fqns_per_model_part": ((None,), "a hand-made stage split; priced as torchtitan's default"),
