@@ -16,6 +16,7 @@ from costmodels.train_spec import TrainSpec
 from planner.cli import app
 from planner.exporters import ExportRefused, render_all
 from planner.exporters.common import plan_from_doc
+from planner.exporters.pricing import priced_for
 from planner.files.planfile import plan_document
 from planner.search.frameworks import framework_refusals, priced_frameworks
 
@@ -62,3 +63,21 @@ def test_plan_any_names_the_pricing_framework_first():
     train = _train()
     for plan, names in zip(doc["plans"], doc["runs_on"]):
         assert framework_refusals(names[0], Layout.model_validate(plan["layout"]), train, moe=False) == []
+
+
+def test_torchtitan_plans_no_zero1_and_runs_an_exported_one_as_zero2():
+    """torchtitan has no ZeRO-1 (FSDP2 shards gradients with the optimizer states): `plan --framework torchtitan`
+    ranked zero=1 layouts at ZeRO-1's price and wrote them as fsdp_reshard_after_forward "never", which `check` of
+    the file priced as ZeRO-2 (Llama 3.1 405B on 32 DGX-H100: 44.5 s planned, 53.2 s as written). A zero=1 plan of
+    another framework still exports to torchtitan, priced as the ZeRO-2 it runs."""
+    model, clus = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+    train = hp.resolve_train(TrainSpec(global_batch_size=64), "torchtitan")
+    zero1 = estimate(model, clus, train, Layout(dp=8, zero=1))
+    assert any("zero=1" in w for w in framework_refusals("torchtitan", zero1.layout, train, moe=False))
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "64",
+                              "--framework", "torchtitan", "--top", "5", "--json"])
+    assert {p["layout"]["zero"] for p in json.loads(res.stdout)["plans"]} <= {0, 2, 3}
+    doc = plan_document(model, clus, train, zero1)
+    files, refused = render_all(plan_from_doc(doc), "torchtitan")
+    assert not refused and 'fsdp_reshard_after_forward = "never"' in files["torchtitan_0.2.toml"][0]
+    assert priced_for("torchtitan", plan_from_doc(doc)).layout.zero == 2

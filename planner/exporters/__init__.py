@@ -87,7 +87,7 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
         try:
             priced = priced_for(name, plan)
             files = RENDERERS[name].render(priced)  # the renderer's own refusals first: they name the flag
-            refuse_unrunnable(name, plan)
+            refuse_unrunnable(name, priced)  # the layout as the file runs it (torchtitan: ZeRO-1 as ZeRO-2)
             out.files[name] = files
         except ExportRefused as err:
             if fmt != "all":
