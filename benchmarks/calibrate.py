@@ -44,9 +44,12 @@ from predict import TIED_GPUS, Param, Profiles, layer_s, mean_abs_err, predict_s
 
 ROOT = Path(__file__).resolve().parents[1] / "hardware_profiles"
 COPIES = {  # profile without its own data -> (source profile, note)
-    ("gpu", "b200"): ("h100-sxm", "NOT FITTED: no public B200 step time in the fitting split; h100-sxm's fractions"),
-    ("gpu", "mi300x"): ("h100-sxm", "NOT FITTED: no public measurement; h100-sxm's fractions"),
-    ("gpu", "v100-sxm3-32gb"): ("a100-80gb", "NOT FITTED: a100-80gb's fractions (V100 rows are relative only)"),
+    ("gpu", "b200"): ("h100-sxm", "NOT FITTED: no public B200 step time in the fitting split; h100-sxm's fractions, "
+                      "scaled by the generations' kernel ceilings (curve_gen)"),
+    ("gpu", "mi300x"): ("h100-sxm", "NOT FITTED: no public measurement; h100-sxm's fractions, scaled by the "
+                        "generations' kernel ceilings (curve_gen)"),
+    ("gpu", "v100-sxm3-32gb"): ("a100-80gb", "NOT FITTED: a100-80gb's fractions, scaled by the generations' kernel "
+                                "ceilings (curve_gen) (V100 rows are relative only)"),
     ("gpu", "b300"): ("b200", "NOT FITTED: no public B300 step time; b200's fractions (themselves h100-sxm's step-time "
                       "fit); kernel caps from the blackwell-ultra generation (costmodels.kernels)"),
     ("gpu", "gb200"): ("b200", "NOT FITTED: no public GB200 step time; b200's fractions (themselves h100-sxm's "
@@ -281,6 +284,8 @@ def write_gpu(name: str, prof: Profiles, note: str) -> None:
     new = prof.gpus[name].efficiency
     for key in ("gemm_max", "gemm_half_dim", "hbm", "attn_max", "attn_half_seq", "layer_overhead_s", "step_overhead_s"):
         eff[key] = float(f"{getattr(new, key):.6g}")
+    if new.curve_gen is not None and new.curve_gen != prof.gpus[name].tensor_core_gen:
+        eff["curve_gen"] = new.curve_gen  # a curve copied from another generation (costmodels.timing.curve_transfer)
     old = eff.get("fitted_on", "")
     nccl = old[old.index("NCCL collectives"):] if "NCCL collectives" in old else ""
     eff["fitted_on"] = note + ("; " + nccl if nccl else "")
@@ -323,6 +328,7 @@ def apply_copies(prof: Profiles) -> None:
             keep = prof.gpus[name].efficiency
             fields = {k: getattr(src, k) for k in ("gemm_max", "gemm_half_dim", "hbm", "attn_max", "attn_half_seq",
                                                     "layer_overhead_s", "step_overhead_s")}
+            fields["curve_gen"] = src.curve_gen or prof.gpus[source].tensor_core_gen  # the curve's own generation
             prof.gpus[name] = prof.gpus[name].model_copy(update={"efficiency": keep.model_copy(update=fields)})
         else:
             src = prof.stacks[source]

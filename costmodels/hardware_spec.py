@@ -98,6 +98,11 @@ class Efficiency(BaseModel):
     step_overhead_s: float = Field(
         0.0, ge=0, le=60, description="Fixed per-iteration cost in seconds (launch, optimizer bookkeeping, sync)."
     )
+    curve_gen: Optional[Literal["volta", "ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3", "cdna4"]] = Field(
+        None, description="Tensor-core generation of the GPU the GEMM and attention curves were fitted on, when they "
+        "were copied from another generation's GPU: they are then scaled by the ratio of the two generations' best "
+        "measured GEMM and attention fractions of peak (costmodels.timing.curve_transfer); null = fitted on this "
+        "GPU's own generation.")
     fitted_on: str = Field("not fitted: defaults", description="Which data fitted these numbers, and how.")
 
 

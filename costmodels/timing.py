@@ -133,10 +133,24 @@ def attn_scale(gpu, stack: Stack) -> float:
     return 1.0 if gen is not None and gen.one_attention_kernel else stack.attn_scale
 
 
+def curve_transfer(gpu) -> tuple[float, float]:
+    """(GEMM, attention) factors on a fitted curve copied from another generation's GPU (Efficiency.curve_gen):
+    the ratio of the two generations' best measured fractions of peak (costmodels.kernels.Generation.gemm_ceiling,
+    attn_ceiling). The curve's losses are taken as the same share of what the kernels reach, not of the spec
+    peak: MI300X's spec peak is 1,307 TFLOP/s but its best GEMM 668 (0.511), H100's 795 of 989 (0.803), so
+    H100's curve copied as is priced MI300X GEMMs above H200's. (1, 1) for a curve of the GPU's own generation."""
+    src, own = gpu.efficiency.curve_gen, gpu.tensor_core_gen
+    if src is None or own is None or src == own:
+        return 1.0, 1.0
+    a, b = GENERATIONS[own], GENERATIONS[src]
+    return a.gemm_ceiling / b.gemm_ceiling, a.attn_ceiling / b.attn_ceiling
+
+
 def _devices(gpu, train: TrainSpec, stack: Stack) -> tuple[cmp.Device, cmp.Device]:
     eff = gpu.efficiency
-    scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale),
-                                    "attn_max": min(1.0, eff.attn_max * attn_scale(gpu, stack))})
+    gemm, attn = curve_transfer(gpu)
+    scaled = eff.model_copy(update={"gemm_max": min(1.0, eff.gemm_max * stack.gemm_scale * gemm),
+                                    "attn_max": min(1.0, eff.attn_max * attn_scale(gpu, stack) * attn)})
     half = "bf16" if train.precision == "fp8" else train.precision
     dev16 = cmp.Device(gpu.peak_flops(half), gpu.hbm_bytes_per_s, scaled,
                        kernel_spec(gpu, False) if half in ("bf16", "fp16") else None)

@@ -423,3 +423,26 @@ def test_the_kernel_model_adds_up_to_the_measured_h100_layer_parts():
     attn_ms = 3.5 * 2 * s * s * h / (989e12 * attention_kernel_efficiency(spec, 32, s, s, 128)) * 1e3
     assert 1.0 <= gemm_ms / ran[("gemms", "")] <= 1.1
     assert 1.0 <= attn_ms / ran[("attention", "cudnn")] <= 1.15
+
+
+def test_a_curve_copied_from_another_generation_keeps_its_share_of_the_kernel_ceiling():
+    """costmodels.timing.curve_transfer: MI300X's profile copies H100's fitted curve, a fraction of the spec peak;
+    MI300X reaches 0.511 of its peak (668 of 1,307 TFLOP/s) where H100 reaches 0.803, so the copy is scaled by
+    0.511 / 0.803. Before, a 70B layer's GEMMs priced MI300X faster than H200 (its best GEMM is 16% slower)."""
+    from costmodels.layout import Layout, resolve_layout  # noqa: PLC0415
+    from costmodels.timing import curve_transfer, layer_time, make_context  # noqa: PLC0415
+    from costmodels.train_spec import TrainSpec  # noqa: PLC0415
+
+    mi300x, h100 = hp.load_gpu("mi300x"), hp.load_gpu("h100-sxm")
+    assert curve_transfer(mi300x) == pytest.approx((0.511 / 0.803, 0.40 / 0.573))
+    assert curve_transfer(h100) == (1.0, 1.0)
+    assert curve_transfer(mi300x.model_copy(update={"efficiency": mi300x.efficiency.model_copy(
+        update={"curve_gen": None})})) == (1.0, 1.0)
+
+    def layer_s(cluster: str) -> float:
+        model, clus = hp.load_model("llama3-70b"), hp.load_cluster(cluster, 1)
+        train = hp.resolve_train(TrainSpec(global_batch_size=64, seq_length=4096), "megatron-core")
+        lay = resolve_layout(model, clus, train, Layout(tp=8, sp=True, recompute="selective"))
+        return layer_time(make_context(model, clus, train, lay), False).compute_s
+
+    assert layer_s("mi300x-node") > 1.1 * layer_s("hgx-h200")
