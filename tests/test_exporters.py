@@ -251,12 +251,17 @@ def test_deepspeed_config(tmp_path):
 
 
 def test_torchtitan_mapping(tmp_path):
-    doc = CASES["8b-tp2-interleaved"]()
+    """The interleaved tp2 pp4 plan with FSDP (zero 2) gets both files; with DDP (zero 0) beside tp/pp, which
+    torchtitan 0.2.x cannot run as priced, only the 0.3 script, which says why."""
+    export(CASES["8b-tp2-interleaved"](), "torchtitan", tmp_path / "ddp", force=False)
+    assert not (tmp_path / "ddp" / "torchtitan_0.2.toml").exists()
+    assert "torchtitan_0.2.toml not written" in (tmp_path / "ddp" / "launch_torchtitan.sh").read_text()
+    doc = make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, mbs=1, recompute="selective", zero=2)
     export(doc, "torchtitan", tmp_path, force=False)
     cfg = tomllib.loads((tmp_path / "torchtitan_0.2.toml").read_text())
     par = cfg["parallelism"]
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B"
-    assert par["pipeline_parallel_layers_per_stage"] == 4 and par["data_parallel_replicate_degree"] == 2
+    assert par["pipeline_parallel_layers_per_stage"] == 4 and par["data_parallel_shard_degree"] == 2
     assert cfg["training"]["local_batch_size"] == doc["layout"]["num_microbatches"]
     sh = (tmp_path / "launch_torchtitan.sh").read_text()
     assert "--training.disable_cuda_graphs" in sh and "activation-checkpoint:selective" in sh
@@ -317,7 +322,9 @@ def test_validators_catch_mistakes(tmp_path):
     assert validate_export("megatron", paths, doc)
     script.write_text(good.replace("--nproc-per-node", "--nproc"))
     assert any("abbreviated" in p for p in validate_export("megatron", paths, doc))
-    toml = tmp_path / "torchtitan_0.2.toml"
+    doc = make_doc(nodes=2, tp=2, sp=True, pp=4, vpp=2, mbs=1, recompute="selective", zero=2)  # a 0.2 TOML
+    paths = export(doc, "torchtitan", tmp_path / "titan", force=False)
+    toml = tmp_path / "titan" / "torchtitan_0.2.toml"
     toml.write_text(toml.read_text().replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 4"))
     assert any("world" in p for p in validate_export("torchtitan", paths, doc))
 

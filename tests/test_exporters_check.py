@@ -71,16 +71,12 @@ def test_check_of_each_written_file_gives_its_header(written, fmt, name):
     doc, out, result = written
     if fmt in result.refused:
         pytest.skip(f"{fmt} refuses this plan: {result.refused[fmt]}")
+    if not (out / name).exists():  # torchtitan_0.2.toml of a plan 0.2.x cannot run: not written, said in the script
+        assert "torchtitan_0.2.toml not written" in (out / "launch_torchtitan.sh").read_text()
+        return
     run = runner.invoke(app, reproduce_args(out, name) + ["--json"])
     assert run.exit_code in (0, 1), run.output
     got = json.loads(run.stdout)
-    lay = doc["layout"]
-    if name.endswith("0.2.toml") and lay["zero"] == 0 and max(lay["tp"], lay["pp"]) > 1:
-        # torchtitan 0.2.x trains DDP beside tp/pp in fp32 (no FSDP: no mixed precision); the header says so and
-        # check reads the file as it runs
-        assert "WARNING: torchtitan 0.2.x cannot run this plan as priced" in (out / name).read_text()
-        assert got["read"]["train"]["precision"] == "fp32"
-        return
     want = expected_estimate(doc, fmt)
     for key in ("peak_bytes", "device_bytes"):
         assert abs(got["memory"][key] - getattr(want.memory, key)) <= 0.01 * getattr(want.memory, key), key

@@ -26,7 +26,7 @@ ROUND_TRIPS = [
     ("llama3-70b-example", "torchtitan", "torchtitan_0.2.toml"),
     ("mixtral-8x7b-example", "torchtitan", "torchtitan_0.2.toml"),
     ("8b-zero3-dp8", "torchtitan", "torchtitan_0.2.toml"),
-    ("8b-tp2-interleaved", "torchtitan", "torchtitan_0.2.toml"),
+    ("8b-tp2-interleaved", "torchtitan", "launch_torchtitan.sh"),  # 0.2.x cannot run it: no TOML written
 ]
 
 
@@ -49,8 +49,6 @@ def test_round_trip_peak_memory(case, fmt, name, tmp_path):
     lay = planned.layout
     if fmt == "torchtitan":  # as the file runs it (planner.exporters.pricing.runs_layout): FSDP2's ZeRO-1 is ZeRO-2
         lay = lay.model_copy(update={"sp": lay.tp > 1, "zero": 2 if lay.zero == 1 else lay.zero})
-        if lay.zero == 0 and max(lay.tp, lay.pp) > 1:  # 0.2.x: no FSDP under TP/PP trains in fp32, as the
-            train = train.model_copy(update={"precision": "fp32"})  # export's WARNING says (ddp_02_note)
     want = estimate(planned.model, planned.cluster, train, lay).memory.peak_bytes
     assert abs(result.memory.peak_bytes - want) <= 0.01 * want
     assert prob.cluster.num_gpus == doc["cluster"]["num_nodes"] * doc["cluster"]["gpus_per_node"]

@@ -26,7 +26,7 @@ PUBLIC = {  # file: (model, cluster, nodes), as tests/test_config_corpus.py read
     "tt_qwen3_32b.toml": ("qwen3-32b", str(MODELS / "h100-96gb-node.yaml"), 1),
     "tt_deepseek_v3_16b.toml": ("deepseek-v3-16b", "dgx-h100", 1),
 }
-EXPORTED = ["8b-zero3-dp8", "8b-tp2-interleaved", "70b-tp4-cp2-interleaved"]
+EXPORTED = ["8b-zero3-dp8", "8b-pp2-zero1-full", "70b-tp4-cp2-interleaved"]  # zero 0 beside tp/pp gets no 0.2 TOML
 WHEELS = ("torchtitan==0.2.2", "tyro", "docstring_parser", "typeguard")
 PARSE = r"""
 import contextlib, io, json, sys

@@ -64,7 +64,8 @@ class ExportResult:
 
 @dataclass
 class Rendered:
-    """Rendered files ({name: (text, mode)}) per format, refusals, and the formats that do not fit."""
+    """Rendered files ({name: (text, mode)}) per format, refusals (format, or a file a format left out -> why), and
+    the formats that do not fit."""
 
     files: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
@@ -89,6 +90,7 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
             files = RENDERERS[name].render(priced)  # the renderer's own refusals first: they name the flag
             refuse_unrunnable(name, priced)  # the layout as the file runs it (torchtitan: ZeRO-1 as ZeRO-2)
             out.files[name] = files
+            out.refused.update(getattr(RENDERERS[name], "omitted", lambda _: {})(priced))  # a file left out: why
         except ExportRefused as err:
             if fmt != "all":
                 raise

@@ -132,7 +132,7 @@ def check_torchrun(files: dict[str, Path], plan: ExportPlan) -> list[str]:
 
 def check_torchtitan(files: dict[str, Path], plan: ExportPlan) -> list[str]:
     out = []
-    if tomllib is not None:
+    if tomllib is not None and "torchtitan_0.2.toml" in files:  # not written for a plan 0.2.x cannot run
         try:
             cfg = tomllib.loads(files["torchtitan_0.2.toml"].read_text())
             out += torchtitan_problems(cfg, plan.world, "0.2.x TOML")
@@ -179,7 +179,7 @@ def _typed(value: str):
 CHECKS = {"megatron": (check_megatron, ["launch_megatron.sh"]),
           "deepspeed": (check_deepspeed, ["ds_config.json", "hostfile", "launch_deepspeed.sh"]),
           "torchrun": (check_torchrun, ["launch_torchrun.sh"]),
-          "torchtitan": (check_torchtitan, ["launch_torchtitan.sh", "torchtitan_0.2.toml"]),
+          "torchtitan": (check_torchtitan, ["launch_torchtitan.sh"]),  # and torchtitan_0.2.toml when written
           "slurm": (check_slurm, ["launch_slurm.sbatch"])}
 
 

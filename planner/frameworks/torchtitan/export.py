@@ -16,10 +16,19 @@ Choices documented in the files and in docs/exporters.md:
   config_values.titan_split) gives the plan's stage_layers with each rank's chunks as even as parplan
   models them (Llama 3 405B on pp=16: 1 and 1 give 7, 8, ..., 8, 7); other splits would need
   module_fqns_per_model_part with the model's module names, and are refused.
+- model: the torchtitan model whose shapes are the plan's, found by reversing the reader's table
+  (planner.frameworks.torchtitan.flavors: FLAVORS (module, flavor) -> preset, CONFIGS_03 config -> flavor, and
+  config_cli.PRESETS for each flavor's plain 0.3.0 config): a plan whose ModelSpec is a mapped preset's, but for
+  its name and sequence length, gets that module/config and [model] name/flavor, so `parplan check` of the files
+  finds the model without --model. A model torchtitan 0.3.0 does not ship (llama4) gets the 0.2 flavor only.
+- torchtitan_0.2.toml is not written for a plan torchtitan 0.2.x cannot run as priced (DDP beside tp/pp/cp/ep:
+  ddp_02_note); the 0.3 script's header says so.
+- flash_attention false is refused: torchtitan runs fused attention only (SDPA, FlexAttention or varlen kernels).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Optional
 
 import hardware_profiles as hp
@@ -30,7 +39,9 @@ from planner.exporters.common import (
 )
 from planner.exporters.model_notes import model_code_notes
 from planner.files.planfile import VERSION
+from planner.frameworks.torchtitan.config_cli import PRESETS as CONFIG_PRESETS
 from planner.frameworks.torchtitan.config_values import stage_options
+from planner.frameworks.torchtitan.flavors import CONFIGS_03, FLAVORS
 
 TARGET_03 = "torchtitan 0.3.0 (python -m torchtitan.train --module/--config, CLI overrides)"
 TARGET_02 = "torchtitan 0.2.x (TOML job file, --job.config_file)"
@@ -39,21 +50,40 @@ CONFIG_MODULE = "parplan_torchtitan_config"  # written when torchtitan's own con
 
 SCHEDULE = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe"}
 AC_MODE = {"none": "none", "selective": "selective", "full": "full"}
-# (layers, hidden) of torchtitan's llama3 registry -> (module, 0.3.0 config function, 0.2.x flavor)
-LLAMA3 = {(32, 4096): ("llama3", "llama3_8b", "8B"), (80, 8192): ("llama3", "llama3_70b", "70B"),
-          (126, 16384): ("llama3", "llama3_405b", "405B")}
 # 0.3.0 config functions whose model_spec carries converters (torchtitan/models/llama3/config_registry.py:
 # llama3_405b builds model_registry("405B", converters=[Float8LinearConverter.Config(filter_fqns=["lm_head"])]));
 # Trainer.Config.model_spec is tyro.conf.Suppress, so no command-line flag removes them
 CONVERTERS = {"llama3_405b": "float8 (Float8LinearConverter, lm_head filtered)"}
 
 
-def known_model(plan: ExportPlan):
-    """torchtitan's own config for this model shape, or None."""
-    m = plan.model
-    llama = (m.activation, m.norm, m.position_embedding, m.vocab_size, m.is_moe) == \
-        ("swiglu", "rmsnorm", "rope", 128256, False)
-    return LLAMA3.get((m.num_layers, m.hidden_size)) if llama else None
+SHAPE_IGNORED = {"name", "seq_length"}  # ModelSpec fields that do not change the model torchtitan builds
+
+
+def _shape(model) -> dict:
+    return model.model_dump(exclude=SHAPE_IGNORED)
+
+
+def base_config(module: str, flavor: str) -> str:
+    """torchtitan 0.3.0's base config function of `module` building `flavor` (the one config_cli.PRESETS reads:
+    not an mxfp8/nvfp4/hybridep variant; converters, as llama3_405b's, are handled by CONVERTERS), or "" when
+    0.3.0 has none (llama4)."""
+    return next((config for mod, config in CONFIG_PRESETS if mod == module and CONFIGS_03.get(config) == flavor), "")
+
+
+@lru_cache(maxsize=None)
+def _titan_models() -> tuple[tuple[str, str, str, dict], ...]:
+    """(module, 0.3.0 config or "", 0.2.x flavor, the preset's shape) for every torchtitan flavor the reader maps
+    onto a parplan preset (flavors.FLAVORS, reversed)."""
+    return tuple((module, base_config(module, flavor), flavor, _shape(hp.load_model(preset)))
+                 for (module, flavor), preset in FLAVORS.items())
+
+
+def known_model(plan: ExportPlan) -> Optional[tuple[str, str, str]]:
+    """(module, 0.3.0 config function or "", 0.2.x flavor) of the torchtitan model with exactly this plan's
+    shapes (every ModelSpec field but the name and sequence length equal to the mapped preset's), or None."""
+    shape = _shape(plan.model)
+    return next(((module, config, flavor) for module, config, flavor, preset in _titan_models()
+                 if preset == shape), None)
 
 
 def refusal(plan: ExportPlan) -> None:
@@ -68,6 +98,9 @@ def refusal(plan: ExportPlan) -> None:
     if train.precision != "bf16":
         why.append(f"precision={train.precision}: torchtitan trains in bf16 mixed precision "
                    "(fp8 needs a float8 model converter chosen in code)")
+    if not train.flash:
+        why.append("flash_attention=false: torchtitan runs fused attention only (PyTorch SDPA's flash/memory-"
+                   "efficient kernels, FlexAttention or varlen per model) and has no setting for unfused attention")
     if train.optimizer != "adam":
         why.append(f"optimizer={train.optimizer}: torchtitan offers Adam/AdamW only")
     if lay.shard_group and lay.shard_group % lay.cp:
@@ -193,7 +226,7 @@ def ac_args(plan: ExportPlan) -> list:
 
 def launcher(plan: ExportPlan) -> str:
     known = known_model(plan)
-    module, config = (known[0], known[1]) if known else ("", "")
+    module, config = (known[0], known[1]) if known and known[1] else ("", "")
     own = config in CONVERTERS
     if own:
         module, config = CONFIG_MODULE, plain_config(config)
@@ -209,8 +242,9 @@ def launcher(plan: ExportPlan) -> str:
             overrides += cli_words(section, key, value)
     overrides += cli_words("loss", "num_chunks", str(plan.train.loss_chunks))  # what the plan priced
     body = (
-        f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n"
-        "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
+        (f"# Targets {TARGET_03}; for 0.2.x use {TOML} (see its first lines).\n" if toml_written(plan) else
+         f"# Targets {TARGET_03}; {TOML} was not written: torchtitan 0.2.x cannot run this plan (see above).\n")
+        + "# EDIT: TT_MODULE/TT_CONFIG pick torchtitan's model config; its model must have this plan's shape and\n"
         "# no model converters (float8, mxfp8: the plan is bf16; they cannot be turned off from the command line).\n"
         "# --loss.num_chunks: the chunks of the loss's ChunkedLossWrapper (every torchtitan LLM preset's loss) the\n"
         "# plan priced (train.loss_chunks); 1 keeps the whole micro-batch's logits at once.\n"
@@ -228,7 +262,17 @@ def launcher(plan: ExportPlan) -> str:
              "--rdzv-backend", "c10d", "--rdzv-endpoint", Raw('"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}"'),
              "--rdzv-id", Raw('"${RDZV_ID:-parplan}"'), "-m", "torchtitan.train",
              "--module", Raw('"$TT_MODULE"'), "--config", Raw('"$TT_CONFIG"')] + overrides + ac_args(plan)
-    return script(plan, TARGET_03, body + command(words), extra_header=notes(plan))
+    return script(plan, TARGET_03, body + command(words), extra_header=notes(plan) + launcher_notes(plan))
+
+
+def launcher_notes(plan: ExportPlan) -> list[str]:
+    """Header lines of the 0.3 script alone: the 0.2 TOML left out, a model torchtitan ships only in 0.2.x."""
+    out = [] if toml_written(plan) else [f"{TOML} not written: " + TOML_SKIPPED]
+    known = known_model(plan)
+    if known and not known[1]:
+        out.append(f"torchtitan 0.3.0 ships no config of this model (0.2.x's [model] name {known[0]!r} flavor "
+                   f"{known[2]!r}, written in {TOML}): set TT_MODULE/TT_CONFIG to a 0.3.0 config that builds it.")
+    return out
 
 
 def notes(plan: ExportPlan) -> list[str]:
@@ -241,6 +285,22 @@ def notes(plan: ExportPlan) -> list[str]:
     return out + model_code_notes(plan.model)
 
 
+TOML_SKIPPED = ("torchtitan 0.2.x cannot run this plan as priced: DDP (zero 0) beside tp/pp/cp/ep is refused with "
+                "more than one replica (0.2.2 parallelize: \"DDP has not supported > 1D parallelism\") and, with one "
+                "and no FSDP, trained in fp32 (mixed precision off under TP/PP); torchtitan 0.3.0 runs it with "
+                f"{SCRIPT}.")
+
+
+def toml_written(plan: ExportPlan) -> bool:
+    """Whether torchtitan_0.2.toml is written: not for a plan torchtitan 0.2.x cannot run as priced."""
+    return not ddp_02_note(plan)
+
+
+def omitted(plan: ExportPlan) -> dict[str, str]:
+    """{file name: why} of the files render() leaves out for this plan (for a caller that prints export notes)."""
+    return {} if toml_written(plan) else {TOML: TOML_SKIPPED}
+
+
 def ddp_02_note(plan: ExportPlan) -> list[str]:
     """A line for a DDP plan (zero 0) with other parallelism, which torchtitan 0.2.x cannot run as priced: it runs
     DDP only over the whole world (0.2.2 models/llama3/infra/parallelize.py: "DDP has not supported > 1D
@@ -249,24 +309,22 @@ def ddp_02_note(plan: ExportPlan) -> list[str]:
     lay = plan.layout
     if lay.zero or max(lay.tp, lay.pp, lay.cp, lay.ep) == 1:
         return []
-    return [f"WARNING: torchtitan 0.2.x cannot run this plan as priced (DDP beside tp/pp/cp/ep: refused with "
-            f"more than one replica, trained in fp32 with one); use {SCRIPT} (torchtitan 0.3.0)."]
+    return [f"WARNING: {TOML_SKIPPED}"]
 
 
 def toml(plan: ExportPlan) -> str:
     known = known_model(plan)
-    flavor = known[2] if known else "EDIT-ME"
+    name, flavor = (known[0], known[2]) if known else ("llama3", "EDIT-ME")
     head = comment_block(header_lines(plan, TARGET_02, TOML) + notes(plan) + [
         f"Targets {TARGET_02}; for 0.3.0 use {SCRIPT}.",
         f"Run: torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} --rdzv-backend c10d "
         f"--rdzv-endpoint HOST:PORT --rdzv-id JOB -m torchtitan.train --job.config_file {TOML}",
-    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."])
-        + ddp_02_note(plan))
+    ] + ([] if known else ["EDIT: [model] name/flavor: pick a torchtitan flavor with this plan's model shape."]))
     lay = plan.layout
     ac = [("mode", AC_MODE[lay.recompute])] + ([("selective_ac_option", "op")] if lay.recompute == "selective" else [])
     parts = [
         f"[job]\ndescription = {toml_str(plan.model.name)}\ndump_folder = \"./outputs\"\n",
-        toml_table("model", [("name", "llama3"), ("flavor", flavor)]) + "converters = []  # bf16: no float8\n",
+        toml_table("model", [("name", name), ("flavor", flavor)]) + "converters = []  # bf16: no float8\n",
         toml_table("training", settings(plan)["training"]),
         toml_table("parallelism", settings(plan)["parallelism"]
                    + [("enable_async_tensor_parallel", async_tp(plan))]),  # 0.2.x: here, not in [compile]
@@ -311,4 +369,7 @@ def config_module(plan: ExportPlan) -> dict[str, tuple[str, int]]:
 def render(plan: ExportPlan) -> dict[str, tuple[str, int]]:
     """{file name: (text, mode)}; raises ExportRefused."""
     refusal(plan)
-    return {SCRIPT: (launcher(plan), 0o777), TOML: (toml(plan), 0o666), **config_module(plan)}
+    files = {SCRIPT: (launcher(plan), 0o777)}
+    if toml_written(plan):  # else the script's header says why there is none
+        files[TOML] = (toml(plan), 0o666)
+    return {**files, **config_module(plan)}

@@ -4,7 +4,8 @@ with the same shapes, so that `parplan check` needs no --model for the models to
 Flavors (torchtitan 0.2.2 and 0.3.0 torchtitan/models/*/__init__.py; each preset's sources cite its numbers):
 llama3 8B / 70B / 405B (Llama 3.1's 405B), llama4 17bx16e (Scout) / 17bx128e (Maverick), qwen3 32B and 30B-A3B
 (48 layers, dim 2048, 32 heads, 4 KV heads, head_dim 128, 128 experts of 768, top-8, vocab 151936: the
-qwen3-30b-a3b preset), deepseek_v3 16B (torchtitan's own 16B) / 671B, gpt_oss 120b (36 layers, dim 2880, 64 heads,
+qwen3-30b-a3b preset) and 235B-A22B (qwen3-235b-a22b; 0.3.0 ships its flavor but no config function),
+deepseek_v3 16B (torchtitan's own 16B) / 671B, gpt_oss 120b (36 layers, dim 2880, 64 heads,
 8 KV heads, head_dim 64, 128 experts top-4, vocab 201088: gpt-oss-120b). Any other name or flavor needs --model.
 0.3 configs: torchtitan 0.3.0 models/<module>/config_registry.py, each function's model_registry(flavor) call
 (variants such as llama3_8b_mxfp8 or deepseek_v3_16b_hybridep keep their base's flavor).
@@ -19,7 +20,7 @@ from planner.errors import UserError
 
 FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3.1-405b",
            ("llama4", "17bx16e"): "llama4-scout", ("llama4", "17bx128e"): "llama4-maverick",
-           ("qwen3", "32B"): "qwen3-32b", ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
+           ("qwen3", "32B"): "qwen3-32b", ("qwen3", "30B-A3B"): "qwen3-30b-a3b", ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
            ("deepseek_v3", "16B"): "deepseek-v3-16b", ("deepseek_v3", "671B"): "deepseek-v3",
            ("gpt_oss", "120b"): "gpt-oss-120b"}
 # torchtitan 0.3.0 config_registry function -> the flavor it builds (only those FLAVORS knows)
