@@ -159,7 +159,8 @@ def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: b
     model at `seq_len` tokens (module docstring); an estimate beyond its runs (extrapolation) is never
     validated."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
-    legacy = not any(k.count("/") == 2 for k in stack.held_out)
+    tables = [k for k in stack.held_out if "/" in k]  # a stack without rows of its own (fsdp) has none: not legacy
+    legacy = bool(tables) and not any(k.count("/") == 2 for k in tables)
     key = regime_key(stack.regime_name, lay, num_gpus, None if legacy else gpu, moe)
     err, basis = band(stack.held_out, sharding, scale, gpu_generation(gpu) if gpu and not legacy else None, moe)
     if err is None:

@@ -209,3 +209,10 @@ def test_shipped_bands_record_how_far_their_runs_reach():
     held = hp.load_stack("megatron-core").held_out
     assert held["hopper/zero1-2/>512"].seq_max == 4096  # the Megatron-LM README rows (MG-*), 4k tokens
     assert all(e.seq_max for e in held.values())
+
+
+def test_a_stack_without_rows_of_its_own_still_names_the_gpu_generation():
+    """fsdp has no held-out rows of its own (its band is every stack's): its regime still ends with the GPU
+    generation, as every other stack's does; it printed 'fsdp/zero3/<=64' on MI300X and H100 alike."""
+    out = uncertainty(hp.load_stack("fsdp"), Layout(dp=8, zero=3), 8, "mi300x")
+    assert out.regime == "fsdp/zero3/<=64/cdna3" and not out.validated
