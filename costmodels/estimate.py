@@ -66,8 +66,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
         time=time,
         throughput=throughput,
         params=ParamsOut(total=total_params(model), active=active_params(model)),
-        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe,
-                                train.seq_len(model)),
+        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, _generation_of(cluster.gpu_profile),
+                                model.is_moe, train.seq_len(model)),
     )
 
 
@@ -86,3 +86,9 @@ def estimate_time(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay:
         hardware_tflops_per_gpu=hw_flops / (st.step_s * gpus) / 1e12,
     )
     return st, throughput
+
+
+def _generation_of(gpu) -> str:
+    """What names the band's GPU generation: the profile's tensor-core generation, else its name (a user's GPU
+    named my-h100 with tensor_core_gen hopper is banded as hopper, not as a regime of its own)."""
+    return gpu.tensor_core_gen or gpu.name

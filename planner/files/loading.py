@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 import hardware_profiles as hp
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.outputs import Estimate
+from planner.files import gpu_profile
 from planner.files.hf_config import hf_hint, model_from_hf_config
 from planner.files.hf_notes import hf_name, hf_warnings, located
 from costmodels.layout import Layout
@@ -144,9 +145,13 @@ def cluster_from_data(data: Any, nodes: Optional[int] = None, gpus: Optional[int
         return resize_cluster(_preset(hp.load_cluster, data), nodes, gpus)
     if isinstance(data, dict) and "preset" in data:
         data = _over_preset(data, where)
-    if isinstance(data, dict) and isinstance(data.get("gpu"), str):
-        data = {**data, "gpu": _gpu_profile(data["gpu"], where).model_dump()}
-    return resize_cluster(validate(ClusterSpec, data, where), nodes, gpus)
+    said = ""
+    if isinstance(data, dict) and "gpu" in data:  # a preset, a spec file, or inline (efficiency filled if left out)
+        gpu, said = gpu_profile.resolve(data["gpu"], where, read_mapping)
+        data = {**data, "gpu": gpu}
+    spec = validate(ClusterSpec, data, where)
+    gpu_profile.warn(said)  # after the validation: a bad file is one error line
+    return resize_cluster(spec, nodes, gpus)
 
 
 def _over_preset(data: dict, where: str) -> dict:
@@ -156,13 +161,6 @@ def _over_preset(data: dict, where: str) -> dict:
         raise UserError(f"{where}.preset: a cluster preset name is expected (got {type(name).__name__})")
     base = _preset(hp.load_cluster, name).model_dump()
     return {**base, **{k: v for k, v in data.items() if k != "preset"}}
-
-
-def _gpu_profile(name: str, where: str):
-    try:
-        return hp.load_gpu(name)
-    except hp.UnknownPresetError as err:
-        raise UserError(f"{where}.gpu: {err}") from None
 
 
 def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int]) -> ClusterSpec:

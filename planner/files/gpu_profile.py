@@ -1,0 +1,65 @@
+"""A cluster's `gpu:` as a user writes it: a preset name, a spec file, or an inline profile, which may leave out
+its `efficiency:` block.
+
+A profile without an efficiency block would take costmodels.hardware_spec.Efficiency's field defaults (a GEMM
+curve reaching 0.75 of peak by a dimension of 256, no per-layer overhead): an inline copy of the h100-sxm preset
+without its block priced Llama 3 8B at 68.6% MFU where the preset gives 65.3%, and an H100 PCIe above the SXM part.
+Such a profile takes instead the fitted fractions of its tensor-core generation's reference preset (GENERATION_REF:
+the GPU each generation's curve was fitted on or first copied to), with the curve's generation recorded
+(Efficiency.curve_gen), so that the kernels of its own SM count and peak cap it (costmodels.kernels); a warning
+says so. Without a tensor-core generation nothing caps it: the warning says that too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import hardware_profiles as hp
+from planner.errors import UserError
+
+GENERATION_REF = {"volta": "v100-sxm3-32gb", "ampere": "a100-80gb", "hopper": "h100-sxm", "blackwell": "b200",
+                  "blackwell-ultra": "b300", "cdna3": "mi300x", "cdna4": "mi355x"}
+SPEC_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def resolve(gpu: Any, where: str, read_mapping) -> tuple[Any, str]:
+    """(the profile data of `gpu` (a preset name, a spec file's path, or a mapping), its efficiency filled from its
+    generation when it gives none, and the warning that says so or ''; module docstring). The caller prints the
+    warning once the cluster validates, so that a bad file gives one error line. read_mapping:
+    planner.files.loading.read_mapping."""
+    if isinstance(gpu, str) and Path(gpu).suffix.lower() in SPEC_SUFFIXES and Path(gpu).is_file():
+        gpu, where = read_mapping(Path(gpu)), gpu
+    if isinstance(gpu, str):
+        try:
+            return hp.load_gpu(gpu).model_dump(), ""
+        except hp.UnknownPresetError as err:
+            raise UserError(f"{where}.gpu: {err}") from None
+    if isinstance(gpu, dict) and "efficiency" not in gpu:
+        efficiency, why = _generation_efficiency(gpu, where)
+        return {**gpu, "efficiency": efficiency}, why
+    return gpu, ""
+
+
+def _generation_efficiency(gpu: dict, where: str) -> tuple[dict, str]:
+    name, gen = str(gpu.get("name", "the gpu"))[:60], gpu.get("tensor_core_gen")
+    ref = GENERATION_REF.get(gen) if isinstance(gen, str) else None
+    if ref is None:
+        return {}, (f"{where}.gpu {name}: no efficiency block and no tensor_core_gen: Efficiency's generic defaults "
+                    "(GEMMs at up to 0.75 of peak, no kernel cap, no host overhead), fitted on nothing: an optimistic "
+                    "guess; give tensor_core_gen and sm_count, or an efficiency block")
+    base = hp.load_gpu(ref).efficiency
+    fitted_on = f"NOT FITTED: no efficiency block given; {ref}'s fractions (the {gen} generation's reference profile)"
+    return (base.model_copy(update={"curve_gen": base.curve_gen or gen, "fitted_on": fitted_on}).model_dump(),
+            f"{where}.gpu {name}: no efficiency block: the {gen} generation's fitted fractions ({ref}'s) are used, "
+            "capped by this GPU's own kernels; nothing was fitted on this GPU")
+
+
+def warn(line: str) -> None:
+    """`line` on stderr as a warning ('' prints nothing)."""
+    if line:
+        print(f"parplan: warning: {line}", file=sys.stderr)
+
+
+__all__ = ["GENERATION_REF", "resolve", "warn"]
