@@ -38,3 +38,16 @@ def test_gpu_may_name_a_spec_file_and_a_profile_without_a_generation_is_warned_o
     (tmp_path / "d.yaml").write_text(yaml.safe_dump({**CHASSIS, "gpu": bare}))
     load_cluster(str(tmp_path / "d.yaml"))
     assert "no efficiency block and no tensor_core_gen" in capsys.readouterr().err
+
+
+def test_a_gb_per_s_field_given_in_gb_per_s_is_warned_of_and_no_preset_is(tmp_path, capsys):
+    """scale_out_gb_per_s 400 for a node's '2 x 200 Gb/s' (6.25 GB/s per GPU) priced an FSDP 70B step 7x too fast
+    without a word; no cluster preset trips the check."""
+    from planner.files.gpu_profile import link_warnings  # noqa: PLC0415
+
+    assert all(not link_warnings(hp.load_cluster(name), name) for name in hp.list_clusters())
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**CHASSIS, "gpu": "h100-sxm", "scale_out_gb_per_s": 400.0}))
+    load_cluster(str(tmp_path / "c.yaml"))
+    assert "scale_out_gb_per_s 400 is GB/s per GPU and per direction" in capsys.readouterr().err
+    slow_nvlink = hp.load_cluster("dgx-h100").model_copy(update={"scale_up_gb_per_s": 40.0})
+    assert "is above scale_up_gb_per_s 40" in link_warnings(slow_nvlink, "c")[0]

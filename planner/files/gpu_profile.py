@@ -56,10 +56,29 @@ def _generation_efficiency(gpu: dict, where: str) -> tuple[dict, str]:
             "capped by this GPU's own kernels; nothing was fitted on this GPU")
 
 
+MAX_SCALE_OUT_GB_PER_S = 100.0  # an 800 Gb/s NIC per GPU (ConnectX-8), per direction: the fastest shipped
+
+
+def link_warnings(cluster, where: str) -> list[str]:
+    """Bandwidths a cluster file more likely mistyped than meant: scale-out above one 800 Gb/s NIC per GPU (a Gb/s
+    figure typed into the GB/s field: 400 for a node's 2 x 200 Gb/s NICs is 50x the 6.25 GB/s per GPU it has),
+    or above the scale-up rate of a node with more than one GPU (the network would beat the links inside it; equal is
+    a PCIe box's honest answer)."""
+    out, up, down = [], cluster.scale_up_gb_per_s, cluster.scale_out_gb_per_s
+    if down > MAX_SCALE_OUT_GB_PER_S:
+        out.append(f"{where}: scale_out_gb_per_s {down:g} is GB/s per GPU and per direction, above an 800 Gb/s NIC "
+                   f"per GPU ({MAX_SCALE_OUT_GB_PER_S:g}); a node's NIC total in Gb/s is divided by 8 and by its "
+                   "GPUs (8 x 400 Gb/s over 8 GPUs: 50)")
+    elif cluster.gpus_per_node > 1 and down > up:
+        out.append(f"{where}: scale_out_gb_per_s {down:g} is above scale_up_gb_per_s {up:g}: the network would "
+                   "beat the links inside a node; both are GB/s per GPU and per direction")
+    return out
+
+
 def warn(line: str) -> None:
     """`line` on stderr as a warning ('' prints nothing)."""
     if line:
         print(f"parplan: warning: {line}", file=sys.stderr)
 
 
-__all__ = ["GENERATION_REF", "resolve", "warn"]
+__all__ = ["GENERATION_REF", "link_warnings", "resolve", "warn"]
