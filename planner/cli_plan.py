@@ -86,7 +86,7 @@ def plan_cmd(
     if as_json:
         print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
                      "whole_run": whole.model_dump(mode="json") if whole else None,
-                     "warnings": list(prob.model_notes)})  # the model reader's, on stderr already
+                     "warnings": list(prob.model_notes) + cut_short_warning(result)})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "
@@ -132,3 +132,12 @@ def plan_json(result, reasons: list[str], alternative: Optional[Estimate] = None
                        "time_limit_reached": stats.truncated or bool(stats.cut), "cut_short": stats.cut},
             "reasons": reasons,
             "validated_alternative": alternative.model_dump(mode="json") if alternative is not None else None}
+
+
+def cut_short_warning(result) -> list[str]:
+    """The time-limit line (planner.search.explain.time_limit_note) when the winner is not proven optimal, for
+    --json's "warnings": a script reading only them learns the answer may change with more time or a faster CPU
+    (the model reader's lines come first, on stderr already)."""
+    from planner.search.explain import time_limit_note  # noqa: PLC0415
+
+    return time_limit_note(result) if result.plans and result.status != "optimal" else []

@@ -102,3 +102,13 @@ def test_plan_export_flag(tmp_path: Path):
     result = runner.invoke(app, SMALL + ["--export", str(tmp_path / "x"), "--format", "torchrun"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "x" / "launch_torchrun.sh").exists()
+
+
+def test_a_winner_not_proven_optimal_is_a_json_warning():
+    """Cut short by --time-limit, the answer depends on the machine's speed: --json's "warnings" says so (it was
+    only the first of the "reasons", and "warnings" was empty)."""
+    res = runner.invoke(app, ["plan", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "16", "--time-limit", "0.1",
+                              "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "feasible"
+    assert any("not proven optimal" in w for w in doc["warnings"])
