@@ -381,7 +381,8 @@ def test_injection_is_inert(tmp_path, name):
     doc = make_doc(evil, nodes=2, gbs=64, zero=1, mbs=1)
     out = tmp_path / "out dir $(touch PWNED2)"
     paths = export(doc, "all", out, force=False)
-    assert len({p.name for p in paths}) == 9 and validate_export("all", paths, doc) == []
+    names = {p.name for p in paths}  # the 9 launch files and MODEL.json, the spec their check lines name
+    assert len(names) == 10 and "MODEL.json" in names and validate_export("all", paths, doc) == []
     stubs, work, log = _stubs(tmp_path / "stubs"), tmp_path / "work", tmp_path / "calls.log"
     work.mkdir()
     data = "data dir $(touch PWNED3) `touch PWNED4`"

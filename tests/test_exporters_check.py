@@ -169,3 +169,19 @@ def test_bad_edits_of_parplan_scripts_exit_2_with_one_line(tmp_path, name, edit,
     run = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1"])
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert run.exit_code == 2 and len(lines) == 1 and message in lines[0], run.stderr
+
+
+def test_a_plan_on_part_of_a_node_writes_the_cluster_its_check_lines_name(tmp_path, monkeypatch):
+    """`plan --gpus 4` exported: every header's Reproduce line names CLUSTER.json, which is now written beside the
+    files (it was not, and torchtitan's and torchrun's launches could not be checked against dgx-h100's 8 GPUs)."""
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "4", "--global-batch", "64",
+                              "--framework", "torchtitan", "--export", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "CLUSTER.json").read_text())["gpus_per_node"] == 4
+    monkeypatch.chdir(out)
+    for name in ("launch_torchtitan.sh", "torchtitan_0.2.toml"):
+        line = next(ln for ln in (out / name).read_text().splitlines() if "Reproduce: parplan check " in ln)
+        run = runner.invoke(app, shlex.split(line.split("Reproduce: parplan ", 1)[1]) + ["--json"])
+        assert run.exit_code == 0, run.output
+        assert json.loads(run.stdout)["read"]["cluster"]["num_gpus"] == 4

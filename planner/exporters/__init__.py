@@ -32,7 +32,7 @@ from planner.frameworks.megatron import export_slurm as slurm
 from planner.frameworks.fsdp import export as torchrun
 from planner.frameworks.torchtitan import export as torchtitan
 from planner.exporters.common import ExportPlan, ExportRefused, check_names, plan_from_doc
-from planner.exporters.pricing import misfit, misfit_brief, priced_for
+from planner.exporters.pricing import misfit, misfit_brief, priced_for, spec_files
 from planner.files.guarded_write import Target, write_all
 
 FORMATS = ("megatron", "deepspeed", "torchrun", "torchtitan", "slurm")
@@ -87,7 +87,7 @@ def render_formats(plan: ExportPlan, fmt: str) -> Rendered:
     for name in _formats(fmt):
         try:
             priced = priced_for(name, plan)
-            files = RENDERERS[name].render(priced)  # the renderer's own refusals first: they name the flag
+            files = {**RENDERERS[name].render(priced), **spec_files(priced)}  # the renderer's refusals name the flag
             refuse_unrunnable(name, priced)  # the layout as the file runs it (torchtitan: ZeRO-1 as ZeRO-2)
             out.files[name] = files
             out.refused.update(getattr(RENDERERS[name], "omitted", lambda _: {})(priced))  # a file left out: why

@@ -111,6 +111,18 @@ def check_command(plan, file_name: Optional[str] = None) -> str:
     return " ".join(words)
 
 
+def spec_files(plan) -> dict[str, tuple[str, int]]:
+    """The files check_command names that are not presets, written beside the launch files (MODEL.json, CLUSTER.json:
+    the plan's specs, which `parplan check` loads from a path): a plan on part of a node (--gpus 4) or on a
+    cluster file named CLUSTER.json in every header, and no such file was written."""
+    out = {}
+    if plan.fmt in NEEDS_MODEL and _model_preset(plan.model) is None:
+        out["MODEL.json"] = (json.dumps(plan.model.model_dump(mode="json"), indent=1) + "\n", 0o644)
+    if _cluster_preset(plan.cluster) is None:
+        out["CLUSTER.json"] = (json.dumps(plan.cluster.model_dump(mode="json"), indent=1) + "\n", 0o644)
+    return out
+
+
 def memory_line(plan) -> str:
     """Peak per GPU against the GPU's HBM under the stack that runs the file, and the step time."""
     mem, verdict = plan.estimate.memory, "fits" if plan.estimate.fits else "DOES NOT FIT"
