@@ -112,7 +112,7 @@ def note_unused_tp_overlap(train: TrainSpec, lay: Layout) -> None:
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
-                                      "all (default: the --framework's)."),
+                                      "all (default: the --framework's; give one of the two)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
                                "layout does not fit (else exit 1)."),
