@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import splits  # noqa: E402
-from predict import layer_s, predict_s, prepared  # noqa: E402
+from predict import layer_s, predict_time, prepared  # noqa: E402
 from reference_data import korthikanti_layer, narayanan, vtrain  # noqa: E402
 
 import hardware_profiles as hp  # noqa: E402
-from costmodels.uncertainty import regime_key  # noqa: E402
+from costmodels.uncertainty import comm_share, regime_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "accuracy.md"
@@ -55,6 +55,7 @@ class Row:
     gpus: int = 0
     role: str = "validation"  # "fit", "validation" (benchmarks/splits.py) or "test" (--final only)
     seq: int = 0  # sequence length, tokens (the regime's reach: costmodels.uncertainty extrapolation)
+    comm: float = 0.0  # exposed communication's predicted share of the step (the regime's reach, as seq)
     model: str = ""
     moe: bool = False
 
@@ -79,10 +80,11 @@ def collect(final: bool = False, prof=None) -> list[Row]:
 
     def add(c, lay, role, **kw):
         if role is not None:
+            t = predict_time(c, lay, prof)
             rows.append(Row(getattr(c, "source", "") or c.dataset, c.label, c.measured_s,
-                            predict_s(c, lay, prof), role == "fit", _regime(c, lay), gpus=c.cluster.num_gpus,
+                            t.step_s, role == "fit", _regime(c, lay), gpus=c.cluster.num_gpus,
                             role=role, model=c.model.name, moe=bool(c.model.num_experts),
-                            seq=c.train.seq_len(c.model), **kw))
+                            seq=c.train.seq_len(c.model), comm=round(comm_share(t), 4), **kw))
 
     for c, lay in prepared(narayanan(a100)):
         add(c, lay, "test" if frozen(c.dataset, c.label) else None)
@@ -344,9 +346,10 @@ def main() -> None:
     if args.write:
         DOC.parent.mkdir(exist_ok=True)
         DOC.write_text(HEADER + text + "\n" + kept_sections())
-        from uncertainty_table import band_samples, seq_by_run, write_held_out
+        from uncertainty_table import band_samples, comm_by_run, seq_by_run, write_held_out
 
-        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs, seq_by_run(rows, loro_results))
+        write_held_out(band_samples(rows, loro_results), loro_results, summary_errs, seq_by_run(rows, loro_results),
+                       comm_by_run(rows, loro_results))
 
 
 if __name__ == "__main__":

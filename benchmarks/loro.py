@@ -109,7 +109,7 @@ def run_fold(name: str) -> dict:
         calibrate.apply_copies(prof)
     rows = [r for r in accuracy.collect(prof=prof) if r.regime and not r.excluded and in_row(r)]
     return {"kind": kind, "refit": refit, "rows": [{"dataset": r.dataset, "label": r.label, "regime": r.regime,
-                                                    "seq": r.seq,
+                                                    "seq": r.seq, "comm": r.comm,
                                                     "role": r.role, "measured_s": r.measured_s,
                                                     "predicted_s": r.predicted_s} for r in rows]}
 

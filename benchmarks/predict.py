@@ -88,8 +88,13 @@ def with_profiles(case: Case, prof: Profiles | None) -> tuple:
 
 def predict_s(case: Case, lay, prof: Profiles | None = None) -> float:
     """Predicted step time of a case (the shipped profiles when `prof` is None)."""
+    return predict_time(case, lay, prof).step_s
+
+
+def predict_time(case: Case, lay, prof: Profiles | None = None):
+    """The predicted step and its parts (a costmodels.outputs.TimeOut), as predict_s."""
     cluster, train = with_profiles(case, prof)
-    return step_time(make_context(case.model, cluster, train, lay)).step_s
+    return step_time(make_context(case.model, cluster, train, lay))
 
 
 def layer_s(row, prof: Profiles | None = None) -> float:

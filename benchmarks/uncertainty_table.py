@@ -66,14 +66,29 @@ def printed_band(tables: dict, regime: str):
     return band(held, sharding, scale, gen, moe)[0], (own.samples or own.rows) if own else 0
 
 
-def _entry(signed: list[float], runs: list, summarize, level: float = STEP_LEVEL, seq_of: dict | None = None) -> dict:
-    """A held_out entry: `rows` counts distinct runs, `samples` the errors the quantiles are taken over, and
-    `seq_max` the longest sequence among the runs (when `seq_of` knows them): how far the regime reaches."""
+def _entry(signed: list[float], runs: list, summarize, level: float = STEP_LEVEL, seq_of: dict | None = None,
+           comm_of: dict | None = None) -> dict:
+    """A held_out entry: `rows` counts distinct runs, `samples` the errors the quantiles are taken over, and how
+    far the regime reaches: `seq_max` the longest sequence and `comm_max` the largest exposed-communication share
+    of a step among the runs (when `seq_of` / `comm_of` know them)."""
     summary = summarize(signed)
     seqs = [seq_of[r] for r in runs if seq_of and seq_of.get(r)]
+    comms = [comm_of[r] for r in runs if comm_of and r in comm_of]
     return {"rows": len(set(runs)), "samples": summary["n"], "mean": round(summary["mean"], 4),
             "p50": round(summary["median"], 4), "p90": round(band_quantile(signed, level), 4),
-            "bias": round(summary["bias"], 4), **({"seq_max": max(seqs)} if seqs else {})}
+            "bias": round(summary["bias"], 4), **({"seq_max": max(seqs)} if seqs else {}),
+            **({"comm_max": round(max(comms), 4)} if comms else {})}
+
+
+def comm_by_run(rows, loro: dict) -> dict[str, float]:
+    """The exposed-communication share of the step predicted for every run behind the bands ('data set:row' ->
+    share; a run predicted again by a leave-one-regime-out refit keeps its largest)."""
+    out: dict[str, float] = {}
+    pairs = [(f"{r.dataset}:{r.label}", r.comm) for r in rows] + \
+        [(_run(x), x["comm"]) for res in loro.values() for x in res["rows"] if "comm" in x]
+    for run, share in pairs:
+        out[run] = max(share, out.get(run, 0.0))
+    return out
 
 
 def seq_by_run(rows, loro: dict) -> dict[str, int]:
@@ -120,7 +135,7 @@ def _is_moe(regime: str) -> bool:
 
 
 def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEVEL,
-                      seq_of: dict | None = None) -> tuple[dict[str, dict], dict | None]:
+                      seq_of: dict | None = None, comm_of: dict | None = None) -> tuple[dict[str, dict], dict | None]:
     """({stack: {key: entry}}, the all-stacks entries) from band_samples(): (regime, error, run) triples; a
     (regime, error) pair is a run of its own."""
     runs = [(s[0], s[1], s[2] if len(s) > 2 else i) for i, s in enumerate(samples)]
@@ -136,15 +151,15 @@ def held_out_by_stack(samples, loro: dict, summary_errs, level: float = STEP_LEV
                                      if not _is_moe(x["regime"])]}
 
     def entry(pool: list) -> dict:
-        return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level, seq_of)
+        return _entry([e for e, _ in pool], [r for _, r in pool], summary_errs, level, seq_of, comm_of)
     extra = {key: entry(pool) for key, pool in sorted(pools.items()) if pool}
     return {stack: {**{k: entry(v) for k, v in sorted(keyed.items())}, **extra}
             for stack, keyed in parts.items()}, extra
 
 
-def write_held_out(samples, loro: dict, summary_errs, seq_of: dict | None = None) -> None:
+def write_held_out(samples, loro: dict, summary_errs, seq_of: dict | None = None, comm_of: dict | None = None) -> None:
     """Replace the `held_out` mapping of every stack profile."""
-    tables, extra = held_out_by_stack(samples, loro, summary_errs, seq_of=seq_of)
+    tables, extra = held_out_by_stack(samples, loro, summary_errs, seq_of=seq_of, comm_of=comm_of)
     for path in sorted(STACKS.glob("*.yaml")):
         head, data = read_profile(path)
         provenance = data.setdefault("provenance", {})

@@ -13,7 +13,7 @@ from costmodels.params import active_params, total_params
 from costmodels.step import model_flops_per_step, step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
-from costmodels.uncertainty import memory_uncertainty, uncertainty
+from costmodels.uncertainty import comm_share, memory_uncertainty, uncertainty
 
 __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "estimate", "estimate_memory",
            "estimate_time"]
@@ -67,7 +67,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
         throughput=throughput,
         params=ParamsOut(total=total_params(model), active=active_params(model)),
         uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, _generation_of(cluster.gpu_profile),
-                                model.is_moe, train.seq_len(model)),
+                                model.is_moe, train.seq_len(model), comm_share(time)),
     )
 
 

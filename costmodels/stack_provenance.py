@@ -23,6 +23,10 @@ class RegimeError(BaseModel):
     seq_max: Optional[int] = Field(
         None, ge=1, le=100_000_000, description="The longest sequence (tokens) among the runs: an estimate at a "
         "longer one is extrapolated (costmodels.uncertainty); null = not recorded.")
+    comm_max: Optional[float] = Field(
+        None, ge=0, le=1, description="The largest share of a step that exposed communication takes among the runs, "
+        "as predicted: an estimate whose share is larger by more than costmodels.uncertainty.COMM_REACH is "
+        "extrapolated; null = not recorded.")
     mean: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Mean |predicted/measured - 1|.")
     p50: float = Field(..., ge=0, le=MAX_REL_ERROR, description="Median |relative error|.")
     p90: float = Field(..., ge=0, le=MAX_REL_ERROR, description="90th percentile |relative error|.")

@@ -144,20 +144,39 @@ def band(held: dict, sharding: str, scale: str, gen: str | None = None,
     return err, basis
 
 
-def extrapolation(err: RegimeError, seq_len: int | None) -> str | None:
+# exposed communication's share of a step beyond the regime's largest by more than this: extrapolated. A choice, not
+# a fit: ten points of the step is about the p90 band of the validated regimes, so within it the runs' own spread
+# covers what the communication model adds
+COMM_REACH = 0.10
+
+
+def comm_share(time) -> float:
+    """Exposed communication's share of a step (a TimeOut): the tensor-, context-, expert-, pipeline- and
+    data-parallel seconds no computation hides, over the step."""
+    exposed = time.tp_comm_s + time.cp_comm_s + time.ep_comm_s + time.pp_comm_s + time.dp_comm_exposed_s
+    return exposed / time.step_s if time.step_s > 0 else 0.0
+
+
+def extrapolation(err: RegimeError, seq_len: int | None, comm: float | None = None) -> str | None:
     """Why an estimate lies beyond the runs behind `err`, else None: a sequence longer than the longest of them
     (attention's share, context parallelism and activation memory grow with it; a 1M-token plan on a regime of
-    2k-8k runs had printed a validated +-3%)."""
-    if seq_len is None or err.seq_max is None or seq_len <= err.seq_max:
-        return None
-    return f"sequence {seq_len:,} tokens, beyond the longest of these runs ({err.seq_max:,})"
+    2k-8k runs had printed a validated +-3%), or a step whose exposed communication `comm` (comm_share) exceeds
+    the largest among them by more than COMM_REACH (an FSDP 70B step on 2 x 200 Gb/s per node, 86% exposed
+    data-parallel traffic, printed the validated +-13% of runs on 8 x 400 Gb/s)."""
+    why = []
+    if seq_len is not None and err.seq_max is not None and seq_len > err.seq_max:
+        why.append(f"sequence {seq_len:,} tokens, beyond the longest of these runs ({err.seq_max:,})")
+    if comm is not None and err.comm_max is not None and comm > err.comm_max + COMM_REACH:
+        why.append(f"exposed communication {comm:.0%} of the step, beyond the largest among these runs "
+                   f"({err.comm_max:.0%}): their errors did not test the communication model this far")
+    return "; ".join(why) or None
 
 
 def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: bool = False,
-                seq_len: int | None = None) -> UncertaintyOut:
+                seq_len: int | None = None, comm: float | None = None) -> UncertaintyOut:
     """The error band of a layout's step time under `stack` on GPU profile `gpu`, for a dense or an MoE
-    model at `seq_len` tokens (module docstring); an estimate beyond its runs (extrapolation) is never
-    validated."""
+    model at `seq_len` tokens whose predicted step leaves `comm` of it to exposed communication (module docstring);
+    an estimate beyond its runs (extrapolation) is never validated."""
     sharding, scale = sharding_class(lay), scale_class(num_gpus)
     tables = [k for k in stack.held_out if "/" in k]  # a stack without rows of its own (fsdp) has none: not legacy
     legacy = bool(tables) and not any(k.count("/") == 2 for k in tables)
@@ -166,7 +185,7 @@ def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: b
     if err is None:
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,
                               validated=False, basis=basis)
-    beyond = extrapolation(err, seq_len)
+    beyond = extrapolation(err, seq_len, comm)
     return UncertaintyOut(rel_error_p50=err.p50, rel_error_p90=err.p90, bias=err.bias, rows=err.rows, regime=key,
                           validated=basis == "regime" and validated(err) and beyond is None, basis=basis,
                           mean=err.mean, samples=err.samples, extrapolated=beyond)

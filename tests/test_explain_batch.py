@@ -14,3 +14,7 @@ def test_a_batch_that_does_not_divide_over_the_gpus_is_named_with_the_nearest_th
                                 "parallelism over all of them (dp=72); a batch of 576 would allow it"]
     assert _batch_note(Layout(pp=8, dp=9, mbs=1, num_microbatches=64)) == []  # 576 divides over 72
     assert _batch_note(Layout(dp=64, mbs=8, num_microbatches=1)) == []  # data parallel already
+
+
+def test_fewer_sequences_than_gpus_say_nothing():
+    assert _batch_note(Layout(tp=8, pp=16, dp=64, mbs=1, num_microbatches=16)) == []  # 1024 sequences, 8192 GPUs

@@ -216,3 +216,21 @@ def test_a_stack_without_rows_of_its_own_still_names_the_gpu_generation():
     generation, as every other stack's does; it printed 'fsdp/zero3/<=64' on MI300X and H100 alike."""
     out = uncertainty(hp.load_stack("fsdp"), Layout(dp=8, zero=3), 8, "mi300x")
     assert out.regime == "fsdp/zero3/<=64/cdna3" and not out.validated
+
+
+def test_a_step_the_network_sets_beyond_the_runs_behind_its_band_is_extrapolated():
+    """An FSDP 70B step on 2 x 200 Gb/s per node (86% exposed data-parallel traffic) printed the validated +-13% of
+    runs whose exposed communication never passed 22% of a step; now it is extrapolated, and says why."""
+    from costmodels.uncertainty import COMM_REACH, comm_share, extrapolation  # noqa: PLC0415
+
+    err = RegimeError(rows=13, mean=0.1, p50=0.1, p90=0.16, bias=-0.1, comm_max=0.22)
+    assert extrapolation(err, None, 0.22 + COMM_REACH - 0.01) is None
+    assert "exposed communication 88% of the step, beyond the largest among these runs (22%)" in \
+        extrapolation(err, None, 0.88)
+    assert extrapolation(err.model_copy(update={"comm_max": None}), None, 0.88) is None  # not recorded: no claim
+    model, train = hp.load_model("llama3-70b"), hp.resolve_train(TrainSpec(global_batch_size=64), "torchtitan")
+    lay = Layout(tp=8, sp=True, dp=8, zero=3, recompute="full")
+    fast, slow = (hp.load_cluster("dgx-h100", 8).model_copy(update={"scale_out_gb_per_s": g}) for g in (50.0, 3.125))
+    a, b = estimate(model, fast, train, lay), estimate(model, slow, train, lay)
+    assert comm_share(b.time) > 0.8 and "exposed communication" in b.uncertainty.extrapolated
+    assert not b.uncertainty.validated and a.uncertainty.extrapolated is None

@@ -66,7 +66,7 @@ def _batch_note(lay) -> list[str]:
     pp=9 at 54% MFU where a batch of 576 runs dp=72 at 67%, and the reasons said only "binding constraint: time"."""
     world = lay.tp * lay.cp * lay.pp * lay.dp
     batch = lay.dp * lay.mbs * (lay.num_microbatches or 1)
-    if batch % world == 0 or (lay.tp == 1 and lay.pp == 1):
+    if batch % world == 0 or batch < world or (lay.tp == 1 and lay.pp == 1):  # fewer sequences than GPUs: moot
         return []
     nearest = -(-batch // world) * world
     return [f"global batch {batch} is not a multiple of the {world} GPUs, so no layout runs data parallelism over "
