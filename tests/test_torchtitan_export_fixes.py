@@ -91,3 +91,4 @@ def test_a_model_of_other_shapes_is_not_named(tmp_path):
     run_export(doc, "torchtitan", tmp_path, force=True)
     assert 'TT_MODULE="${TT_MODULE:-}"' in (tmp_path / "launch_torchtitan.sh").read_text()
     assert 'flavor = "EDIT-ME"' in (tmp_path / "torchtitan_0.2.toml").read_text()
+

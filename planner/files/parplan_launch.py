@@ -24,6 +24,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
+import hardware_profiles as hp
 from planner.errors import UserError
 from planner.files import loading
 from planner.files.safe_read import read_text
@@ -35,7 +36,9 @@ TORCHRUN_LAYOUT = {"--tensor-parallel": "tp", "--sequence-parallel": "sp", "--co
                    "--expert-parallel": "ep", "--expert-tensor-parallel": "etp", "--pipeline-parallel": "pp",
                    "--virtual-stages": "vpp", "--data-parallel": "dp", "--zero-stage": "zero",
                    "--micro-batch-size": "mbs", "--num-microbatches": "num_microbatches", "--recompute": "recompute",
-                   "--schedule": "schedule", "--stage-layers": "stage_layers", "--context-parallel-comm": "cp_comm"}
+                   "--schedule": "schedule", "--stage-layers": "stage_layers", "--context-parallel-comm": "cp_comm",
+                   "--recompute-num-layers": "recompute_num_layers", "--recompute-method": "recompute_method",
+                   "--recompute-modules": "recompute_modules"}
 TORCHRUN_TRAIN = {"--global-batch-size": "global_batch_size", "--seq-length": "seq_length", "--precision": "precision"}
 
 
@@ -134,6 +137,8 @@ def _torchrun(path: Path, text: str, model, cluster, nodes):
     opts = flag_dict(parse_flags(launcher))
     clus = loading.load_cluster(_need(cluster, "--cluster", path),
                                 _nodes(_int(opts, "--nnodes", path), nodes, "--nnodes", path))
+    named = sh.env.get("PARPLAN_MODEL", sh.scalars.get("PARPLAN_MODEL"))  # the script's model, when a preset
+    model = model or (named if named in hp.list_models() else None)
     return loading.Problem(loading.load_model(_need(model, "--model", path)), clus,
                            loading.train_from_data(train, f"{path}: PARPLAN_TRAIN"), layout)
 

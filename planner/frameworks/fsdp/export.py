@@ -29,7 +29,18 @@ def train_args(plan: ExportPlan) -> list:
              ("--seq-length", plan.seq), ("--recompute", lay.recompute), ("--schedule", lay.schedule),
              ("--stage-layers", ",".join(str(n) for n in lay.stage_layers)), ("--precision", train.precision),
              ("--context-parallel-comm", lay.cp_comm), ("--fsdp-sharding-strategy", sharding_strategy(lay))]
-    return [w for pair in pairs for w in pair]
+    return [w for pair in pairs + recompute_args(lay) for w in pair]
+
+
+def recompute_args(lay) -> list:
+    """The recompute refinements the plan priced, only when it sets them: Megatron's --recompute-num-layers and
+    --recompute-method under full recompute, the named modules under selective (colon-separated, as --layout)."""
+    out = []
+    if lay.recompute_num_layers is not None:
+        out += [("--recompute-num-layers", lay.recompute_num_layers), ("--recompute-method", lay.recompute_method)]
+    if lay.recompute_modules:
+        out.append(("--recompute-modules", ":".join(lay.recompute_modules)))
+    return out
 
 
 def sharding_strategy(lay) -> str:
