@@ -134,7 +134,7 @@ not have, which took the optimum to 0.692 s):
   time, best bound first (each joint model had taken 1.6-2.0 s and not settled);
 - what one solve proves about single candidates serves the next two of the top 3 (planner.search.settled).
 
-Llama 4 Maverick on 256 B200 is the slowest row: its interleaved dense and MoE layers over virtual chunks
+Llama 4 Maverick on 256 B200 has the slowest top 3: its interleaved dense and MoE layers over virtual chunks
 settle each pipelined candidate in a model of its own (relaxation and cuts, then the exact model, which takes up
 to 11 s for one candidate). Its top 3 took 175 s before 2026-11-27; solving each candidate up to the third best's
 objective (planner.search.settled's ceiling) lets the second and third solves reuse the first's proofs.
