@@ -162,3 +162,19 @@ def test_check_json_echoes_what_it_read(tmp_path):
     assert (read["cluster"]["num_gpus"], read["cluster"]["gpu"], read["model"]["hidden_size"]) == (16, "h100-sxm", 4096)
     assert (read["train"]["seq_length"], read["train"]["precision"], read["train"]["stack"]) == (2048, "fp16", "fsdp")
     assert read["train"]["global_batch_size"] == 16
+
+
+def test_fsdp_keys_read_as_accelerate_reads_them(tmp_path):
+    """accelerate prefixes an fsdp_config key without `fsdp` (reshard_after_forward is fsdp_reshard_after_forward)
+    and ignores keys it does not know: a misspelt fsdp_sharding_stratgy runs with the default FULL_SHARD, now said
+    with the key meant."""
+    fsdp2 = {**BASE, "distributed_type": "FSDP", "fsdp_config": {"fsdp_version": 2, "reshard_after_forward": False,
+                                                                  "auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}}
+    prob, read = _load(tmp_path, fsdp2)
+    assert prob.layout.zero == 2 and not any("not a key accelerate reads" in n for n in read.notes)
+    typo = {**FSDP1, "fsdp_config": {**FSDP1["fsdp_config"], "fsdp_sharding_stratgy": "SHARD_GRAD_OP"}}
+    typo["fsdp_config"].pop("fsdp_sharding_strategy")
+    prob, read = _load(tmp_path, typo)
+    assert prob.layout.zero == 3
+    assert any("fsdp_config.fsdp_sharding_stratgy: not a key accelerate reads (did you mean fsdp_sharding_strategy?)"
+               in n for n in read.notes)

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 
 from planner.errors import UserError
 from planner.files.accelerate_yaml_parallel import parallelism
+from planner.frameworks.deepspeed.ds_keys import closest
 from planner.files.safe_read import first_file, parse_json
 from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags, seq_note
 
@@ -221,8 +222,18 @@ NO_WRAP_NOTE = ("fsdp_auto_wrap_policy not set: accelerate's default NO_WRAP mak
                 "fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP")
 
 
+# the fsdp_config keys `accelerate launch` turns into FSDP settings (accelerate 1.15.0 commands/launch.py launch
+# arguments, utils/launch.py prepare_multi_gpu_env); it passes over any other key without a word
+FSDP_KEYS = ("fsdp_activation_checkpointing", "fsdp_activation_checkpointing_offload", "fsdp_auto_wrap_policy",
+             "fsdp_backward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_forward_prefetch",
+             "fsdp_ignored_modules", "fsdp_min_num_params", "fsdp_offload_params", "fsdp_reshard_after_forward",
+             "fsdp_sharding_strategy", "fsdp_state_dict_type", "fsdp_sync_module_states",
+             "fsdp_transformer_layer_cls_to_wrap", "fsdp_use_orig_params", "fsdp_version")
+
+
 def note_unpriced(cfg: dict, read: ReadNotes) -> None:
     fsdp = cfg.get("fsdp_config") or {}
+    _note_unknown_keys(fsdp, read)
     if isinstance(fsdp, dict) and _fsdp2(fsdp) and "fsdp_sharding_strategy" in fsdp \
             and "fsdp_reshard_after_forward" not in fsdp:
         read.notes.append(f"fsdp_sharding_strategy={str(fsdp['fsdp_sharding_strategy'])[:30]!r} is not read by FSDP2 "
@@ -232,6 +243,29 @@ def note_unpriced(cfg: dict, read: ReadNotes) -> None:
     if isinstance(fsdp, dict) and _on(fsdp.get("fsdp_offload_params")):
         read.notes.append("fsdp_offload_params: parameters, gradients and the optimizer step on the host, priced as "
                           "ZeRO-3 offload of parameters and optimizer")
+
+
+def prefixed(cfg: dict) -> dict:
+    """`cfg` with its fsdp_config keys as accelerate reads them: a key without the fsdp prefix gains it
+    (accelerate 1.15.0 commands/launch.py: defaults.fsdp_config.x becomes args.fsdp_x), so reshard_after_forward
+    is fsdp_reshard_after_forward; the prefixed key wins when a file gives both."""
+    fsdp = cfg.get("fsdp_config")
+    if not isinstance(fsdp, dict):
+        return cfg
+    named = {(k if str(k).startswith("fsdp") else f"fsdp_{k}"): v for k, v in fsdp.items()
+             if not str(k).startswith("fsdp")}
+    return {**cfg, "fsdp_config": {**named, **{k: v for k, v in fsdp.items() if str(k).startswith("fsdp")}}}
+
+
+def _note_unknown_keys(fsdp, read: ReadNotes) -> None:
+    """A note per fsdp_config key accelerate does not read (at most three), with the key it likely meant: accelerate
+    ignores it, so a misspelt fsdp_sharding_stratgy runs, and is priced, with the default strategy."""
+    if not isinstance(fsdp, dict):
+        return
+    for key in [str(k) for k in fsdp if str(k) not in FSDP_KEYS][:3]:
+        near = closest(key, FSDP_KEYS)
+        read.notes.append(f"fsdp_config.{key[:60]}: not a key accelerate reads" + (f" (did you mean {near}?)" if near
+                          else "") + "; accelerate ignores it, and so does the pricing")
 
 
 def offload(cfg: dict) -> dict:
@@ -256,6 +290,7 @@ def priced(path: Path, cfg: dict, model, clus, flags: TrainerFlags, read: ReadNo
     launched with --fsdp or through this file)."""
     from planner.files import native  # noqa: PLC0415 - native dispatches here
 
+    cfg = prefixed(cfg)
     run = kind(cfg, path)
     prec, par = precision(cfg, path, flags), parallelism(cfg, path, run, clus.num_gpus)
     if run == "DEEPSPEED":

@@ -243,7 +243,8 @@ def _accelerate(acc: dict, acc_path: Path, launch, where: str, model, cluster, n
         precision = "fp32"
         notes.assumed.append("fp32 training: the script gives neither --bf16 nor --fp16 (TrainingArguments default "
                              "False) and no Accelerate mixed_precision; set --precision bf16|fp16")
-    checkpointing = accelerate_yaml._on((acc.get("fsdp_config") or {}).get("fsdp_activation_checkpointing"))
+    checkpointing = accelerate_yaml._on((accelerate_yaml.prefixed(acc).get("fsdp_config") or {}).get(
+        "fsdp_activation_checkpointing"))
     recompute = cli.recompute or ("full" if script.recompute == "full" or checkpointing else "none")
     flags = dataclasses.replace(merged(cli, script), precision=precision, recompute=recompute)
     prob = accelerate_yaml.priced(acc_path, acc, model, clus, flags, notes, say_seq=False)
