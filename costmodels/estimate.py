@@ -13,7 +13,7 @@ from costmodels.params import active_params, total_params
 from costmodels.step import model_flops_per_step, step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
-from costmodels.uncertainty import comm_share, memory_uncertainty, uncertainty
+from costmodels.uncertainty import band_gpu, comm_share, memory_uncertainty, uncertainty
 
 __all__ = ["Estimate", "MemoryOut", "StageOut", "TimeOut", "ThroughputOut", "estimate", "estimate_memory",
            "estimate_time"]
@@ -66,7 +66,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
         time=time,
         throughput=throughput,
         params=ParamsOut(total=total_params(model), active=active_params(model)),
-        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, _generation_of(cluster.gpu_profile),
+        uncertainty=uncertainty(train.stack_spec, lay, cluster.num_gpus, band_gpu(cluster.gpu_profile),
                                 model.is_moe, train.seq_len(model), comm_share(time)),
     )
 
@@ -87,8 +87,3 @@ def estimate_time(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay:
     )
     return st, throughput
 
-
-def _generation_of(gpu) -> str:
-    """What names the band's GPU generation: the profile's tensor-core generation, else its name (a user's GPU
-    named my-h100 with tensor_core_gen hopper is banded as hopper, not as a regime of its own)."""
-    return gpu.tensor_core_gen or gpu.name

@@ -85,8 +85,8 @@ def etp_refusal(fw: FrameworkCaps, lay: Any, moe: bool) -> str:
     want = _etp_wanted(fw, lay, moe)
     if want is None or lay.etp == want:
         return ""
-    return (f"etp={lay.etp} with tp={lay.tp} ep={lay.ep}: {fw.name} splits the routed experts over the whole tp "
-            f"group when ep = 1 and not at all when ep > 1 (etp={want} here)")
+    return (f"etp={lay.etp} with tp={lay.tp} ep={lay.ep}: {fw.name} (0.3.0, what parplan writes) splits the routed "
+            f"experts over the whole tp group when ep = 1 and not at all when ep > 1 (give etp={want})")
 
 
 def _ep_overlap_rules(fw: FrameworkCaps, lay: Any, ep_overlap: bool) -> list[str]:

@@ -55,6 +55,13 @@ GENERATIONS = (("a100", "ampere"), ("h100", "hopper"), ("h200", "hopper"), ("h80
 LORO_GPU = "loro:gpu-generation"
 
 
+def band_gpu(gpu) -> str:
+    """What names a GPUProfile's band: its tensor-core generation, else its name (gpu_generation maps a preset's
+    name to its generation; a user's GPU named my-h100 with tensor_core_gen hopper is banded as hopper, not as a
+    regime of its own). Every caller of `uncertainty` (estimate, the search's validated filter) passes this."""
+    return gpu.tensor_core_gen or gpu.name
+
+
 def gpu_generation(gpu_profile: str) -> str:
     """The GPU generation of a profile name (a100-80gb -> ampere, h100-sxm-500w -> hopper), else the name."""
     return next((gen for prefix, gen in GENERATIONS if gpu_profile.startswith(prefix)), gpu_profile)

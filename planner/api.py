@@ -245,6 +245,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
                         deadline: Optional[float] = None, progress=None) -> tuple["SearchResult", Any, list[str]]:
     """(search result, best validated alternative when the winner is not validated, reasons), `plan`'s
     search with `fw`'s restrictions (planner.search.frameworks); `progress(message)` is told each phase."""
+    from costmodels.uncertainty import band_gpu
     from planner.search import best_validated, search, validated_filter
     from planner.search import frameworks as fws
     from planner.search.explain import time_limit_note, why_nothing_fits, why_winner
@@ -253,21 +254,33 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     model, clus = prob.model, prob.cluster
     space = fws.space_options(fw, model, clus, train)
     fw_keep = fws.keep(fw, train, moe=model.is_moe)  # one predicate for the search and the alternative: best_validated reuses
-    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, clus.gpu_profile.name,
+    keep = fws.keep(fw, train, validated_filter(train.stack_spec, clus.num_gpus, band_gpu(clus.gpu_profile),
                                                    model.is_moe, train.seq_len(model)), moe=model.is_moe) \
         if validated_only else fw_keep  # the candidates the search kept when its keep is the same
     result = search(model, clus, train, top=top, time_limit_s=time_limit_s, opts=space, progress=say, keep=keep,
                     deadline=deadline)
+    beyond = validated_only and _drop_extrapolated(result)
     alternative = None
     winner = result.plans[0].uncertainty if result.plans else None
     if winner is not None and not winner.validated and _can_validate(train.stack_spec, model):
         say("searching the best layout in a validated regime")
         alternative = best_validated(model, clus, train, result, time_limit_s, opts=space, keep=fw_keep,
                                      deadline=deadline)
+    said = [f"--validated-only: {beyond} of the fastest layouts left out: their regimes validate, but each estimate "
+            "lies beyond the runs behind the band (extrapolated)"] if beyond else []
     if result.plans:
-        return result, alternative, time_limit_note(result) + why_winner(result)
-    return result, None, why_nothing_fits(model, clus, train, result, opts=space, validated_only=validated_only,
-                                          deadline=deadline)
+        return result, alternative, time_limit_note(result) + said + why_winner(result)
+    return result, None, said + why_nothing_fits(model, clus, train, result, opts=space,
+                                                 validated_only=validated_only, deadline=deadline)
+
+
+def _drop_extrapolated(result) -> int:
+    """Leave out of `result` the plans whose estimate is not validated though their regime is (the search's
+    validated filter sees the regime, not a layout's exposed communication); how many were left out."""
+    kept = [(p, o) for p, o in zip(result.plans, result.objectives_s) if p.uncertainty.validated]
+    dropped = len(result.plans) - len(kept)
+    result.plans, result.objectives_s = [p for p, _ in kept], [o for _, o in kept]
+    return dropped
 
 
 def _can_validate(stack, model) -> bool:

@@ -58,7 +58,8 @@ def estimate_cmd(
     attention scores counted in full without causal halving; a sliding-window layer's query counts the
     window's keys)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
-    prob = load_problem(model, cluster, nodes, gpus)
+    with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
+        prob = load_problem(model, cluster, nodes, gpus)
     lay = layout_option(layout, prob.layout or Layout())
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
@@ -68,7 +69,7 @@ def estimate_cmd(
     title = (f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, batch "
              f"{train.global_batch_size} x {train.seq_len(prob.model)}, stack {train.stack_spec.name}")
     show(result, as_json, title, chosen, whole_run_of(result, prob.model, prob.cluster, train, run),
-         warnings=fws.unrunnable(train, result.layout, moe=prob.model.is_moe), noted=prob.model_notes)
+         warnings=fws.unrunnable(train, result.layout, moe=prob.model.is_moe), noted=list(prob.model_notes) + heard)
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "
@@ -196,16 +197,17 @@ def check_cmd(
     read = ReadNotes()
     if not path.exists():
         raise UserError(f"config file {config!r} does not exist")
-    if not is_native(path):
-        prob = loading.load_plan(path)
-        if prob.layout is None:
-            raise UserError(f"{config}: a plan file for check needs a 'layout'")
-        spec, noted = loading.load_model_noted(model) if model else (prob.model, prob.model_notes)
-        clus = loading.load_cluster(cluster, nodes) if cluster else loading.resize_cluster(prob.cluster, nodes, None)
-    else:
-        with heard_notes() as heard:  # the reader's warning lines, on stderr and under --json's "warnings"
+    with heard_notes() as heard:  # the readers' and cluster files' warning lines: on stderr, and in --json
+        if not is_native(path):
+            prob = loading.load_plan(path)
+            if prob.layout is None:
+                raise UserError(f"{config}: a plan file for check needs a 'layout'")
+            spec, noted = loading.load_model_noted(model) if model else (prob.model, prob.model_notes)
+            clus = loading.load_cluster(cluster, nodes) if cluster else \
+                loading.resize_cluster(prob.cluster, nodes, None)
+        else:
             prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
-        spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
+            spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
         train, lay = co.apply_batch(train, lay, clus, over)
@@ -215,11 +217,8 @@ def check_cmd(
     fws.require(fws.load(opts.framework), result.layout, train, moe=spec.is_moe)
     note_unused_tp_overlap(train, result.layout)
     print_read_notes(read, result)
-    if is_native(path):  # the reader's lines reached stderr already; --json's document carries them too
-        extra_warnings = heard if as_json else []
-    else:
-        extra_warnings = fws.unrunnable(train, result.layout, moe=spec.is_moe)
+    extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout, moe=spec.is_moe)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
-         warnings=list(prob.warnings) + extra_warnings, noted=noted,
+         warnings=list(prob.warnings) + extra_warnings, noted=list(noted) + heard,  # heard: on stderr already
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

@@ -16,6 +16,7 @@ from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_
                                 PREC_OPT, SEQ_OPT, TOKENS_OPT, err, load_problem, make_train, out, print_json,
                                 report_export, user_errors)
 from planner.files.planfile import plan_document
+from planner.files.said import heard_notes
 from planner.plan_any import any_mode as plan_any_mode
 from planner.plan_outputs import PlanOutputs
 from planner.safetext import plain
@@ -60,7 +61,8 @@ def plan_cmd(
 
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
-    prob = load_problem(model, cluster, nodes, gpus)
+    with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
+        prob = load_problem(model, cluster, nodes, gpus)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
@@ -86,7 +88,7 @@ def plan_cmd(
     if as_json:
         print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
                      "whole_run": whole.model_dump(mode="json") if whole else None,
-                     "warnings": list(prob.model_notes) + cut_short_warning(result)})
+                     "warnings": list(prob.model_notes) + heard + cut_short_warning(result)})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "

@@ -185,3 +185,17 @@ def test_a_plan_on_part_of_a_node_writes_the_cluster_its_check_lines_name(tmp_pa
         run = runner.invoke(app, shlex.split(line.split("Reproduce: parplan ", 1)[1]) + ["--json"])
         assert run.exit_code == 0, run.output
         assert json.loads(run.stdout)["read"]["cluster"]["num_gpus"] == 4
+
+
+def test_a_stack_that_is_not_shipped_is_written_as_the_stack_file_its_check_line_names(tmp_path):
+    """`--stack-file STACK.yaml` on every header of a plan priced with a user's stack: the file is now written."""
+    import hardware_profiles as hp  # noqa: PLC0415
+
+    mine = hp.load_stack("torchtitan").model_dump(mode="json")
+    (tmp_path / "mine.json").write_text(json.dumps({**mine, "name": "mystack"}))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--framework",
+                              "torchtitan", "--stack-file", str(tmp_path / "mine.json"), "--export", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "--stack-file STACK.yaml" in (out / "launch_torchtitan.sh").read_text()
+    assert json.loads((out / "STACK.yaml").read_text())["name"] == "mystack"

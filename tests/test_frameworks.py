@@ -76,7 +76,7 @@ def test_torchtitan_splits_the_experts_over_tp_only_without_ep():
     ep = 1 and none when ep > 1: a MoE layout asking otherwise is refused; Megatron-Core chooses etp freely."""
     titan, megatron = hp.load_framework("torchtitan"), hp.load_framework("megatron")
     assert any("etp=2 with tp=2 ep=2" in w for w in refusals(titan, Layout(ep=2, etp=2, tp=2, dp=4), moe=True))
-    assert any("(etp=2 here)" in w for w in refusals(titan, Layout(tp=2, dp=4), moe=True))
+    assert any("(give etp=2)" in w for w in refusals(titan, Layout(tp=2, dp=4), moe=True))
     assert refusals(titan, Layout(tp=2, etp=2, dp=4), moe=True) == []
     assert refusals(titan, Layout(tp=2, ep=2, dp=4), moe=True) == []
     assert refusals(titan, Layout(tp=2, dp=4), moe=False) == []  # a dense model has no experts to split

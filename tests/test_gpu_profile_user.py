@@ -45,9 +45,48 @@ def test_a_gb_per_s_field_given_in_gb_per_s_is_warned_of_and_no_preset_is(tmp_pa
     without a word; no cluster preset trips the check."""
     from planner.files.gpu_profile import link_warnings  # noqa: PLC0415
 
-    assert all(not link_warnings(hp.load_cluster(name), name) for name in hp.list_clusters())
+    assert all(not link_warnings(hp.load_cluster(name)) for name in hp.list_clusters())
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({**CHASSIS, "gpu": "h100-sxm", "scale_out_gb_per_s": 400.0}))
     load_cluster(str(tmp_path / "c.yaml"))
     assert "scale_out_gb_per_s 400 is GB/s per GPU and per direction" in capsys.readouterr().err
     slow_nvlink = hp.load_cluster("dgx-h100").model_copy(update={"scale_up_gb_per_s": 40.0})
-    assert "is above scale_up_gb_per_s 40" in link_warnings(slow_nvlink, "c")[0]
+    assert "is above scale_up_gb_per_s 40" in link_warnings(slow_nvlink)[0]
+
+
+def test_the_search_bands_a_renamed_gpu_and_a_slow_network_as_the_estimate_does(tmp_path):
+    """--validated-only asks the same band as estimate: a copy of h100-sxm named my-h100 validates where the
+    preset does (the search asked by name and found none), and a layout whose estimate is extrapolated (a slow
+    network's exposed communication) is not kept as validated."""
+    from planner.api import plan  # noqa: PLC0415
+
+    args = dict(nodes=8, global_batch=128, seq_len=8192, framework="torchtitan", validated_only=True, top=1)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**CHASSIS, "gpu": {**H100, "name": "my-h100"}}))
+    mine, preset = plan("llama3-70b", str(tmp_path / "c.yaml"), **args), plan("llama3-70b", "dgx-h100", **args)
+    assert mine.plans and preset.plans
+    assert mine.plans[0].time.step_s == preset.plans[0].time.step_s
+    (tmp_path / "slow.yaml").write_text(yaml.safe_dump({"preset": "dgx-h100", "scale_out_gb_per_s": 1.0}))
+    slow = plan("llama3-70b", str(tmp_path / "slow.yaml"), **args)
+    assert all(p.uncertainty.validated for p in slow.plans)
+
+
+def test_a_gpu_file_is_found_beside_its_cluster_file_and_its_warnings_reach_json(tmp_path):
+    """`gpu: mygpu.yaml` in sub/cluster.yaml is sub/mygpu.yaml, wherever parplan runs; a cluster file's warning is
+    a reader's warning: on stderr and in check --json's "warnings"."""
+    import json  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from planner.cli import app  # noqa: PLC0415
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "mygpu.yaml").write_text(yaml.safe_dump({**H100, "name": "my-h100"}))
+    (sub / "cluster.yaml").write_text(yaml.safe_dump({**CHASSIS, "gpu": "mygpu.yaml", "scale_out_gb_per_s": 400.0}))
+    assert load_cluster(str(sub / "cluster.yaml")).gpu_profile.name == "my-h100"
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                      "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                      "--global-batch-size 64 --bf16 --vocab-size 32000 --tokenizer-type NullTokenizer\n")
+    run = CliRunner().invoke(app, ["check", str(script), "--cluster", str(sub / "cluster.yaml"), "--json"])
+    said = [w for w in json.loads(run.stdout)["warnings"] if "scale_out_gb_per_s 400 is GB/s per GPU" in w]
+    assert len(said) == 1 and run.stderr.count("scale_out_gb_per_s 400 is GB/s per GPU") == 1

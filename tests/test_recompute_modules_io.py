@@ -89,3 +89,14 @@ def test_check_recompute_override_drops_the_config_modules():
     full = apply_recompute(lay, CheckOptions(recompute="full"))
     assert full.recompute == "full" and full.recompute_modules is None
     assert apply_recompute(lay, CheckOptions(recompute="selective")).recompute_modules == ["layernorm", "moe_act"]
+
+
+def test_check_recompute_full_is_every_layer():
+    """`check --recompute full` over a full recompute of some layers (Megatron --recompute-num-layers, torchtitan's
+    every-second block) prices every layer recomputed; it changed nothing before."""
+    from costmodels.layout import Layout  # noqa: PLC0415
+    from planner.files.check_overrides import CheckOptions, apply_recompute  # noqa: PLC0415
+
+    some = Layout(recompute="full", recompute_num_layers=16, recompute_method="block")
+    every = apply_recompute(some, CheckOptions(recompute="full"))
+    assert (every.recompute, every.recompute_num_layers, every.recompute_method) == ("full", None, "uniform")

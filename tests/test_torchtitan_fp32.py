@@ -57,3 +57,16 @@ def test_bf16_model_and_fp8_are_left_as_read():
     fields, notes = _read(tp, 8, precision="fp8")
     assert fields == {"precision": "fp8"} and any("stay fp32" in n for n in notes)
     assert _read(tp, 8, precision="fp32") == ({"precision": "fp32"}, [])
+
+
+def test_ddp_replicas_beside_tp_are_refused_as_torchtitan_refuses_them(tmp_path):
+    """torchtitan 0.2 raises "DDP has not supported > 1D parallelism" for replicate 4 with tp 2: check said fits."""
+    from planner.errors import UserError  # noqa: PLC0415
+    from planner.files.native import load_native  # noqa: PLC0415
+
+    path = tmp_path / "ddp.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 2048\n'
+                    "[parallelism]\ndata_parallel_replicate_degree = 4\ndata_parallel_shard_degree = 1\n"
+                    "tensor_parallel_degree = 2\n")
+    with pytest.raises(UserError, match="DDP has not supported > 1D parallelism"):
+        load_native(path, None, "dgx-h100", 1)

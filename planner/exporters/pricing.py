@@ -106,20 +106,26 @@ def check_command(plan, file_name: Optional[str] = None) -> str:
     words += ["--cluster", cluster or "CLUSTER.json", "--nodes", str(plan.nodes)]
     stack = plan.train.stack_spec
     if stack.name != inferred_stack(fmt, plan):
-        words += ["--stack", stack.name] if stack.name in hp.list_stacks() and hp.load_stack(stack.name) == stack \
-            else ["--stack-file", "STACK.yaml"]
+        words += ["--stack", stack.name] if _shipped(stack) else ["--stack-file", "STACK.yaml"]
     return " ".join(words)
 
 
+def _shipped(stack) -> bool:
+    return stack.name in hp.list_stacks() and hp.load_stack(stack.name) == stack
+
+
 def spec_files(plan) -> dict[str, tuple[str, int]]:
-    """The files check_command names that are not presets, written beside the launch files (MODEL.json, CLUSTER.json:
-    the plan's specs, which `parplan check` loads from a path): a plan on part of a node (--gpus 4) or on a
-    cluster file named CLUSTER.json in every header, and no such file was written."""
+    """The files check_command names that are not presets, written beside the launch files (MODEL.json, CLUSTER.json,
+    STACK.yaml: the plan's specs, which `parplan check` loads from a path): a plan on part of a node (--gpus 4) or
+    on a cluster file named CLUSTER.json in every header, and no such file was written."""
     out = {}
     if plan.fmt in NEEDS_MODEL and _model_preset(plan.model) is None:
         out["MODEL.json"] = (json.dumps(plan.model.model_dump(mode="json"), indent=1) + "\n", 0o644)
     if _cluster_preset(plan.cluster) is None:
         out["CLUSTER.json"] = (json.dumps(plan.cluster.model_dump(mode="json"), indent=1) + "\n", 0o644)
+    stack = plan.train.stack_spec
+    if stack.name != inferred_stack(plan.fmt, plan) and not _shipped(stack):  # JSON is YAML: --stack-file reads it
+        out["STACK.yaml"] = (json.dumps(stack.model_dump(mode="json"), indent=1) + "\n", 0o644)
     return out
 
 

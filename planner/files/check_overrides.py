@@ -51,12 +51,15 @@ def apply_train(train: TrainSpec, opts: CheckOptions) -> TrainSpec:
 
 def apply_recompute(lay: Layout, opts: CheckOptions) -> Layout:
     """--recompute over the config's activation recompute (the Hugging Face Trainer's --gradient_checkpointing
-    is full recompute and lives outside the DeepSpeed JSON), validated."""
+    is full recompute and lives outside the DeepSpeed JSON), validated. A config's module list or layer count
+    belongs to its own mode and is dropped with it; --recompute full is full recompute of every layer, so a
+    config's layer count goes too (over a torchtitan every-second-block reading or a Megatron
+    --recompute-num-layers it changed nothing)."""
     if opts.recompute is None:
         return lay
     recompute = _choice("--recompute", opts.recompute, ("none", "selective", "full"))
     data = lay.model_dump()
-    if recompute != lay.recompute:  # the config's module list or layer count belonged to its own mode
+    if recompute != lay.recompute or recompute == "full":
         data.update(recompute_modules=None, recompute_num_layers=None, recompute_method="uniform")
     return loading.validate(Layout, {**data, "recompute": recompute}, "--recompute", from_file=False)
 

@@ -12,12 +12,12 @@ says so. Without a tensor-core generation nothing caps it: the warning says that
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import hardware_profiles as hp
 from planner.errors import UserError
+from planner.files.said import note
 
 GENERATION_REF = {"volta": "v100-sxm3-32gb", "ampere": "a100-80gb", "hopper": "h100-sxm", "blackwell": "b200",
                   "blackwell-ultra": "b300", "cdna3": "mi300x", "cdna4": "mi355x"}
@@ -29,56 +29,66 @@ def resolve(gpu: Any, where: str, read_mapping) -> tuple[Any, str]:
     generation when it gives none, and the warning that says so or ''; module docstring). The caller prints the
     warning once the cluster validates, so that a bad file gives one error line. read_mapping:
     planner.files.loading.read_mapping."""
-    if isinstance(gpu, str) and Path(gpu).suffix.lower() in SPEC_SUFFIXES and Path(gpu).is_file():
-        gpu, where = read_mapping(Path(gpu)), gpu
+    found = _spec_file(gpu, where)
+    if found is not None:
+        gpu, where = read_mapping(found), str(found)
     if isinstance(gpu, str):
         try:
             return hp.load_gpu(gpu).model_dump(), ""
         except hp.UnknownPresetError as err:
             raise UserError(f"{where}.gpu: {err}") from None
     if isinstance(gpu, dict) and "efficiency" not in gpu:
-        efficiency, why = _generation_efficiency(gpu, where)
+        efficiency, why = _generation_efficiency(gpu)
         return {**gpu, "efficiency": efficiency}, why
     return gpu, ""
 
 
-def _generation_efficiency(gpu: dict, where: str) -> tuple[dict, str]:
+def _spec_file(gpu: Any, where: str):
+    """The GPU spec file `gpu` names, beside the cluster file `where` first (as a cluster file's own relative
+    paths are meant), else from the current folder; None when `gpu` names no such file."""
+    if not isinstance(gpu, str) or Path(gpu).suffix.lower() not in SPEC_SUFFIXES:
+        return None
+    beside = Path(where).parent / gpu if not Path(gpu).is_absolute() else None
+    return next((p for p in (beside, Path(gpu)) if p is not None and p.is_file()), None)
+
+
+def _generation_efficiency(gpu: dict) -> tuple[dict, str]:
     name, gen = str(gpu.get("name", "the gpu"))[:60], gpu.get("tensor_core_gen")
     ref = GENERATION_REF.get(gen) if isinstance(gen, str) else None
     if ref is None:
-        return {}, (f"{where}.gpu {name}: no efficiency block and no tensor_core_gen: Efficiency's generic defaults "
+        return {}, (f"gpu {name}: no efficiency block and no tensor_core_gen: Efficiency's generic defaults "
                     "(GEMMs at up to 0.75 of peak, no kernel cap, no host overhead), fitted on nothing: an optimistic "
                     "guess; give tensor_core_gen and sm_count, or an efficiency block")
     base = hp.load_gpu(ref).efficiency
     fitted_on = f"NOT FITTED: no efficiency block given; {ref}'s fractions (the {gen} generation's reference profile)"
     return (base.model_copy(update={"curve_gen": base.curve_gen or gen, "fitted_on": fitted_on}).model_dump(),
-            f"{where}.gpu {name}: no efficiency block: the {gen} generation's fitted fractions ({ref}'s) are used, "
+            f"gpu {name}: no efficiency block: the {gen} generation's fitted fractions ({ref}'s) are used, "
             "capped by this GPU's own kernels; nothing was fitted on this GPU")
 
 
 MAX_SCALE_OUT_GB_PER_S = 100.0  # an 800 Gb/s NIC per GPU (ConnectX-8), per direction: the fastest shipped
 
 
-def link_warnings(cluster, where: str) -> list[str]:
+def link_warnings(cluster) -> list[str]:
     """Bandwidths a cluster file more likely mistyped than meant: scale-out above one 800 Gb/s NIC per GPU (a Gb/s
     figure typed into the GB/s field: 400 for a node's 2 x 200 Gb/s NICs is 50x the 6.25 GB/s per GPU it has),
     or above the scale-up rate of a node with more than one GPU (the network would beat the links inside it; equal is
     a PCIe box's honest answer)."""
     out, up, down = [], cluster.scale_up_gb_per_s, cluster.scale_out_gb_per_s
     if down > MAX_SCALE_OUT_GB_PER_S:
-        out.append(f"{where}: scale_out_gb_per_s {down:g} is GB/s per GPU and per direction, above an 800 Gb/s NIC "
+        out.append(f"scale_out_gb_per_s {down:g} is GB/s per GPU and per direction, above an 800 Gb/s NIC "
                    f"per GPU ({MAX_SCALE_OUT_GB_PER_S:g}); a node's NIC total in Gb/s is divided by 8 and by its "
                    "GPUs (8 x 400 Gb/s over 8 GPUs: 50)")
     elif cluster.gpus_per_node > 1 and down > up:
-        out.append(f"{where}: scale_out_gb_per_s {down:g} is above scale_up_gb_per_s {up:g}: the network would "
+        out.append(f"scale_out_gb_per_s {down:g} is above scale_up_gb_per_s {up:g}: the network would "
                    "beat the links inside a node; both are GB/s per GPU and per direction")
     return out
 
 
-def warn(line: str) -> None:
-    """`line` on stderr as a warning ('' prints nothing)."""
+def warn(where: str, line: str) -> None:
+    """`line` said as a reader's warning (planner.files.said: stderr, and --json's "warnings"); '' says nothing."""
     if line:
-        print(f"parplan: warning: {line}", file=sys.stderr)
+        note(where, line)
 
 
 __all__ = ["GENERATION_REF", "link_warnings", "resolve", "warn"]

@@ -150,8 +150,8 @@ def cluster_from_data(data: Any, nodes: Optional[int] = None, gpus: Optional[int
         gpu, said = gpu_profile.resolve(data["gpu"], where, read_mapping)
         data = {**data, "gpu": gpu}
     spec = validate(ClusterSpec, data, where)
-    for line in [said] + gpu_profile.link_warnings(spec, where):  # after the validation: a bad file is one line
-        gpu_profile.warn(line)
+    for line in [said] + gpu_profile.link_warnings(spec):  # after the validation: a bad file is one line
+        gpu_profile.warn(where, line)
     return resize_cluster(spec, nodes, gpus)
 
 

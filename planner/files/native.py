@@ -238,11 +238,11 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     spec = _need_model(model, path, "DeepSpeed")
     read.notes.extend(persistence.apply(cfg, path, spec))  # the share of weights kept whole, from the model
     pp, cp = dsc.ds_pipeline(cfg, path), dsc.ds_sequence_parallel(cfg, path)
-    world, named = dsc.ds_world(cfg, path, pp * cp), _need_cluster(cluster, path, "DeepSpeed")
-    clus = _sized_cluster(named, nodes, world, path,
+    world, given = dsc.ds_world(cfg, path, pp * cp), _load_cluster(_need_cluster(cluster, path, "DeepSpeed"))
+    clus = _sized_cluster(given, nodes, world, path,
                           "train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps", notes)
     if nodes is None and world is not None:  # the batch keys sized the cluster: said
-        read.assumed.append(dsc.ds_world_note(cfg, path, pp * cp, clus, _load_cluster(named)))
+        read.assumed.append(dsc.ds_world_note(cfg, path, pp * cp, clus, given))
     zero = dsc.ds_zero(cfg, path, pp)
     if clus.num_gpus % (pp * cp):
         raise UserError(f"{path}: pipeline.stages*sequence_parallel_size={pp}*{cp} does not divide the "

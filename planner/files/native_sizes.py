@@ -18,6 +18,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files import loading
+from planner.files.said import heard_notes, note  # noqa: F401  (re-exported: the readers' warning lines)
 from planner.files.safe_read import read_text
 from planner.files.shell_sbatch import fewest_nodes, nodes_note, sbatch_options
 
@@ -99,36 +100,13 @@ def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
     return spec
 
 
-_LISTENERS: list[list[str]] = []  # heard_notes blocks open now, innermost last
-
-
-def note(where: str, message: str) -> None:
-    """One warning line on stderr: something read and not priced, or a command-line override (also kept for
-    every heard_notes block around the call, for --json)."""
-    print(f"parplan: warning: {where}: {message}", file=sys.stderr)
-    for heard in _LISTENERS:
-        heard.append(f"{where}: {message}")
-
-
-@contextmanager
-def heard_notes():
-    """The `note` lines said while the block runs, as 'where: message' (they still reach stderr): check --json
-    puts them under "warnings", where a script reading the document finds them."""
-    heard: list[str] = []
-    _LISTENERS.append(heard)
-    try:
-        yield heard
-    finally:
-        _LISTENERS.remove(heard)
-
-
 def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Path, keys: str,
                    notes: Optional[ReadNotes] = None) -> ClusterSpec:
     """The cluster sized by --nodes, else by the GPU count the config implies, else (with `notes`, which
     records the assumption) the cluster as given, else an error."""
+    base = _load_cluster(cluster)  # loaded once: a cluster file's warnings are said once
     if nodes is not None:
-        return _load_cluster(cluster, nodes)
-    base = _load_cluster(cluster)
+        return _load_cluster(base, nodes)
     if world is None and notes is not None:
         notes.assumed.append(f"the config does not fix the GPU count (it would with {keys}): {base.num_nodes} "
                              f"node(s) of {base.name}, {base.num_gpus} GPUs, assumed; set --nodes")
@@ -139,8 +117,8 @@ def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Pa
         raise UserError(f"{path}: the config implies {world} GPUs, not whole {base.gpus_per_node}-GPU nodes of "
                         f"{base.name!r}; give --nodes")
     if world < base.gpus_per_node:
-        return _load_cluster(cluster, gpus=world)
-    return _load_cluster(cluster, world // base.gpus_per_node)
+        return _load_cluster(base, gpus=world)
+    return _load_cluster(base, world // base.gpus_per_node)
 
 
 def _train(data: dict, where: str) -> TrainSpec:

@@ -32,7 +32,7 @@ from costmodels.layout import MAX_DEGREE
 from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
-from costmodels.uncertainty import sharding_class, uncertainty
+from costmodels.uncertainty import band_gpu, sharding_class, uncertainty
 from planner.search import cpsat
 from planner.search.costing import Coster, first_objective
 from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
@@ -345,7 +345,7 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
     ranked = next((p for p in result.plans if p.uncertainty is not None and p.uncertainty.validated), None)
     if ranked is not None or not result.plans:
         return ranked
-    valid = validated_filter(train.stack_spec, cluster.num_gpus, cluster.gpu_profile.name, model.is_moe,
+    valid = validated_filter(train.stack_spec, cluster.num_gpus, band_gpu(cluster.gpu_profile), model.is_moe,
                              train.seq_len(model))
     both = valid if keep is None else (lambda cand: keep(cand) and valid(cand))
     if split_free(keep):
@@ -361,4 +361,6 @@ def best_validated(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, res
                    deadline=deadline, coster=result.coster, among=among)
     if again.stats.truncated:
         result.stats.cut_short("validated alternative")
-    return again.plans[0] if again.plans else None
+    # a validated regime's layout whose own estimate lies beyond the regime's runs (extrapolated: a slow network's
+    # exposed communication) is not an alternative the regime validates
+    return again.plans[0] if again.plans and again.plans[0].uncertainty.validated else None

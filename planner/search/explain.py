@@ -63,12 +63,14 @@ def why_winner(result: SearchResult) -> list[str]:
 def _batch_note(lay) -> list[str]:
     """One line when the global batch rules out data parallelism over every GPU (its sequences do not divide over
     them) and the winner pipelines or splits layers instead: a GB200 NVL72 rack's 72 GPUs with a batch of 512 won
-    pp=9 at 54% MFU where a batch of 576 runs dp=72 at 67%, and the reasons said only "binding constraint: time"."""
+    pp=9 at 51% MFU where a batch of 576 runs dp=72, and the reasons said only "binding constraint: time". The
+    batch named is the nearest multiple of the GPU count (the larger on a tie)."""
     world = lay.tp * lay.cp * lay.pp * lay.dp
     batch = lay.dp * lay.mbs * (lay.num_microbatches or 1)
     if batch % world == 0 or batch < world or (lay.tp == 1 and lay.pp == 1):  # fewer sequences than GPUs: moot
         return []
-    nearest = -(-batch // world) * world
+    below, above = batch // world * world, -(-batch // world) * world
+    nearest = below if batch - below < above - batch else above
     return [f"global batch {batch} is not a multiple of the {world} GPUs, so no layout runs data parallelism over "
             f"all of them (dp={world}); a batch of {nearest} would allow it"]
 

@@ -83,8 +83,16 @@ def amp_precision(cfg: dict, path: Path, fields: dict, lay: dict, notes: list[st
     per parameter, which bf16's 2 + 2 + 12 also counts) with bf16 matmuls, priced as bf16. torchtitan 0.3.0
     wraps every model in fully_shard, one rank or many (models/llama3/parallelize.py apply_fsdp_to_decoder:
     "with shard_degree=1 it is a no-op for the all-gather but still installs the MixedPrecisionPolicy"):
-    not for its launch lines. training.dtype "bfloat16" (0.2: the model built in bf16) needs no autocast."""
-    if lay.get("zero", 0) > 0 or _table(cfg, "training", path).get("dtype", "float32") == "bfloat16":
+    not for its launch lines. training.dtype "bfloat16" (0.2: the model built in bf16) needs no autocast. DDP over
+    more than one replica beside tp/pp/cp/ep is refused, as torchtitan refuses it."""
+    if lay.get("zero", 0) > 0:
+        return fields
+    rep = _table(cfg, "parallelism", path).get("data_parallel_replicate_degree", 1)
+    if isinstance(rep, int) and rep > 1 and max(lay.get(k, 1) for k in ("tp", "pp", "cp", "ep")) > 1:
+        raise UserError(f"{path}: data_parallel_replicate_degree={rep} without FSDP beside tensor, pipeline, context "
+                        "or expert parallelism: torchtitan 0.1-0.2 refuses to start (models/llama3/infra/parallelize.py"
+                        ": \"DDP has not supported > 1D parallelism\"); shard instead (data_parallel_shard_degree)")
+    if _table(cfg, "training", path).get("dtype", "float32") == "bfloat16":
         return fields
     if lay.get("tp", 1) == 1 and lay.get("pp", 1) == 1:
         if fields["precision"] == "bf16":

@@ -98,6 +98,9 @@ def refusal(plan: ExportPlan) -> None:
     if train.precision != "bf16":
         why.append(f"precision={train.precision}: torchtitan trains in bf16 mixed precision "
                    "(fp8 needs a float8 model converter chosen in code)")
+    if lay.recompute_num_layers is not None:
+        why.append(f"recompute_num_layers={lay.recompute_num_layers} ({lay.recompute_method}): parplan writes "
+                   "torchtitan's full or per-op recompute of every layer, not a share of them")
     if not train.flash:
         why.append("flash_attention=false: torchtitan runs fused attention only (PyTorch SDPA's flash/memory-"
                    "efficient kernels, FlexAttention or varlen per model) and has no setting for unfused attention")
