@@ -88,6 +88,8 @@ def user_errors(fn):
             if is_output_error(exc):  # stdout closed or full: planner.cli_main exits 141 or 4
                 raise OutputFailed(exc) from exc
             maybe_trace()
+            if exc.errno == errno.ENAMETOOLONG:  # a name given for a file (preset or path) the OS cannot look up
+                fail(f"{str(exc.filename)[:80]!r}...: a name too long for a file or preset", 2)
             fail(internal_error_text(exc), 3)
         except Exception as exc:  # a bug in parplan, not the user's input
             maybe_trace()
@@ -173,7 +175,7 @@ NODES_OPT = typer.Option(None, "--nodes", min=1, help="Number of nodes (override
 GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or part of one node).")
 GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
-PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16 or fp8.")
+PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 or tf32; default: the plan file's, else bf16.")
 TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the whole run (e.g. 15e12): "
                           "days, GPU-hours, energy, cost, checkpoint interval, goodput.")
 JSON_OPT = typer.Option(False, "--json", help="Print JSON (raw bytes and seconds) instead of tables.")

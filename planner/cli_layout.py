@@ -23,6 +23,7 @@ from planner.files import check_overrides as co
 from planner.frameworks.deepspeed.auto import ReadNotes
 from planner.files.native import config_kind, is_native, load_native
 from planner.files.native_sizes import heard_notes
+from planner.search.explain import short_layout
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
@@ -68,8 +69,12 @@ def estimate_cmd(
     note_unused_tp_overlap(train, result.layout)
     title = (f"{prob.model.name} on {prob.cluster.num_gpus} x {prob.cluster.gpu_profile.name}, batch "
              f"{train.global_batch_size} x {train.seq_len(prob.model)}, stack {train.stack_spec.name}")
+    defaulted = [] if layout is not None or prob.layout is not None else [
+        f"no --layout given: plain data parallelism over every GPU is priced ({short_layout(result)}); "
+        "`parplan plan` searches for the fastest layout that fits"]
     show(result, as_json, title, chosen, whole_run_of(result, prob.model, prob.cluster, train, run),
-         warnings=fws.unrunnable(train, result.layout, moe=prob.model.is_moe), noted=list(prob.model_notes) + heard)
+         warnings=defaulted + fws.unrunnable(train, result.layout, moe=prob.model.is_moe),
+         noted=list(prob.model_notes) + heard)
 
 
 MICRO_OPT = typer.Option(None, "--micro-batch", min=1, help="Micro-batch per GPU (a DeepSpeed JSON's "

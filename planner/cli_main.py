@@ -75,7 +75,7 @@ def error_line(text: str, code: int) -> None:
     try:
         sys.stderr.write(f"parplan: error: {text}\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: started with stderr closed (None)
         pass
     json_error(text, code)
 
@@ -88,7 +88,7 @@ def json_error(text: str, code: int) -> None:
     try:
         sys.stdout.write(json.dumps({"error": text, "exit_code": code}) + "\n")
         sys.stdout.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
 
 
@@ -154,6 +154,11 @@ class ParplanGroup(TyperGroup):
         STATE["json"] = "--json" in argv[:argv.index("--") if "--" in argv else len(argv)]
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        if sys.stdout is None:  # started with stdout closed (`>&-`): no answer can be written; `check` exited 1
+            error_line("could not write the output: stdout is closed", OUTPUT_FAILED_EXIT)
+            sys.exit(OUTPUT_FAILED_EXIT)
+        if sys.stderr is None:  # started with stderr closed: warnings and errors go nowhere, answers still out
+            sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives until exit
         sys.exit(self._run(argv, prog_name, complete_var, **extra))
 
     def _run(self, argv: list[str], prog_name, complete_var, **extra) -> int:

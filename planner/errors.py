@@ -12,6 +12,13 @@ class UserError(Exception):
     """Bad input from the user: the CLI prints the message and exits 2, never a traceback."""
 
 
+class OutputNotWritten(UserError):
+    """A file the command was asked to write could not be written (full disk, quota, I/O error) after every check
+    on its path passed: one line, exit 4, as for stdout (README: 4 the output could not be written)."""
+
+    exit_code = 4
+
+
 def _loc(loc: tuple) -> str:
     return ".".join(_part(p) for p in loc if not isinstance(p, str) or not p.startswith("function-"))
 

@@ -400,3 +400,12 @@ def test_hardware_json():
     assert [c["name"] for c in data["clusters"]] == hp.list_clusters()
     h100 = next(c for c in data["clusters"] if c["name"] == "dgx-h100")
     assert h100["gpu"]["name"] == "h100-sxm" and h100["gpus_per_node"] == 8
+
+
+def test_estimate_without_a_layout_says_what_it_priced():
+    """`estimate llama3-70b` with no --layout priced plain data parallelism over 64 GPUs (1.3 TiB a GPU) without a
+    word; it is now a warning, on stderr and in --json."""
+    res = runner.invoke(app, ["estimate", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--json"])
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any(w.startswith("no --layout given: plain data parallelism over every GPU is priced (tp=1 pp=1 dp=64")
+               for w in warnings)

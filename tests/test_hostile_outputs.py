@@ -373,3 +373,36 @@ def test_a_full_disk_exits_4_in_one_line(args):
     lines = err.decode().strip().splitlines()
     assert proc.returncode == 4 and len(lines) == 1, err[-2000:]
     assert lines[0].startswith("parplan: error: could not write the output") and "No space left" in lines[0]
+
+
+@pytest.mark.parametrize("args", [["models", "--json"], ["models"]])
+def test_a_closed_stdout_exits_4_in_one_line(args):
+    """Started with stdout closed (`parplan check plan.json --json >&-`): exit 4 and one line. `check --json` had
+    exited 1, its "does not fit" code, for a plan that fits, after a traceback."""
+    proc = _cli(args, None, preexec_fn=lambda: os.close(1))
+    _, err = proc.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 4 and lines == ["parplan: error: could not write the output: stdout is closed"], err
+
+
+def test_a_name_too_long_for_a_file_is_bad_input():
+    """A 300-character model name: the OS refuses to look it up (ENAMETOOLONG); it was an internal error, exit 3."""
+    res = CliRunner().invoke(app, ["estimate", "b" * 300, "--cluster", "dgx-h100"])
+    assert res.exit_code == 2 and "a name too long for a file or preset" in res.stderr
+
+
+def test_a_file_the_disk_cannot_hold_exits_4(tmp_path, monkeypatch):
+    """--save on a full disk (ENOSPC while staging the file) exits 4, the output-failure code, not 2 (bad input):
+    every check on the path had passed."""
+    import errno  # noqa: PLC0415
+
+    from planner.files import guarded_write  # noqa: PLC0415
+
+    def full(target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(guarded_write, "_stage", full)
+    res = CliRunner().invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--save",
+                                   str(tmp_path / "p.json")])
+    assert res.exit_code == 4 and "No space left on device (nothing was written)" in res.stderr
+    assert not (tmp_path / "p.json").exists()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from planner.errors import UserError
+from planner.errors import OutputNotWritten, UserError
 from planner.safetext import visible
 
 
@@ -146,7 +146,8 @@ def write_all(targets: Sequence[Target], force: bool, creates: Sequence[Path] = 
         for tmp, current in zip(staged, targets):
             _publish(tmp, current.path, force)
     except OSError as err:
-        raise UserError(f"{current.option}: cannot write {_q(current.path)}: {err.strerror or err}") from None
+        raise OutputNotWritten(f"{current.option}: cannot write {_q(current.path)}: {err.strerror or err} (nothing was "
+                               "written)") from None
     finally:
         for tmp in staged:
             Path(tmp).unlink(missing_ok=True)
