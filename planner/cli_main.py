@@ -33,6 +33,7 @@ from planner.cli_registry import COMMANDS, build_command, listing_command
 from planner.cli_usage import check_numbers, see_help, suggest, usage_line
 
 OUTPUT_FAILED_EXIT = 4  # stdout could not be written (full disk, quota, file too large)
+INTERRUPTED_EXIT = 130  # Ctrl-C, as shells report a process ended by SIGINT
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: the reader went away (`| head`)
 INTERNAL_ERROR_EXIT = 3  # a bug in parplan (docs/design.md section 5)
 OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -179,6 +180,9 @@ class ParplanGroup(TyperGroup):
             return exc.exit_code
         except OutputFailed as exc:
             return output_failed(exc.error)
+        except KeyboardInterrupt:  # Ctrl-C while a command's module loads, before Click's own handling
+            error_line("interrupted", INTERRUPTED_EXIT)
+            return INTERRUPTED_EXIT
         except Exception as exc:  # an ImportError of a half-edited module, a bug outside user_errors
             return output_failed(exc) if is_output_error(exc) else internal_error(exc)
         return code if isinstance(code, int) else 0

@@ -406,3 +406,17 @@ def test_a_file_the_disk_cannot_hold_exits_4(tmp_path, monkeypatch):
                                    str(tmp_path / "p.json")])
     assert res.exit_code == 4 and "No space left on device (nothing was written)" in res.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_ctrl_c_while_a_command_loads_exits_130_in_one_line(monkeypatch):
+    """Ctrl-C during the lazy import of a command's module printed a 41-line KeyboardInterrupt traceback."""
+    from planner import cli_main  # noqa: PLC0415
+
+    CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100"])  # a command already loaded once
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "build_command", interrupted)
+    res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100"])
+    assert res.exit_code == 130 and res.stderr.strip() == "parplan: error: interrupted"
