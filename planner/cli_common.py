@@ -203,10 +203,15 @@ def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False
         print_whole_run(whole, out)
 
 
-def report_export(result) -> None:
+def report_export(result) -> list[str]:
+    """What an export wrote, left out and forced, on stderr; the left-out and forced lines returned (for --json's
+    "warnings")."""
     for path in result.written:
         err.print(plain(f"wrote {path}"), highlight=False, soft_wrap=True)
-    for name, reason in result.refused.items():
-        err.print(plain(f"note: {name} not written: {reason}"), highlight=False, soft_wrap=True)
-    for name, reason in getattr(result, "forced", {}).items():
-        err.print(plain(f"warning: {name} written with --force: {reason}"), highlight=False, soft_wrap=True)
+    said = [f"{name} not written: {reason}" for name, reason in result.refused.items()]
+    for line in said:
+        err.print(plain(f"note: {line}"), highlight=False, soft_wrap=True)
+    forced = [f"{name} written with --force: {reason}" for name, reason in getattr(result, "forced", {}).items()]
+    for line in forced:
+        err.print(plain(f"warning: {line}"), highlight=False, soft_wrap=True)
+    return said + forced

@@ -81,14 +81,15 @@ def plan_cmd(
             for line in fws.unrunnable(train, result.plans[0].layout, moe=prob.model.is_moe):
                 err.print(plain(f"warning: the winner: {line} (add --framework {train.stack_spec.framework} to "
                                 "search only its layouts)"), highlight=False, soft_wrap=True)
+    exported: list[str] = []  # the export's left-out and forced formats, for --json's "warnings"
     if result.plans and outputs.wanted:  # the plan document serves the files alone
         doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)
-        report_export(outputs.write(doc, fmt, tokens, run))
+        exported = report_export(outputs.write(doc, fmt, tokens, run))
     whole = whole_run_of(result.plans[0] if result.plans else None, prob.model, prob.cluster, train, run)
     if as_json:
         print_json({**plan_json(result, reasons, alternative), "framework": opts.framework, "runs_on": runs_on,
                      "whole_run": whole.model_dump(mode="json") if whole else None,
-                     "warnings": list(prob.model_notes) + heard + cut_short_warning(result)})
+                     "warnings": list(prob.model_notes) + heard + cut_short_warning(result) + exported})
     else:
         print_plan(result, reasons, out, f"{prob.model.name} on {prob.cluster.num_gpus} x "
                    f"{prob.cluster.gpu_profile.name}, global batch {train.global_batch_size} x "

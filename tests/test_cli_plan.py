@@ -112,3 +112,10 @@ def test_a_winner_not_proven_optimal_is_a_json_warning():
     doc = json.loads(res.stdout)
     assert doc["status"] == "feasible"
     assert any("not proven optimal" in w for w in doc["warnings"])
+
+
+def test_an_export_format_left_out_is_a_json_warning(tmp_path):
+    """plan --export --json: a format not written (it does not fit under its own stack) was said on stderr only."""
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "64",
+                              "--json", "--export", str(tmp_path / "out")])
+    assert any(w.startswith("deepspeed not written: ") for w in json.loads(res.stdout)["warnings"])
