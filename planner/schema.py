@@ -2,7 +2,8 @@
 
 `parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
 TrainSpec, Stack (`--stack-file`), Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
-Estimate (`estimate --json`; EstimateOutput with `--tokens`), PlanOutput (`plan --json`), RunSpec
+Estimate (`estimate --json`; EstimateOutput with `--tokens`), CheckOutput (`check --json`), PlanOutput
+(`plan --json`), RunSpec
 and WholeRun (the whole run, costmodels.whole_run). It is generated from the Pydantic
 models, so it cannot drift from what the loaders accept.
 """
@@ -70,20 +71,34 @@ class PlanOutput(BaseModel):
                                      "capability tables accept plans[i] (hardware_profiles/frameworks).")
     whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the winner's whole run (days, "
                                           "GPU-hours, energy, cost, checkpoint interval, goodput); null otherwise.")
-    warnings: list[str] = Field(default_factory=list, description="What the inputs hold that is not priced: the "
-                                "Hugging Face config reader's notes, each 'WHERE: LINE' (also on stderr).")
+    warnings: list[str] = Field(default_factory=list, description="Also on stderr: what the inputs hold that is not "
+                                "priced (the Hugging Face config reader's notes, each 'WHERE: LINE'), a cluster "
+                                "file's likely slips, a winner the time limit left unproven, and the export formats "
+                                "left out or forced.")
 
 
 class EstimateOutput(Estimate):
     """`estimate --json`: one Estimate, with `whole_run` when --tokens is given."""
 
     whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the whole run of this layout.")
-    warnings: list[str] = Field(default_factory=list, description="The Hugging Face config reader's notes, then "
-                                "a layout the stack's framework cannot run (also on stderr).")
+    warnings: list[str] = Field(default_factory=list, description="Also on stderr: the Hugging Face config reader's "
+                                "notes and a cluster file's likely slips, then a layout priced by default or one the "
+                                "stack's framework cannot run.")
+
+
+class CheckOutput(EstimateOutput):
+    """`check --json`: the estimate of the configuration as read, with what the reading assumed and noted."""
+
+    assumed: list[str] = Field(default_factory=list, description="Every default taken where the configuration "
+                               "says nothing (a DeepSpeed \"auto\" value, a sequence length, the GPU count).")
+    notes: list[str] = Field(default_factory=list, description="What the configuration sets and how it was priced, "
+                             "or that it is not priced.")
+    read: dict = Field(default_factory=dict, description="What was read: the model, cluster and training settings "
+                       "priced.")
 
 
 MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput, EstimateOutput,
-          RunSpec, WholeRun]
+          CheckOutput, RunSpec, WholeRun]
 
 
 def json_schema() -> dict:

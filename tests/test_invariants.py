@@ -56,6 +56,12 @@ def test_cli_json_validates():
     _validate(json.loads(est.stdout), "EstimateOutput")
     plan = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "16", "--json"])
     _validate(json.loads(plan.stdout), "PlanOutput")
+    saved = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+    check = runner.invoke(app, ["check", str(saved), "--json"])  # with assumed, notes and read: CheckOutput
+    _validate(json.loads(check.stdout), "CheckOutput")
+    script = Path(__file__).resolve().parent / "data" / "configs" / "mlm_llama3_8b_fp8.sh"
+    _validate(json.loads(runner.invoke(app, ["check", str(script), "--cluster", "dgx-h100", "--json"]).stdout),
+              "CheckOutput")
 
 
 # ---- random problems -------------------------------------------------------------------------------
