@@ -157,3 +157,15 @@ def test_titan_split_matches_torchtitan():
     assert titan_split(4, 32, 0, 0) == [8, 8, 8, 8]
     assert titan_split(6, 80, 1, 1) == [13, 14, 14, 14, 13, 12]
     assert titan_split(8, 126, 1, 1) == [15, 16, 16, 16, 16, 16, 16, 15]
+
+
+def test_a_plan_file_renamed_without_its_suffix_is_still_a_plan(tmp_path):
+    """`check plan_noext`: the plan --save writes, renamed without .json, was read as a DeepSpeed config (exit 2)."""
+    from planner.files.native import is_native  # noqa: PLC0415
+
+    saved = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+    renamed = tmp_path / "plan_noext"
+    renamed.write_text(saved.read_text())
+    script = tmp_path / "run"
+    script.write_text("torchrun pretrain_gpt.py --num-layers 2\n")
+    assert not is_native(renamed) and is_native(script)

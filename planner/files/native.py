@@ -107,7 +107,21 @@ def is_native(path: Path) -> bool:
         except UserError:
             return False
         return bool(keys & DS_TOP_KEYS) and not keys & loading.PLAN_KEYS
-    return True
+    return not (suffix == "" and _plan_json(path))  # `plan --save` output renamed without its .json: still a plan
+
+
+def _plan_json(path: Path) -> bool:
+    """A file without a suffix that opens as a JSON mapping with a plan file's model, cluster and train."""
+    try:
+        text = path.read_text(errors="replace")[:200_000] if path.is_file() else ""
+    except OSError:
+        return False
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        return {"model", "cluster", "train"} <= set(loading.read_mapping(path))
+    except UserError:
+        return False
 
 
 def _yaml_file(path: Path) -> bool:
