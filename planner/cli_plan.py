@@ -69,6 +69,9 @@ def plan_cmd(
     outputs = PlanOutputs(save, export_dir, report, force)
     outputs.precheck()  # before the search: a refused path costs nothing
     fw = fws.load(opts.framework)
+    if fmt is not None and export_dir is None:  # said first: a script expecting files learns why there are none
+        err.print(plain(f"warning: --format {fmt[:20]} without --export writes nothing; add --export DIR"),
+                  highlight=False, soft_wrap=True)
     fmt = fws.export_format(fw, fmt, "all")
     any_mode = plan_any_mode(fw, opts, prob.train)
     if any_mode:  # --framework any: each framework's layouts, priced with its own stack

@@ -119,3 +119,8 @@ def test_an_export_format_left_out_is_a_json_warning(tmp_path):
     res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "64",
                               "--json", "--export", str(tmp_path / "out")])
     assert any(w.startswith("deepspeed not written: ") for w in json.loads(res.stdout)["warnings"])
+
+
+def test_format_without_export_is_warned_of():
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--format", "megatron"])
+    assert "warning: --format megatron without --export writes nothing" in res.stderr
