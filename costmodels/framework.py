@@ -111,7 +111,8 @@ def runs(fw: FrameworkCaps, lay: Any, precision: str = "bf16", optimizer: str = 
         return False
     if (lay.tp > 1 and not fw.tp) or (lay.ep > 1 and not fw.ep) or (lay.etp > 1 and not fw.etp):
         return False
-    if moe and fw.etp_rule != "free" and lay.etp != _etp_wanted(fw, lay, moe):
+    want = _etp_wanted(fw, lay, moe)
+    if want is not None and lay.etp != want:
         return False
     if lay.cp > 1 and (not fw.cp_comm or lay.cp_comm not in fw.cp_comm or (lay.pp > 1 and not fw.pp_with_cp)):
         return False

@@ -22,7 +22,7 @@ from planner.exporters import run_export
 from planner.files import check_overrides as co
 from planner.frameworks.deepspeed.auto import ReadNotes
 from planner.files.native import config_kind, is_native, load_native
-from planner.files.native_sizes import heard_notes
+from planner.files.said import heard_notes
 from planner.search.explain import short_layout
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic

@@ -252,8 +252,7 @@ def prefixed(cfg: dict) -> dict:
     fsdp = cfg.get("fsdp_config")
     if not isinstance(fsdp, dict):
         return cfg
-    named = {(k if str(k).startswith("fsdp") else f"fsdp_{k}"): v for k, v in fsdp.items()
-             if not str(k).startswith("fsdp")}
+    named = {f"fsdp_{k}": v for k, v in fsdp.items() if not str(k).startswith("fsdp")}
     return {**cfg, "fsdp_config": {**named, **{k: v for k, v in fsdp.items() if str(k).startswith("fsdp")}}}
 
 

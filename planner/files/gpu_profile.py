@@ -17,11 +17,11 @@ from typing import Any
 
 import hardware_profiles as hp
 from planner.errors import UserError
+from planner.files.safe_read import SPEC_SUFFIXES
 from planner.files.said import note
 
 GENERATION_REF = {"volta": "v100-sxm3-32gb", "ampere": "a100-80gb", "hopper": "h100-sxm", "blackwell": "b200",
                   "blackwell-ultra": "b300", "cdna3": "mi300x", "cdna4": "mi355x"}
-SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def resolve(gpu: Any, where: str, read_mapping) -> tuple[Any, str]:

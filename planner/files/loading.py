@@ -23,7 +23,8 @@ from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError, describe_validation_error
-from planner.files.safe_read import MAX_FILE_BYTES, key_text, parse_mapping, read_text  # noqa: F401  (MAX_FILE_BYTES re-exported)
+from planner.files.safe_read import (MAX_FILE_BYTES, SPEC_SUFFIXES, key_text, parse_mapping,  # noqa: F401
+                                     read_text)  # (MAX_FILE_BYTES and SPEC_SUFFIXES re-exported)
 
 PLAN_KEYS = {"model", "cluster", "train", "layout"}
 PLAN_EXTRA_KEYS = {"parplan_version", "estimate", "search", "alternatives", "reasons"}
@@ -71,7 +72,6 @@ def _preset(loader: Callable[[str], T], name: str) -> T:
         raise UserError(str(err)) from None
 
 
-SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def _is_preset_name(arg: str, presets: list[str]) -> bool:

@@ -112,11 +112,13 @@ def is_native(path: Path) -> bool:
 
 def _plan_json(path: Path) -> bool:
     """A file without a suffix that opens as a JSON mapping with a plan file's model, cluster and train."""
-    try:
-        text = path.read_text(errors="replace")[:200_000] if path.is_file() else ""
-    except OSError:
+    if not path.is_file():
         return False
-    if not text.lstrip().startswith("{"):
+    try:
+        with open(path, "rb") as head:
+            if not head.read(4096).lstrip().startswith(b"{"):  # not JSON: a script, read once by its reader
+                return False
+    except OSError:
         return False
     try:
         return {"model", "cluster", "train"} <= set(loading.read_mapping(path))

@@ -37,6 +37,7 @@ MAX_ITEMS = 10_000  # per list or mapping
 MAX_PURE_YAML_CHARS = 2**20
 MAX_INT_DIGITS = 18
 MAX_KEY_SHOWN = 40
+SPEC_SUFFIXES = (".json", ".yaml", ".yml")  # a spec file's suffixes (a name without one is a preset's)
 
 
 class _BigInt(str):
