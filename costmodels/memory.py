@@ -252,13 +252,35 @@ def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage:
 
 
 def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:
-    """The optimizer step's temporaries: the stack's bytes per parameter this GPU updates."""
+    """The optimizer step's temporaries: the stack's bytes per parameter this GPU updates, plus a ZeRO
+    optimizer's fp32 gradient cast (grad_cast_bytes)."""
     per = train.stack_spec.memory.optimizer_temp_bytes
+    cast = grad_cast_bytes(train, lay, local, edp)
     if per == 0:
-        return 0.0
+        return cast
     if memory_zero(lay) == 0:  # every rank updates every parameter
-        return per * local.total
-    return per * (local.dense / lay.dense_shards + local.expert / edp)
+        return per * local.total + cast
+    return per * (local.dense / lay.dense_shards + local.expert / edp) + cast
+
+
+def grad_cast_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:
+    """Bytes a ZeRO step allocates to cast one optimizer group's gradient partition to fp32 (the stack's
+    grad_cast_bytes per parameter: DeepSpeed's flat 16-bit copy and its fp32 cast, 2 + 4). Groups step one
+    after another, so the largest sets the peak: the dense partition or the experts' (DeepSpeed keeps MoE
+    parameters in groups of their own), at ZeRO-3 at most one sub-group (zero_sub_group_mparams). ZeRO-1
+    frees the gradients outside the partition first (stage_1_and_2.py step, free_grad_in_param_list), which
+    the cast reuses. Sources: deepspeed 0.15.3 runtime/zero/stage_1_and_2.py step, stage3.py
+    _prepare_fp32_grad_for_sub_group and _create_fp16_sub_groups. Exact per call; summed over parts of
+    a stage (stage_linear) it can only overstate."""
+    per, zero = train.stack_spec.memory.grad_cast_bytes, memory_zero(lay)
+    if per == 0 or zero == 0 or train.offload_optimizer != "none":
+        return 0.0
+    dense, expert = local.dense / lay.dense_shards, local.expert / edp
+    group = max(dense, expert)
+    if zero >= 3:
+        group = min(group, train.zero_sub_group_mparams * 1e6)
+    freed = train.grad_bytes_per_param * (local.total - dense - expert) if zero == 1 else 0.0
+    return max(per * group - freed, 0.0)
 
 
 def fp8_weight_cache(train: TrainSpec, lay: Layout, local: ParamCount) -> float:

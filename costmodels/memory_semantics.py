@@ -114,6 +114,12 @@ class MemorySemantics(BaseModel):
                                        "Megatron-Core's TEGroupedMLP weights the activation by the routing "
                                        "probability as a separate multiply, which keeps the activation output "
                                        "while fc2 keeps the product (3).")
+    grad_cast_bytes: float = Field(0.0, ge=0, le=16, description="Bytes per parameter of one optimizer group's "
+                                   "gradient partition that a ZeRO step (stages 1-3) allocates beside the states: "
+                                   "DeepSpeed flattens the group's 16-bit gradient views into one copy (2) and "
+                                   "casts it to fp32 (4) before the update, 6 at the cast (deepspeed 0.15.3 "
+                                   "runtime/zero/stage_1_and_2.py step, stage3.py _prepare_fp32_grad_for_sub_group); "
+                                   "none with the optimizer offloaded. Megatron and torch optimizers: 0.")
     zero3_unit_bytes: float = Field(6.0, ge=0, le=64, description="Bytes per parameter of one ZeRO-3 unit "
                                     "held unsharded at the peak, current and prefetched units together "
                                     "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")

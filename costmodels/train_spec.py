@@ -121,6 +121,11 @@ class TrainSpec(BaseModel):
         "none", description="Where ZeRO-3 parameter shards live between uses: none = GPU; cpu / nvme = "
         "DeepSpeed ZeRO-Infinity offload_param.device (needs zero=3).")
 
+    zero_sub_group_mparams: float = Field(
+        1000.0, gt=0, le=1e9, description="Millions of elements per ZeRO-3 optimizer sub-group, stepped one after "
+        "another (DeepSpeed zero_optimization.sub_group_size, default 1e9 = 1000): bounds the fp32 gradient cast of "
+        "the stack's grad_cast_bytes.")
+
     fp8_param_gather: bool = Field(
         False, description="With precision fp8: the model keeps its weights as FP8 (1 byte) and gathers them in FP8 "
         "(Megatron --fp8-param-gather; the fp32 master copy stays in the optimizer).")

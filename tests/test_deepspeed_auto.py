@@ -215,7 +215,13 @@ def test_gpu_count_assumed_and_said_only_when_notes_are_kept():
 def test_unpriced_deepspeed_keys_are_named():
     _, notes = _read("ds_fastchat_s3.json")
     line = next(n for n in notes.notes if n.startswith("read but not priced"))
-    assert "stage3_max_live_parameters=1000000000.0" in line and "sub_group_size=1000000000000.0" in line
+    assert "stage3_max_live_parameters=1000000000.0" in line and "sub_group_size" not in line
+
+
+def test_sub_group_size_is_read():
+    """zero_optimization.sub_group_size bounds ZeRO-3's fp32 gradient cast (priced, so not named as unpriced)."""
+    prob, _ = _read("ds_fastchat_s3.json")
+    assert prob.train.zero_sub_group_mparams == 1e6
 
 
 def test_recompute_option_for_gradient_checkpointing():

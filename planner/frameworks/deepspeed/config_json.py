@@ -106,6 +106,18 @@ def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
     return out
 
 
+def ds_sub_group(cfg: dict, path: Path) -> dict:
+    """TrainSpec.zero_sub_group_mparams of zero_optimization.sub_group_size (elements per ZeRO-3 optimizer
+    sub-group; DeepSpeed's default 1e9 when absent: runtime/zero/config.py)."""
+    value = _ds_section(cfg, "zero_optimization", path).get("sub_group_size")
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 1e15:
+        raise UserError(f"{path}: zero_optimization.sub_group_size={short(value)} must be a number of elements "
+                        "from 1 to 1e15")
+    return {"zero_sub_group_mparams": float(value) / 1e6}
+
+
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
     """(micro, GAS, train_batch_size) from any two of them; the third must agree exactly."""
     micro = _ds_int(cfg, "train_micro_batch_size_per_gpu", path, minimum=1)
@@ -243,7 +255,7 @@ def ds_world_note(cfg: dict, path: Path, pp: int, sized, preset) -> Optional[str
 # flight).
 DS_UNPRICED = ("zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
                "zero_optimization.zero_quantized_nontrainable_weights", "zero_optimization.stage3_max_live_parameters",
-               "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.sub_group_size",
+               "zero_optimization.stage3_prefetch_bucket_size",
                "zero_optimization.offload_optimizer.super_offload",
                "activation_checkpointing.partition_activations", "activation_checkpointing.cpu_checkpointing",
                "data_types.grad_accum_dtype", "communication_data_type")
