@@ -50,3 +50,29 @@ def test_parplan_script_is_read_by_the_framework_reader(tmp_path: Path):
     lay, train = prob.layout, prob.train
     assert (prob.cluster.num_gpus, lay.tp, lay.mbs, lay.recompute) == (8, 8, 1, "selective")
     assert (train.seq_length, train.stack_spec.name, train.fused_loss) == (4096, "torchtitan", True)
+
+
+MOE_LINE = ("torchrun --nproc_per_node 8 -m torchtitan.train --module qwen3 --config {config} "
+            "--parallelism.expert_parallel_degree {ep} {flags}\n")
+
+
+def test_expert_parallelism_with_cuda_graphs_is_refused_as_torchtitan_does():
+    """torchtitan 0.3.0 Trainer.Config._validate_cuda_graphs raises at config time for ep > 1 with the graphs on
+    unless the dispatcher never syncs with the host (the _hybridep / _minimal_async_ep presets); the qwen3
+    presets dispatch with the all-to-all."""
+    import pytest
+
+    from planner.errors import UserError
+    with pytest.raises(UserError, match="disable_cuda_graphs"):
+        config_cli.cli_config(MOE_LINE.format(config="qwen3_30b_a3b", ep=8, flags=""), Path("x"), [])
+    for ok in (MOE_LINE.format(config="qwen3_30b_a3b", ep=8, flags="--training.disable_cuda_graphs"),
+               MOE_LINE.format(config="qwen3_30b_a3b", ep=1, flags=""),
+               MOE_LINE.format(config="deepseek_v3_16b_hybridep", ep=8, flags="")):
+        config_cli.cli_config(ok, Path("x"), [])
+
+
+def test_the_cuda_graph_note_does_not_mention_expert_parallelism_on_a_dense_model(tmp_path: Path):
+    notes = ReadNotes()
+    _read(tmp_path, LINE.format(ac="").replace(" --training.disable_cuda_graphs", ""), notes=notes)
+    graph = [n for n in notes.notes if "CUDA graph" in n]
+    assert graph and not any("expert" in n for n in graph)

@@ -145,7 +145,7 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
         cfg.setdefault(section, {}).update(values)
     cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
     apply_flags(cfg, flags, path, notes)
-    graphs_on(cfg, path)  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
+    graphs_on(cfg, path, name)  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
     return cfg, _per_node(words, env, path)
 
 
@@ -170,19 +170,26 @@ def apply_flags(cfg: dict, flags: list[tuple[str, object]], path: Path, notes: l
 def cuda_graphs(cfg: dict, path: Path, notes: list[str]) -> None:
     """torchtitan 0.3.0 captures the whole forward-backward in a CUDA graph unless training.disable_cuda_graphs
     (default false; the deepseek_v3 presets set it): trainer.py wrap_with_cuda_graph. It refuses pipeline parallelism
-    with the graphs on (graphs_on); otherwise a note says what the graphs change that is not priced."""
-    if not graphs_on(cfg, path):
+    and expert parallelism with the graphs on (graphs_on, which cli_config ran); otherwise a note says what the
+    graphs change that is not priced."""
+    if cfg.get("training", {}).get("disable_cuda_graphs", False):
         return
     notes.append("training.disable_cuda_graphs is false (torchtitan 0.3.0's default): the step runs as one captured "
                  "CUDA graph, whose saved host launch time and static memory pool are not priced (the torchtitan "
-                 "stacks were fitted on eager runs); with expert parallelism torchtitan refuses it unless the token "
-                 "dispatcher never syncs with the host")
+                 "stacks were fitted on eager runs)")
 
 
-def graphs_on(cfg: dict, path: Path) -> bool:
-    """Whether the 0.3 step runs as a CUDA graph; a UserError where torchtitan refuses the config for it: pipeline
-    parallelism with the graphs on (Trainer.Config._validate_cuda_graphs, at config time: "CUDA graphs do not support
-    pipeline parallelism yet")."""
+# 0.3.0 presets whose MoE token dispatcher never syncs with the host (models/deepseek_v3/config_registry.py: HybridEP
+# with non_blocking_capacity_factor, MinimalAsyncEP); every other preset dispatches with the all-to-all ("standard").
+SYNC_FREE_DISPATCH = ("_hybridep", "_minimal_async_ep")
+
+
+def graphs_on(cfg: dict, path: Path, config_name: str = "") -> bool:
+    """Whether the 0.3 step runs as a CUDA graph; a UserError where torchtitan refuses the config for it
+    (Trainer.Config._validate_cuda_graphs, at config time): pipeline parallelism ("CUDA graphs do not support
+    pipeline parallelism yet"), and expert parallelism with a token dispatcher that syncs with the host, which the
+    presets' all-to-all does ("CUDA graphs support only expert parallel token dispatcher configurations without CPU
+    synchronization"; the _hybridep and _minimal_async_ep presets, or an override import, may choose another)."""
     disabled = cfg.get("training", {}).get("disable_cuda_graphs", False)
     if not isinstance(disabled, bool):
         raise UserError(f"{path}: training.disable_cuda_graphs={str(disabled)[:40]!r} must be true or false "
@@ -195,6 +202,13 @@ def graphs_on(cfg: dict, path: Path) -> bool:
         raise UserError(f"{path}: pipeline_parallel_degree > 1 with CUDA graphs on (torchtitan 0.3.0's default): "
                         "torchtitan refuses it (CUDA graphs do not support pipeline parallelism yet); add "
                         "--training.disable_cuda_graphs")
+    ep = par.get("expert_parallel_degree", 1) if isinstance(par, dict) else 1
+    overridden = bool(cfg.get("override", {}).get("imports")) if isinstance(cfg.get("override"), dict) else False
+    if isinstance(ep, int) and ep > 1 and not config_name.endswith(SYNC_FREE_DISPATCH) and not overridden:
+        raise UserError(f"{path}: expert_parallel_degree {ep} with CUDA graphs on (torchtitan 0.3.0's default): "
+                        "torchtitan refuses it for the all-to-all token dispatcher (CUDA graphs support only "
+                        "dispatchers without CPU synchronization); add --training.disable_cuda_graphs, or use a "
+                        "_hybridep / _minimal_async_ep config")
     return True
 
 
