@@ -161,3 +161,12 @@ def test_a_missing_sourced_file_is_not_the_script_under_its_own_prefix(tmp_path)
     assert any("not found beside the script" in w for w in sh.warnings)
     assert not any("nested" in w or "read 'c02b_missing_env.sh'" in w for w in sh.warnings)
     assert sh.scalars["TP"] == "2"
+
+
+@pytest.mark.parametrize("kind", ["yarn", "mrope"])
+def test_rope_variants_are_read_as_rope(tmp_path, kind):
+    """megatron-core 0.16 GPTModel takes position_embedding_type yarn and mrope (GPT-OSS and DeepSeek-V3 recipes run
+    yarn): rotary embeddings with other frequencies, priced as rope."""
+    text = _script("").replace("--position-embedding-type rope", f"--position-embedding-type {kind}")
+    prob = load_native(_write(tmp_path, text), None, "dgx-h100", None)
+    assert prob.model.position_embedding == "rope"

@@ -34,6 +34,9 @@ from planner.files.shellread import (
 
 NORM_BACK = {v: k for k, v in NORM.items()}
 POSITION_BACK = {v: k for k, v in POSITION.items()}
+# megatron-core 0.16 GPTModel position_embedding_type: yarn (GPT-OSS, DeepSeek-V3 recipes) and mrope (multimodal
+# sections) rotate q and k as rope does, with other frequencies: no weights, the same elementwise cost
+ROPE_VARIANTS = {"yarn": "rope", "mrope": "rope"}
 FSDP_BACK = {"no_shard": 0, "optim": 1, **{v: k for k, v in ZERO_FSDP.items()}}
 INT_FLAG = re.compile(r"[+-]?[0-9]{1,18}")
 # argparse nargs="+" (megatron/training/arguments.py; the load-balancing type is a list in TransformerConfig)
@@ -142,7 +145,7 @@ def model_data(a: MegatronArgs) -> dict:
             "vocab_size": vocab_size(a), "seq_length": seq_length(a),
             "activation": "swiglu" if a.has("--swiglu") or a.has("--quick-geglu") else "gelu",
             "norm": _norm(a),
-            "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, "alibi": "none"},
+            "position_embedding": choice(a, "--position-embedding-type", {**POSITION_BACK, **ROPE_VARIANTS, "alibi": "none"},
                                           "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
             "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
