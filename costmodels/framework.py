@@ -59,6 +59,9 @@ class FrameworkCaps(BaseModel):
                                   "(TrainSpec.ep_comm_overlap; Megatron-Core --overlap-moe-expert-parallel-comm, "
                                   "which asserts no full recompute and, with pp > 1, interleaved stages).")
     precisions: list[str] = Field(..., description="Training precisions (bf16, fp16, fp8).")
+    precision_why: str = Field("", description="Why another precision is refused, where the framework itself "
+                               "trains in it but parplan's files cannot say so (torchtitan's FP8 is a model "
+                               "converter chosen in code); empty = the framework does not train in it.")
     optimizers: list[str] = Field(..., description="Optimizers its launch files can name.")
     sources: list[str] = Field(..., min_length=1, description="Where each rule was read (file: function/field).")
 
@@ -163,7 +166,8 @@ def _choice_rules(fw: FrameworkCaps, lay: Any, precision: str, optimizer: str) -
          if lay.recompute not in fw.recompute else ""),
         (f"recompute_modules={':'.join(named_modules(lay))}: {name} cannot name the modules it recomputes"
          if named_modules(lay) and not fw.recompute_modules else ""),
-        f"precision={precision}: {name} trains in {', '.join(fw.precisions)}" if precision not in fw.precisions else "",
+        (f"precision={precision}: {fw.precision_why or name + ' trains in ' + ', '.join(fw.precisions)}"
+         if precision not in fw.precisions else ""),
         f"optimizer={optimizer}: {name}'s launch files name {', '.join(fw.optimizers)}"
         if optimizer not in fw.optimizers else "",
     ]

@@ -208,9 +208,14 @@ def framework_refusals(name: Optional[str], lay: Any, train: TrainSpec, *, moe: 
 def unrunnable(train: TrainSpec, lay, *, moe: bool) -> list[str]:
     """One warning when the stack's framework cannot run `lay` (estimate and check of a plan file price any
     layout with the stack given): which framework refuses it and why, and which frameworks run it."""
-    why = framework_refusals(train.stack_spec.framework, lay, train, moe=moe)
+    name = train.stack_spec.framework
+    why = framework_refusals(name, lay, train, moe=moe)
     if not why:
         return []
+    fw = hp.load_framework(name)
+    if fw.precision_why and why == [f"precision={train.precision}: {fw.precision_why}"]:  # runs, but not as exported
+        return [f"precision={train.precision}: {fw.precision_why}; these numbers price {name} running it, and "
+                "export cannot write it"]
     others = runners(lay, train, moe=moe)
     runs = f"it runs on {', '.join(others)}" if others else "no framework parplan knows runs it"
     return [f"{train.stack_spec.framework} (stack {train.stack_spec.name}) cannot run this layout ({'; '.join(why)}); "
