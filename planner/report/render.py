@@ -11,7 +11,7 @@ from costmodels.estimate import Estimate
 from costmodels.framework import FRAMEWORKS
 from costmodels.outputs import MemoryOut, UncertaintyOut
 from costmodels.uncertainty import MAX_MEAN_ERROR, MIN_ROWS, parse_regime
-from planner.search.explain import layout_text
+from planner.search.explain import inside_error, layout_text, memory_error_bytes
 from planner.report.fit import prose_soft_wrap
 from planner.safetext import plain, visible
 
@@ -169,19 +169,17 @@ def memory_verdict(e: Estimate) -> str:
     if u is None or not u.rows:
         return text + "; no held-out measured peaks behind this stack's device numbers"
     return text + (f"; held-out {u.kind} peaks: mean error {pct(u.mean)} (p90 {pct(u.p90)}, bias {pct(u.bias, True)}, "
-                   f"{u.rows} runs)") + _inside_error(mem, u)
+                   f"{u.rows} runs)") + _inside_error(mem)
 
 
-def _inside_error(mem: MemoryOut, u) -> str:
+def _inside_error(mem: MemoryOut) -> str:
     """A fit whose headroom is smaller than the held-out error of its peak (the mean |error|, or the bias when
     predictions run low) is said to be one: the plan's search stops at the budget, so its winners sit at the
     edge (0.1 GiB of 78.6 with device peaks predicted 9% low on held-out runs)."""
-    if mem.headroom_bytes < 0 or u.mean is None:
+    if not inside_error(mem):
         return ""
-    error = max(u.mean, -(u.bias or 0.0)) * mem.device_bytes
-    if mem.headroom_bytes >= error:
-        return ""
-    return (f"; the headroom is inside that error ({gib(error)} GiB at this peak): the run may not fit, so leave "
+    return (f"; the headroom is inside that error ({gib(memory_error_bytes(mem))} GiB at this peak): the run may "
+            "not fit, so leave "
             "room (a cluster file's memory_reserve_gib) or try it before a long job")
 
 

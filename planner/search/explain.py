@@ -57,7 +57,41 @@ def why_winner(result: SearchResult) -> list[str]:
                    f"(device budget {win.memory.device_budget_bytes / GIB:.1f})")
     else:
         out.append("binding constraint: time — no faster layout was rejected for memory")
-    return out + _batch_note(win.layout)
+    return out + _safer(result.plans) + _batch_note(win.layout)
+
+
+def memory_error_bytes(mem) -> Optional[float]:
+    """The held-out error of a MemoryOut's device peak, in bytes at that peak: the mean |error|, or the bias when
+    predictions run lower; None without held-out peaks behind it."""
+    u = mem.uncertainty
+    if u is None or not u.rows or u.mean is None:
+        return None
+    return max(u.mean, -(u.bias or 0.0)) * mem.device_bytes
+
+
+def inside_error(mem) -> bool:
+    """Whether a fit's headroom is smaller than the held-out error of its peak (the run may not fit)."""
+    error = memory_error_bytes(mem)
+    return error is not None and 0 <= mem.headroom_bytes < error
+
+
+def _safer(plans: list[Estimate]) -> list[str]:
+    """When the winner's headroom is inside the memory model's held-out error, the fastest layout shown whose
+    headroom is not: the search stops at the budget, so its winner can sit 0.2 GiB from it while one 0.9% slower
+    leaves 8 GiB (Llama 2 70B on 64 H100, found by a new-user pass)."""
+    win = plans[0].memory
+    if not inside_error(win):
+        return []
+    for other in plans[1:]:
+        error = memory_error_bytes(other.memory)
+        if error is not None and other.memory.headroom_bytes >= error:
+            slower = other.time.step_s / plans[0].time.step_s - 1
+            return [f"safer: {short_layout(other)} is {slower:.1%} slower and leaves "
+                    f"{other.memory.headroom_bytes / GIB:.1f} GiB headroom, outside the memory model's held-out "
+                    f"error ({error / GIB:.1f} GiB); the winner's {win.headroom_bytes / GIB:.1f} GiB is inside "
+                    f"its own ({memory_error_bytes(win) / GIB:.1f} GiB)"]
+    return [f"the winner's {win.headroom_bytes / GIB:.1f} GiB headroom is inside the memory model's held-out error "
+            f"({memory_error_bytes(win) / GIB:.1f} GiB) and no layout shown leaves more: --top shows others"]
 
 
 def _batch_note(lay) -> list[str]:
