@@ -71,6 +71,14 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
     )
 
 
+def _bf16_share(cluster: ClusterSpec, precision: str, flops_per_gpu: float) -> float | None:
+    """MFU against the bf16 peak, for a precision other than bf16 on a GPU that has one; else None."""
+    bf16 = cluster.gpu_profile.bf16_tflops
+    if precision == "bf16" or not bf16 or cluster.gpu_profile.tensor_core_gen == "volta":
+        return None
+    return flops_per_gpu / (bf16 * 1e12)
+
+
 def estimate_time(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> tuple[TimeOut, ThroughputOut]:
     """Step time and throughput of a resolved layout."""
     ctx = make_context(model, cluster, train, lay)
@@ -84,6 +92,7 @@ def estimate_time(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay:
         model_tflops_per_gpu=per_gpu / 1e12,
         mfu=per_gpu / peak,
         hardware_tflops_per_gpu=hw_flops / (st.step_s * gpus) / 1e12,
+        mfu_bf16=_bf16_share(cluster, train.precision, per_gpu),
     )
     return st, throughput
 

@@ -117,6 +117,9 @@ class ThroughputOut(_Out):
     model_tflops_per_gpu: float
     mfu: float
     hardware_tflops_per_gpu: float = Field(0.0, description="Including recompute FLOPs.")
+    mfu_bf16: Optional[float] = Field(None, description="Model FLOP/s over the GPU's bf16 dense peak where the run's "
+                                      "precision has another (mfu is against the run's own: fp8 against the fp8 "
+                                      "peak); torchtitan and Megatron logs report MFU against bf16. Null for bf16.")
 
 
 class ParamsOut(_Out):

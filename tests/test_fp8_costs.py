@@ -64,3 +64,17 @@ def test_fp8_tp_gather_moves_one_byte(recipe: str, sp: bool, cheaper: bool):
     tp = [layer_time(_ctx(8, "fp8", recipe, s, sp), False).tp_comm_s for s in (gather, plain)]
     assert (tp[0] < tp[1]) is cheaper
     assert tp[0] <= tp[1]
+
+
+def test_fp8_mfu_is_also_given_against_the_bf16_peak():
+    """mfu is against the run's own peak (fp8: twice bf16's on Hopper); mfu_bf16 is what torchtitan and Megatron
+    log, twice it there; null for a bf16 run."""
+    from costmodels.estimate import estimate
+
+    model, clus = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+    lay = Layout(dp=8, zero=1, mbs=1, recompute="selective")
+    fp8 = estimate(model, clus, hp.resolve_train(TrainSpec(global_batch_size=8, precision="fp8"), "megatron-core"), lay)
+    bf16 = estimate(model, clus, hp.resolve_train(TrainSpec(global_batch_size=8), "megatron-core"), lay)
+    gpu = clus.gpu_profile
+    assert fp8.throughput.mfu_bf16 == pytest.approx(fp8.throughput.mfu * gpu.fp8_tflops / gpu.bf16_tflops)
+    assert bf16.throughput.mfu_bf16 is None

@@ -226,8 +226,10 @@ def throughput_line(e: Estimate) -> str:
     if e.throughput is None:
         return ""
     tp = e.throughput
+    against = "" if tp.mfu_bf16 is None else (f", against the peak of the run's precision; {tp.mfu_bf16:.1%} against "
+                                              "the bf16 peak, as torchtitan and Megatron log it")
     return (f"throughput: {tp.tokens_per_s:,.0f} tokens/s, {tp.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, "
-            f"MFU {tp.mfu:.1%} (model FLOPs, no recompute)")
+            f"MFU {tp.mfu:.1%} (model FLOPs, no recompute{against})")
 
 
 def verdict_text(e: Estimate) -> Text:
