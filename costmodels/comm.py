@@ -22,7 +22,8 @@ an affine t(X) cannot give both the ~10-17 us floor at 1 KiB and the ~60-130 us 
 `calls` splits X evenly into that many collectives (buckets), each paying L, steps * alpha and
 the half-size penalty.
 
-Placement: a group lies inside one node when n * stride <= g. A group crossing nodes uses
+Placement: a group lies inside one node when n * stride <= g. On a full-mesh node (Infinity Fabric) a group of
+r ranks uses r-1 of the g-1 direct links: B_up (r-1)/(g-1) (up_bytes_per_s); a send uses one. A group crossing nodes uses
 B = min(B_up, r * B_out) (NCCL spreads its rings over the node's r NICs) and alpha_out on every
 step (the slowest hop sets the pace). All-to-all cannot aggregate NICs: one NIC per rank.
 Known deviations (errors in benchmarks/calibrate_nccl.py's table): send/recv over NVLink gets the
@@ -62,6 +63,7 @@ class Links:
     up_half_bytes: float = 0.0  # S_half of the scale-up link
     out_half_bytes: float = 0.0  # S_half of the scale-out link
     nvls_speedup: float = 1.0  # NVLS / ring all-reduce busbw on 8 GPUs; 1 = no NVLS
+    mesh: bool = False  # scale-up is a full mesh of direct links (ClusterSpec.scale_up_topology)
 
 
 def cluster_links(cluster: ClusterSpec) -> Links:
@@ -77,7 +79,18 @@ def cluster_links(cluster: ClusterSpec) -> Links:
         up_half_bytes=eff.up_half_mib * MIB,
         out_half_bytes=eff.out_half_mib * MIB,
         nvls_speedup=eff.nvls_speedup,
+        mesh=cluster.scale_up_topology == "mesh",
     )
+
+
+def up_bytes_per_s(links: Links, ranks: int) -> float:
+    """Scale-up plateau of `ranks` GPUs of one node working together, bytes/s per GPU and direction: B_up behind
+    a switch; on a full mesh the r-1 direct links to the group's other members, (r-1)/(g-1) of B_up (8 MI300X
+    all-reduce at 313 GB/s busbw, 2 of them at 48 over their one 64 GB/s link: benchmarks/data/kernels, from
+    ml-engineering network/README.md)."""
+    if not links.mesh or links.gpus_per_node <= 1:
+        return links.up_bytes_per_s
+    return links.up_bytes_per_s * max(ranks - 1, 1) / (links.gpus_per_node - 1)
 
 
 def ranks_per_node(size: int, stride: int, gpus_per_node: int) -> int:
@@ -102,9 +115,10 @@ def group_link(links: Links, size: int, stride: int) -> tuple[float, float]:
     DGX A100 ~190 GB/s; 6.2: H100-class 365-396 GB/s).
     """
     r = ranks_per_node(size, stride, links.gpus_per_node)
+    up = up_bytes_per_s(links, min(r, size))
     if r >= size:
-        return links.up_bytes_per_s, links.up_latency_s
-    return min(links.up_bytes_per_s, r * links.out_bytes_per_s), links.out_latency_s
+        return up, links.up_latency_s
+    return min(up, r * links.out_bytes_per_s), links.out_latency_s
 
 
 def group_half_bytes(links: Links, size: int, stride: int) -> float:
@@ -192,7 +206,7 @@ def tree_all_reduce_s(links: Links, size: int, stride: int, nbytes: float, calls
         return _split(calls, nbytes, lambda x: _ring_s(links, size, stride, x, steps, 2 * (size - 1) / size))
 
     def one(x: float) -> float:
-        inside = transfer_s(2.0, x, links.up_bytes_per_s, links.up_half_bytes) if r > 1 else 0.0
+        inside = transfer_s(2.0, x, up_bytes_per_s(links, r), links.up_half_bytes) if r > 1 else 0.0
         across = transfer_s(2 * (nodes - 1) / nodes, x, r * links.out_bytes_per_s, links.out_half_bytes)
         return links.launch_s + steps * links.out_latency_s + max(inside, across)
 
@@ -252,7 +266,7 @@ def exchange_s(links: Links, size: int, r: int, inside: float, outside: float, n
     """One all-to-all-like exchange among `size` ranks, r per node, in which each rank sends
     inside * X bytes over scale-up and outside * X through its own NIC: L + (n-1) alpha +
     max(inside X / B_eff,up(X), outside X / B_eff,out(X)), alpha_out when the group crosses nodes."""
-    t_in = transfer_s(inside, nbytes, links.up_bytes_per_s, links.up_half_bytes)
+    t_in = transfer_s(inside, nbytes, up_bytes_per_s(links, min(r, size)), links.up_half_bytes)
     if r >= size:
         return links.launch_s + (size - 1) * links.up_latency_s + t_in
     t_out = transfer_s(outside, nbytes, links.out_bytes_per_s, links.out_half_bytes)
@@ -264,5 +278,5 @@ def p2p_s(links: Links, crosses_nodes: bool, nbytes: float, calls: int = 1) -> f
     if crosses_nodes:
         bw, lat, half = links.out_bytes_per_s, links.out_latency_s, links.out_half_bytes
     else:
-        bw, lat, half = links.up_bytes_per_s, links.up_latency_s, links.up_half_bytes
+        bw, lat, half = up_bytes_per_s(links, 2), links.up_latency_s, links.up_half_bytes  # one link on a mesh
     return _split(calls, nbytes, lambda x: links.launch_s + lat + transfer_s(1.0, x, bw, half))
