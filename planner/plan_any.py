@@ -125,10 +125,10 @@ def _nothing_found(found: list, shown, shown_res) -> list[str]:
     """When nothing fits anywhere, the line before `shown`'s search's reasons: the other searches the time
     limit cut (then nothing is proven), else that none found a layout; and that the lines below speak for
     `shown`'s layouts alone (the search line counts all the searches')."""
-    cuts = [f"{fw.name} {what}" for fw, _, res, _, _ in found if fw is not shown and res.status not in PROVEN
+    cuts = [f"{fw.name} {what}" for fw, _, res, _, _ in found if res.status not in PROVEN
             for what in (res.stats.cut or ["search"])]
     below = f"the lines below are the {shown.name} search's, over its {shown_res.stats.layouts_considered:,} layouts"
-    if cuts:
+    if cuts:  # the shown search's own cut counts too: "no framework found one" read as a proof (a new-user pass)
         return [f"time limit reached ({', '.join(cuts)} cut short) before any layout that fits was found: this is "
                 f"not a proof that nothing fits (raise --time-limit); {below}"]
     total = sum(res.stats.layouts_considered for _, _, res, _, _ in found)

@@ -104,9 +104,9 @@ def plan_point(job: PointJob) -> Point:
 def _cheap_first(pairs: list) -> list:
     """The frameworks' searches, the smallest space first (planner.plan_pool.COST_ORDER reversed), each given
     what is left of the point's time limit: the large Megatron search is not cut to an equal share."""
-    from planner.plan_pool import COST_ORDER
+    from planner.plan_pool import cheap_first
 
-    return sorted(pairs, key=lambda pair: -COST_ORDER.index(pair[0].name) if pair[0].name in COST_ORDER else 0)
+    return [pairs[i] for i in cheap_first(pairs)]
 
 
 def _search(job: PointJob, fw, train: TrainSpec, start: float):

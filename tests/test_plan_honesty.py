@@ -82,6 +82,16 @@ def test_nothing_found_while_a_search_was_cut_is_no_proof():
     assert "--time-limit" in reasons[0] and reasons[1:] == ["megatron's own reasons"]
 
 
+def test_nothing_found_while_the_default_search_itself_was_cut_is_no_proof():
+    """The default framework's own search was the one cut (DeepSeek-V3 on 2,048 H800 at --time-limit 60): the
+    first reason said "no framework's search found a layout that fits", read as a proof; it names the cut."""
+    found = [_found("megatron", _result("feasible", cut=["costing"])), _found("deepspeed", _result("infeasible")),
+             _found("torchtitan", _result("infeasible")), _found("fsdp", _result("infeasible"))]
+    _, _, reasons, _, _ = merge_found(found, TRAIN, 1, moe=False)
+    assert "megatron costing" in reasons[0] and "not a proof that nothing fits" in reasons[0]
+    assert not reasons[0].startswith("no framework's search found")
+
+
 @pytest.mark.parametrize("found_any, statuses, expected", [
     (True, ["optimal", "infeasible"], "optimal"), (True, ["optimal", "feasible"], "feasible"),
     (True, ["feasible", "optimal"], "feasible"), (False, ["infeasible", "infeasible"], "infeasible"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hardware_profiles as hp
 from costmodels.train_spec import TrainSpec
 from planner.files.loading import Problem
-from planner.plan_pool import search_frameworks, search_one
+from planner.plan_pool import cheap_first, search_frameworks, search_one
 from planner.search import frameworks as fws
 from tests.helpers import cluster, llama_like
 
@@ -33,9 +33,10 @@ def test_workers_give_the_serial_answers_in_order():
         return search_one(prob, tr, 3, share, False, fw, None)
 
     alone = search_frameworks(prob, pairs, 3, 120.0, False, None, serial, workers=1)
-    assert serial_runs == [fw.name for fw, _ in pairs]  # one worker: everything here, in order
+    cheap = [pairs[i][0].name for i in cheap_first(pairs)]
+    assert serial_runs == cheap and cheap[-2:] == ["torchtitan", "megatron"]  # one worker: here, cheap first
     pooled = search_frameworks(prob, pairs, 3, 120.0, False, None, serial, workers=2)
-    assert serial_runs == [fw.name for fw, _ in pairs]  # two: nothing ran here
+    assert serial_runs == cheap  # two: nothing ran here
     assert _answers(pooled) == _answers(alone)
     assert any(res.plans for _, _, res, _, _ in pooled)
     assert all(res.coster is None and res.kept == [] for _, _, res, _, _ in pooled)
@@ -80,3 +81,21 @@ def test_a_worker_task_runs_without_the_cycle_collector_and_restores_it(monkeypa
     sent, _, _ = search_one(prob, tr, 3, 60.0, False, fw, None)
     assert seen == [False] and gc.isenabled()
     assert sent.plans and sent.coster is None
+
+
+def test_the_large_searches_take_what_the_small_ones_leave(monkeypatch):
+    """One worker, a 100 s limit, searches that take no time: each search gets an equal share of what is left when
+    it starts, cheap first, and the last (Megatron) all of it; fixed equal shares gave every search 25 s."""
+    import planner.plan_pool as pool
+
+    prob, pairs = _problem()
+    shares = []
+
+    def serial(fw, tr, share):
+        shares.append((fw.name, share))
+        return search_one(prob, tr, 1, 0.5, False, fw, None)
+
+    monkeypatch.setattr(pool.time, "perf_counter", lambda: 0.0)
+    search_frameworks(prob, pairs, 1, 100.0, False, None, serial, workers=1)
+    assert [n for n, _ in shares][-1] == "megatron"
+    assert [round(t, 2) for _, t in shares] == [25.0, 33.33, 50.0, 100.0]
