@@ -86,6 +86,8 @@ class ModelSpec(BaseModel):
         "learned", description="learned adds a seq_length x hidden table; rope and none add no parameters."
     )
     linear_bias: bool = Field(True, description="Linear layers (QKV, projection, MLP) carry biases.")
+    qkv_bias: bool = Field(False, description="The query, key and value projections carry biases where "
+                           "linear_bias is false (Qwen2/2.5; Megatron --add-qkv-bias); implied by linear_bias.")
     qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3); 2*head_dim "
                           "params/layer. With mla: the norms of the query and key/value latents (DeepSeek; "
                           "Megatron --qk-layernorm).")

@@ -23,3 +23,4 @@ def test_fewer_sequences_than_gpus_say_nothing():
 def test_the_nearest_batch_may_be_the_smaller():
     lay = Layout(pp=9, dp=8, mbs=1, num_microbatches=65)  # 520 sequences on 72 GPUs: 504 is nearer than 576
     assert _batch_note(lay)[0].endswith("a batch of 504 would allow it")
+

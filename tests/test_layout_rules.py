@@ -312,3 +312,16 @@ def test_bool_int_rejected_strict():
 def test_model_defaults_filled():
     m = ModelSpec(**BASE)
     assert (m.num_kv_heads, m.head_dim, m.ffn_hidden_size, m.moe_ffn_hidden_size) == (4, 16, 256, 256)
+
+
+def test_a_layout_key_typo_names_the_key_it_resembles():
+    """`--layout zer0=1` said only "layout.zer0: Extra inputs are not permitted" (a new-user pass)."""
+    import pytest
+
+    from planner.errors import UserError
+    from planner.files.loading import parse_layout
+
+    with pytest.raises(UserError, match=r"unknown key 'zer0' \(did you mean zero\?\)"):
+        parse_layout("zer0=1,dp=8")
+    with pytest.raises(UserError, match=r"unknown key 'foo'; keys: tp, sp"):
+        parse_layout("foo=1")

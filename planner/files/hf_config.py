@@ -30,9 +30,8 @@ three matrices; `hidden_act` only names the gate function), position_embedding r
 for qwen3 and qwen3_moe.
 
 Known deviations (parameter counts are otherwise exact):
-- qwen2 has biases on the Q, K and V projections only (no output-projection or MLP biases). ModelSpec
-  has a single `linear_bias` switch, so qwen2 maps to linear_bias=false and those biases (about
-  0.01% of the parameters) are not counted.
+- qwen2 (and qwen2_moe) have biases on the Q, K and V projections only (no output-projection or MLP
+  biases): qkv_bias=true with linear_bias=false, which Megatron writes as --add-qkv-bias.
 - A llama config with attention_bias but not mlp_bias (or the reverse) maps to linear_bias=true,
   overcounting the missing biases by a similarly negligible amount.
 - qwen3_moe layouts that ModelSpec cannot express are refused with a ValueError: mlp_only_layers that
@@ -188,6 +187,7 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
         tied_embeddings=_bool(config, "tie_word_embeddings"),
         linear_bias=False,
         qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        qkv_bias=model_type == "qwen2",
         dropout=_dropout(config),
     )
     if model_type in ("llama", "qwen3", "qwen3_moe"):

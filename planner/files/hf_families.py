@@ -19,8 +19,8 @@ differs from Llama (rmsnorm, SwiGLU, rope, no biases):
 | starcoder2 | activation gelu (c_fc, c_proj: not gated), norm layernorm, use_bias -> linear_bias, tied by default, sliding_window on every layer; dropout from attention/residual/embedding_dropout | none |
 | dbrx | d_model, n_layers, n_heads, max_seq_len; attn_config.kv_n_heads; ffn_config.ffn_hidden_size, moe_num_experts, moe_top_k (GLU experts on every layer) | LayerNorm without bias read as rmsnorm (same weights; the normalisation's element-wise work differs negligibly); clip_qkv is element-wise |
 | phimoe | Mixtral's keys; norm layernorm; sliding_window on every layer | attention biases and lm_head_bias not counted (linear_bias would also count expert biases, 25x more) |
-| glm4_moe | DeepSeek-style experts (n_routed_experts, n_shared_experts, first_k_dense_replace, num_nextn_predict_layers) with plain GQA attention (q/k/v/o projections, no MLA); use_qk_norm -> qk_norm | q/k/v biases (attention_bias) and the router's e_score_correction_bias not counted |
-| qwen2_moe | as qwen3_moe (num_experts, decoder_sparse_step, mlp_only_layers) plus one shared expert shared_expert_intermediate_size wide = num_shared_experts of moe_intermediate_size each (refused unless a whole multiple) | the shared expert's sigmoid gate (h per MoE layer) and q/k/v biases not counted |
+| glm4_moe | DeepSeek-style experts (n_routed_experts, n_shared_experts, first_k_dense_replace, num_nextn_predict_layers) with plain GQA attention (q/k/v/o projections, no MLA); use_qk_norm -> qk_norm | q/k/v biases (attention_bias) as qkv_bias; the router's e_score_correction_bias not counted |
+| qwen2_moe | as qwen3_moe (num_experts, decoder_sparse_step, mlp_only_layers) plus one shared expert shared_expert_intermediate_size wide = num_shared_experts of moe_intermediate_size each (refused unless a whole multiple) | the shared expert's sigmoid gate (h per MoE layer) not counted; q/k/v biases as qkv_bias |
 | falcon | ffn_hidden_size (absent: 4h), GELU MLP, LayerNorm, `bias`, tied by default; K/V heads: num_kv_heads with new_decoder_architecture, else 1 with multi_query, else all; alibi -> no position parameters | parallel attention and MLP (parallel_attn) priced as sequential: see `FALCON_PARALLEL` |
 
 Not costed, by design: Gemma-2's attention and final logit soft-capping (tanh over scores, inside the fused
@@ -146,7 +146,7 @@ def family_fields(config: dict, kind: str, num_layers: int, moe_layers: Callable
     if kind == "phimoe":
         return {"norm": "layernorm", **_experts(config, "num_local_experts", read_int(config, "intermediate_size"))}
     if kind == "glm4_moe":
-        return _glm4_moe(config)
+        return {**_glm4_moe(config), "qkv_bias": read_bool(config, "attention_bias")}
     if kind == "qwen2_moe":
         return _qwen2_moe(config, num_layers, moe_layers)
     if kind == "falcon":
@@ -188,7 +188,7 @@ def _qwen2_moe(config: dict, num_layers: int, moe_layers: Callable[..., dict]) -
                          "num_shared_experts x moe_ffn_hidden_size); write the model as a ModelSpec file (fields: "
                          "`parplan schema ModelSpec`) with the closest width")
     return {"num_experts": experts, "top_k": read_int(config, "num_experts_per_tok"), "moe_ffn_hidden_size": width,
-            "num_shared_experts": shared // width, **moe_layers(config, num_layers, "qwen2_moe")}
+            "num_shared_experts": shared // width, "qkv_bias": True, **moe_layers(config, num_layers, "qwen2_moe")}
 
 
 def family_keys(kind: Any) -> dict:

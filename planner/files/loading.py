@@ -205,10 +205,20 @@ def parse_layout(text: str) -> Layout:
             raise UserError(f"--layout: {part!r} is not key=value (e.g. tp=8,pp=4,mbs=1)")
         if key in data:
             raise UserError(f"--layout: {key} is given twice")
+        if key not in Layout.model_fields:
+            raise UserError(f"--layout: unknown key {key!r}{_nearest_key(key)}; keys: {', '.join(Layout.model_fields)}")
         data[key] = _layout_value(key, value)
     if not data:  # ",,,," or "" would silently mean the default layout
         raise UserError(f"--layout {text!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
     return validate(Layout, data, "layout", from_file=False)
+
+
+def _nearest_key(key: str) -> str:
+    """' (did you mean zero?)' for a near-typo of a Layout key, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(key.lower(), list(Layout.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _layout_value(key: str, value: str) -> Any:

@@ -154,7 +154,8 @@ def launcher(plan: ExportPlan) -> str:
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
         "# EDIT: TRAIN_SCRIPT is your DeepSpeed training script (it must accept --deepspeed_config).\n"
         'TRAIN_SCRIPT="${TRAIN_SCRIPT:-train.py}"\n'
-        f"# Run on the first host of the hostfile; DeepSpeed starts the other {plan.nodes - 1} over ssh.\n"
+        + (f"# Run on the first host of the hostfile; DeepSpeed starts the other {plan.nodes - 1} over ssh.\n"
+           if plan.nodes > 1 else "# One node: run it on the host of the hostfile.\n")
     )
     words = ["deepspeed", "--hostfile", Raw('"$HERE/hostfile"'), "--num_nodes", plan.nodes,
              "--num_gpus", plan.gpus_per_node, "--master_addr", Raw('"${MASTER_ADDR:-node-0}"'),

@@ -54,6 +54,8 @@ def _layer(m: ModelSpec, moe: bool) -> list[tuple[int, int]]:
     attn = [(round(i * o), 1) for i, o in attention_matrices(m, 1, fused_qkv=False)]
     if m.linear_bias:
         attn += [(round(o), 1) for _, o in attention_matrices(m, 1, fused_qkv=False)]
+    elif m.qkv_bias:  # q, k and v only
+        attn += [(round(o), 1) for _, o in attention_matrices(m, 1, fused_qkv=False)[:-1]]
     if m.qk_norm and m.mla is None:
         attn.append((m.head_dim, 2))
     if not moe:

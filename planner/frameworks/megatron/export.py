@@ -87,7 +87,8 @@ def model_args(plan: ExportPlan) -> list:
              ("--normalization", NORM[m.norm]), ("--position-embedding-type", POSITION[m.position_embedding])]
     switches = [(m.activation == "swiglu", activation_flag(m)),
                 (not m.tied_embeddings, "--untie-embeddings-and-output-weights"),
-                (not m.linear_bias, "--disable-bias-linear"), (m.qk_norm, "--qk-layernorm")]
+                (not m.linear_bias, "--disable-bias-linear"), (m.qkv_bias and not m.linear_bias, "--add-qkv-bias"),
+                (m.qk_norm, "--qk-layernorm")]
     args += [(flag, None) for on, flag in switches if on]
     if not m.dropout:
         args += [("--attention-dropout", "0.0"), ("--hidden-dropout", "0.0")]

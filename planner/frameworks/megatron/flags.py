@@ -149,6 +149,7 @@ def model_data(a: MegatronArgs) -> dict:
                                           "learned_absolute"),
             "tied_embeddings": not a.has("--untie-embeddings-and-output-weights"),
             "linear_bias": not a.has("--disable-bias-linear"), "qk_norm": a.has("--qk-layernorm"),
+            "qkv_bias": a.has("--add-qkv-bias"),
             "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout")),
             "mtp_num_layers": a.int("--mtp-num-layers", 0, minimum=0)}
     if a.str("--position-embedding-type") == "alibi" and a.shell is not None:  # Megatron-DeepSpeed (BLOOM)
