@@ -227,6 +227,14 @@ def notes_for(profile: str, results: dict) -> str:
 
 CARRIED = {"megatron-core": "megatron-core", "torchtitan": "torchtitan-eager", "deepspeed-ratios": "deepspeed"}
 CARRIED_FIELDS = ("layer_overhead_s", "step_overhead_s", "elementwise_scale")
+# The deepspeed stack prices Hugging Face models in eager PyTorch (its memory semantics: the eager LlamaRMSNorm's
+# fp32 copy, the unfused SwiGLU): its element-wise kernels are eager PyTorch's unfused ones, fitted on
+# torchtitan-eager (stage 3; 2.55-2.67x the counted bytes measured on one eager Llama 3 8B layer), not Megatron's
+# fused ones. Carried from Megatron they priced DeepSpeed ZeRO-3 with an HF model faster than compiled torchtitan on
+# the same layout (42% against 41% MFU, Llama 3 8B on 8 H100; a new-user pass). GEMMs (the same cuBLAS) and
+# attention (FlashAttention-2 through flash_attn or SDPA) keep the GPU's own curves. Its ratio rows (ZeRO++ on
+# Megatron-DeepSpeed's GPT) are ratios of runs with the same kernels, which this hardly moves.
+EAGER_KERNELS = {"deepspeed-ratios": ("deepspeed", "torchtitan-eager", ("elementwise_scale",))}
 # Megatron-Core's TP overlap (TransformerEngine userbuffers) runs its collectives on a few reserved SMs
 # (ub_cfgs num_sm, up to 16 of 132 on H100): about a 10% slowdown of the overlapped GEMMs. The fitting
 # rows cannot identify it (none compares overlap on/off), so it is set, not fitted.
@@ -247,6 +255,10 @@ def run_stages(prof: Profiles, keep=None, refit=None, starts: int = 3,
         if split in CARRIED:
             for field in CARRIED_FIELDS:  # host code and fused kernels carried from Megatron of stage 1
                 prof.set(Param("stack", CARRIED[split], field, 0, 0, 60), getattr(prof.stacks["megatron-2021"], field))
+        if split in EAGER_KERNELS:
+            stack, source, fields = EAGER_KERNELS[split]
+            for field in fields:
+                prof.set(Param("stack", stack, field, 0, 0, 60), getattr(prof.stacks[source], field))
         if split == "megatron-core":
             prof.set(Param("stack", "megatron-core", "overlap_slowdown", 0, 0, 1), MEGATRON_CORE_OVERLAP_SLOWDOWN)
             prof.set(Param("gpu", "h100-sxm", "attn_max", 0, 0, 1), H100_PRIOR["attn_max"])
@@ -379,7 +391,8 @@ def write_all(prof: Profiles, results: dict) -> None:
         f"{splits.describe('deepspeed-ratios')} (objective {ds_obj:.3f}: mean |ratio error|; the cross-bandwidth "
         "pairs want the 4-link network only ~2x the 1-link one, a missing network mechanism); zero3_prefetch 0: "
         "in those rows adding tokens adds its full compute time at either bandwidth (nothing hides); host and "
-        "step overheads and element-wise fusion from megatron-2021 (no DeepSpeed row has an absolute step time)"
+        "step overheads from megatron-2021, the element-wise scale from torchtitan-eager (Hugging Face models in "
+        "eager PyTorch, as the memory semantics say; no DeepSpeed row has an absolute step time)"
         + notes_for("deepspeed", results),
         splits.row_ids("deepspeed-ratios"), ds_obj)
     for name, (note, rows, err) in stack_notes.items():

@@ -151,16 +151,37 @@ def test_a100_attention_is_priced_no_faster_than_flashattention2_publishes():
 def test_no_h100_fitted_stack_factor_leaks_into_a100_compute(stack):
     """A stack fixes mechanisms (overlaps, buckets, fusion, recompute policy); a GPU enters through its spec sheet,
     its generation and its own fitted curve. The A100 curve was fitted with megatron-2021 on vTrain and Korthikanti
-    rows, so a stack carrying megatron-2021's kernels (Megatron-Core with TE, NeMo, DeepSpeed's Megatron-style
-    kernels) prices the same A100 compute seconds for the same layout: any factor fitted on H100 rows (gemm_scale,
-    attn_scale) would show here as a difference. Flash attention is named, since megatron-2021 defaults to none."""
+    rows, so a stack running the same GEMM and attention kernels (Megatron-Core with TE, NeMo, DeepSpeed's Hugging
+    Face models through cuBLAS and FlashAttention-2) prices the same A100 compute seconds for the same layout once
+    its element-wise fusion (a mechanism: DeepSpeed's eager models do not fuse) is Megatron's: any factor fitted
+    on H100 rows (gemm_scale, attn_scale) would show here as a difference. Flash attention is named, since
+    megatron-2021 defaults to none."""
     model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-a100", num_nodes=2)
 
-    def compute_s(name: str) -> float:
+    def compute_s(name: str, fused: bool = False) -> float:
         train = hp.resolve_train(TrainSpec(global_batch_size=512, flash_attention=True), name)
+        if fused:
+            stack = train.stack_spec
+            mega = hp.load_stack("megatron-2021").fitted.elementwise_scale
+            train = train.model_copy(update={"stack": stack.model_copy(update={
+                "fitted": stack.fitted.model_copy(update={"elementwise_scale": mega})})})
         return estimate(model, cluster, train, Layout(zero=1, mbs=1)).time.compute_s
 
-    assert compute_s(stack) == pytest.approx(compute_s("megatron-2021"), rel=1e-9)
+    assert compute_s(stack, fused=True) == pytest.approx(compute_s("megatron-2021"), rel=1e-9)
+
+
+def test_deepspeeds_eager_models_are_no_faster_than_torchtitans_compiled_ones():
+    """DeepSpeed runs Hugging Face models in eager PyTorch (the stack's memory semantics); the same ZeRO-3 layout
+    under compiled torchtitan fuses the element-wise work. Before the deepspeed stack took eager element-wise
+    kernels it priced Llama 3 8B on 8 H100 at 42.1% MFU against torchtitan's 40.6% (a new-user pass)."""
+    model, cluster = hp.load_model("llama3-8b").model_copy(update={"seq_length": 4096}), hp.load_cluster("dgx-h100")
+    lay = Layout(dp=8, zero=3, mbs=2, recompute="full")
+
+    def mfu(name: str) -> float:
+        train = hp.resolve_train(TrainSpec(global_batch_size=128), name)
+        return estimate(model, cluster, train, lay).throughput.mfu
+
+    assert mfu("deepspeed") < mfu("torchtitan")
 
 
 def _ds_zero3_llama8b_step_s() -> float:
