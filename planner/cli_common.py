@@ -128,7 +128,8 @@ def make_train(base: Optional[TrainSpec], global_batch: Optional[int], seq_len: 
         lay = layout or Layout()
         dp = lay.dp or max(world // lay.model_parallel_size, 1)
         data["global_batch_size"] = lay.mbs * dp * (4 * lay.pp if lay.pp > 1 else 1)
-        err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences", highlight=False)
+        err.print(f"note: --global-batch not given; using {data['global_batch_size']} sequences (mbs x dp"
+                  f"{' x 4 pp' if lay.pp > 1 else ''})", highlight=False)
     return to.apply(loading.validate(TrainSpec, data, "train"), opts)
 
 
@@ -173,7 +174,8 @@ MODEL_ARG = typer.Argument(..., help="Model preset, spec file, Hugging Face conf
 CLUSTER_OPT = typer.Option(None, "--cluster", "-c", help="Cluster preset or spec file.")
 NODES_OPT = typer.Option(None, "--nodes", min=1, help="Number of nodes (overrides the cluster's).")
 GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or part of one node).")
-GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences.")
+GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences; default: the plan's or launch file's, "
+                       "else one micro-batch per data-parallel rank (4 x pp of them with pipelining), said on stderr.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
 PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 or tf32; default: the plan file's, else bf16.")
 TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the whole run (e.g. 15e12): "

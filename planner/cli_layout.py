@@ -11,6 +11,7 @@ from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
 from costmodels.layer_comm import tp_overlap_applies
 from costmodels.train_spec import TrainSpec
+import hardware_profiles as hp
 from planner.search import frameworks as fws
 from planner.files import loading
 from planner.search import stage_split
@@ -118,7 +119,7 @@ def note_unused_tp_overlap(train: TrainSpec, lay: Layout) -> None:
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
-                                      "all (default: the --framework's; give one of the two)."),
+                                      "all (default: the --framework's, else that of the framework whose stack priced the plan)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
                                "layout does not fit (else exit 1)."),
@@ -129,15 +130,31 @@ def export_cmd(
     the reason (exit 2); a layout that does not fit under the target's stack exits 1 unless --force (with
     --format all, such formats are skipped with a note, exit 1 only when none fits)."""
     fw = fws.load(opts.framework)
-    if fmt is None and fw is None:
-        raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
     doc = to.apply_to_document(loading.read_mapping(plan), opts)
+    if fmt is None and fw is None:
+        fmt = _priced_format(doc, plan)
     if fw is not None:
         prob = loading.problem_from_plan(doc, str(plan))
         if prob.layout is not None:
             lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
             fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train, moe=prob.model.is_moe)
     report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
+
+
+def _priced_format(doc: dict, plan: Path) -> str:
+    """Without --format or --framework: the launch format of the framework whose stack priced the plan (its
+    train.stack), said on stderr; a plan without a known stack still needs one of the two options."""
+    stack = doc.get("train", {}).get("stack") if isinstance(doc.get("train"), dict) else None
+    name = stack.get("framework") if isinstance(stack, dict) else None
+    if isinstance(stack, str) and stack in hp.list_stacks():
+        name = hp.load_stack(stack).framework
+    caps = fws.load(name) if name in fws.FRAMEWORKS else None
+    if caps is None:
+        raise UserError("give --format (megatron, deepspeed, torchrun, torchtitan, slurm or all) or --framework")
+    err.print(plain(f"note: --format not given: {caps.export_format}, the launch files of {caps.name}, whose stack "
+                    f"priced this plan (--format all writes every format that runs it)"), highlight=False,
+              soft_wrap=True)
+    return caps.export_format
 
 
 @user_errors

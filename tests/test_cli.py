@@ -305,7 +305,7 @@ def test_estimate_unknown_cluster_preset():
 
 def test_estimate_unknown_layout_key():
     assert_bad_input(invoke("estimate", "llama3-8b", "--cluster", "dgx-h100", "--layout", "tp=8,foo=1"),
-                     "layout.foo")
+                     "unknown key 'foo'")
 
 
 @pytest.mark.parametrize("text, needle", [("tp8", "'tp8'"), ("tp=8,pp", "'pp'"), ("tp=", "'tp='"),
