@@ -116,8 +116,9 @@ CASES = {
     # zai-org/GLM-4.5: "355B total, 32B active": rounds. Hand: attention 2*h*96*128 + 2*h*8*128 + 2*128 (qk norm)
     # = 136,315,136; dense layer 325,069,056; MoE layer + 161 experts of 3*h*1536 + router 160h = 3,935,611,136;
     # main 2*151552*5120 + h + 3 * 325,069,056 + 89 * 3,935,611,136 = 352,796,495,872; MTP layer + 3 norms + eh_proj
-    # 2h^2 = 3,988,055,296; total 356,784,551,168 (the checkpoint's MTP also stores embedding and head: ~358.3B).
-    "glm-4.5": (GLM45, 355 * B, 32 * B, False, 356_784_551_168, 34_032_858_368),
+    # 2h^2 = 3,988,055,296; total 356,784,551,168 (the checkpoint's MTP also stores embedding and head: ~358.3B);
+    # plus the q/k/v biases (attention_bias: qkv_bias), 96*128 + 2*8*128 = 14,336 a layer over 93 layers.
+    "glm-4.5": (GLM45, 355 * B, 32 * B, False, 356_784_551_168 + 93 * 14_336, 34_032_858_368 + 93 * 14_336),
     # allenai/OLMo-2-1124-7B: 7.30B. Hand: layer 4*4096^2 + 3*4096*11008 + 2h + 2*128 (qk_norm: ModelSpec's per-head
     # 2d; OLMo's whole-width norms are 2h, 7,936 more per layer) = 202,383,616; 2*100352*h + h + 32 * layer.
     "olmo-2-7b": (OLMO2_7B, 7.30 * B, None, True, 7_298_363_392, None),
@@ -144,12 +145,14 @@ CASES = {
     # 2*92544*h + h + 32 * 218,112,000 = 7,737,708,544.
     "internlm2-7b": (INTERNLM2_7B, 7.74 * B, None, True, 7_737_708_544, None),
     # Qwen/Qwen1.5-MoE-A2.7B: "14.3B parameters in total and 2.7B activated". Hand: layer 4h^2 + 2h + 60h + shared
-    # 3*h*5632 (= 4 experts of 1408) + 60 * 3*h*1408 = 570,552,320; 2*151936*h + h + 24 layers; the q/k/v biases
-    # and the shared-expert gate ModelSpec has no field for: 196,608 (0.001%).
-    "qwen1.5-moe-a2.7b": (QWEN15_MOE, 14.3 * B, 2.7 * B, True, 14_315_587_584, 2_688_976_896),
+    # 3*h*5632 (= 4 experts of 1408) + 60 * 3*h*1408 = 570,552,320; 2*151936*h + h + 24 layers; plus the q/k/v
+    # biases (qkv_bias) 3h a layer; the shared-expert gate ModelSpec has no field for: 49,152 (0.0003%).
+    "qwen1.5-moe-a2.7b": (QWEN15_MOE, 14.3 * B, 2.7 * B, True, 14_315_587_584 + 24 * 3 * 2048,
+                          2_688_976_896 + 24 * 3 * 2048),
     # Qwen/Qwen2-57B-A14B: 57.4B total (card: 57B, 14B activated). Hand: layer 2*h*h + 2*h*512 + 2h + 64h + shared
-    # 3*h*20480 (8 of 2560) + 64 * 3*h*2560 = 2,011,405,312; 2*151936*h + h + 28 layers.
-    "qwen2-57b-a14b": (QWEN2_57B, 57.4 * B, 14 * B, True, 57_408_429_568, 14_249_041_408),
+    # 3*h*20480 (8 of 2560) + 64 * 3*h*2560 = 2,011,405,312; 2*151936*h + h + 28 layers; plus the q/k/v biases
+    # (qkv_bias) h + 2*512 a layer.
+    "qwen2-57b-a14b": (QWEN2_57B, 57.4 * B, 14 * B, True, 57_408_429_568 + 28 * 4608, 14_249_041_408 + 28 * 4608),
 }
 
 
