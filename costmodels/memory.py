@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from costmodels import activations as act
 from costmodels import offload
@@ -268,19 +269,34 @@ def grad_cast_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) 
     grad_cast_bytes per parameter: DeepSpeed's flat 16-bit copy and its fp32 cast, 2 + 4). Groups step one
     after another, so the largest sets the peak: the dense partition or the experts' (DeepSpeed keeps MoE
     parameters in groups of their own), at ZeRO-3 at most one sub-group (zero_sub_group_mparams). ZeRO-1
-    frees the gradients outside the partition first (stage_1_and_2.py step, free_grad_in_param_list), which
-    the cast reuses. Sources: deepspeed 0.15.3 runtime/zero/stage_1_and_2.py step, stage3.py
+    frees that group's gradients outside the partition first (stage_1_and_2.py step, free_grad_in_param_list),
+    which the cast reuses. None with every step on the host (offload_optimizer with ratio 1). Sources: deepspeed 0.15.3 runtime/zero/stage_1_and_2.py step, stage3.py
     _prepare_fp32_grad_for_sub_group and _create_fp16_sub_groups. Exact per call; summed over parts of
     a stage (stage_linear) it can only overstate."""
     per, zero = train.stack_spec.memory.grad_cast_bytes, memory_zero(lay)
-    if per == 0 or zero == 0 or train.offload_optimizer != "none":
+    if per == 0 or zero == 0 or _all_offloaded(train):
         return 0.0
     dense, expert = local.dense / lay.dense_shards, local.expert / edp
-    group = max(dense, expert)
+    group, whole = (dense, local.dense) if dense >= expert else (expert, local.expert)
     if zero >= 3:
         group = min(group, train.zero_sub_group_mparams * 1e6)
-    freed = train.grad_bytes_per_param * (local.total - dense - expert) if zero == 1 else 0.0
+    freed = train.grad_bytes_per_param * (whole - group) if zero == 1 else 0.0  # that group's, freed before it
     return max(per * group - freed, 0.0)
+
+
+def grad_cast_cap_bytes(train: TrainSpec, lay: Layout) -> Optional[float]:
+    """The most grad_cast_bytes can be whatever the stage holds: one ZeRO-3 sub-group's cast; None where no
+    cap applies (no cast, or ZeRO 1-2, which cast a whole group partition)."""
+    per = train.stack_spec.memory.grad_cast_bytes
+    if per == 0 or memory_zero(lay) < 3 or _all_offloaded(train):
+        return None
+    return per * train.zero_sub_group_mparams * 1e6
+
+
+def _all_offloaded(train: TrainSpec) -> bool:
+    """Every optimizer step on the host (DeepSpeed casts on the CPU then); a partial ZeRO-3 offload (ratio < 1)
+    still steps some sub-groups, and casts them, on the GPU."""
+    return train.offload_optimizer != "none" and train.offload_optimizer_fraction >= 1.0
 
 
 def fp8_weight_cache(train: TrainSpec, lay: Layout, local: ParamCount) -> float:

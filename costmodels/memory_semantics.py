@@ -119,7 +119,7 @@ class MemorySemantics(BaseModel):
                                    "DeepSpeed flattens the group's 16-bit gradient views into one copy (2) and "
                                    "casts it to fp32 (4) before the update, 6 at the cast (deepspeed 0.15.3 "
                                    "runtime/zero/stage_1_and_2.py step, stage3.py _prepare_fp32_grad_for_sub_group); "
-                                   "none with the optimizer offloaded. Megatron and torch optimizers: 0.")
+                                   "none with every step offloaded (ratio 1). Megatron and torch optimizers: 0.")
     zero3_unit_bytes: float = Field(6.0, ge=0, le=64, description="Bytes per parameter of one ZeRO-3 unit "
                                     "held unsharded at the peak, current and prefetched units together "
                                     "(FSDP2 with fp32 reduce 10; two bf16 weights and a bf16 gradient 6).")
