@@ -55,3 +55,16 @@ def test_mesh_plateau_grows_with_the_group_up_to_the_whole_node(ranks):
     links = comm.cluster_links(hp.load_cluster("mi300x-node"))
     assert comm.up_bytes_per_s(links, ranks) <= links.up_bytes_per_s
     assert comm.up_bytes_per_s(links, ranks) == pytest.approx(links.up_bytes_per_s * (ranks - 1) / 7)
+
+
+def test_fewer_gpus_of_a_mesh_node_keep_only_their_links():
+    """`--gpus 2` on mi300x-node: the two GPUs share one Infinity Fabric link (a review: they were priced at 448)."""
+    from planner.files.loading import load_cluster
+
+    two, four = (comm.cluster_links(load_cluster("mi300x-node", gpus=g)) for g in (2, 4))
+    full = comm.cluster_links(hp.load_cluster("mi300x-node"))
+    assert comm.up_bytes_per_s(two, 2) == pytest.approx(comm.up_bytes_per_s(full, 2))
+    assert comm.up_bytes_per_s(four, 2) == pytest.approx(comm.up_bytes_per_s(full, 2))
+    assert comm.up_bytes_per_s(four, 4) == pytest.approx(comm.up_bytes_per_s(full, 4))
+    h100 = load_cluster("dgx-h100", gpus=2)
+    assert h100.scale_up_gb_per_s == hp.load_cluster("dgx-h100").scale_up_gb_per_s  # a switch: unchanged

@@ -98,3 +98,28 @@ def test_the_planners_bound_does_not_put_the_cast_beside_the_activations():
     bound = Coster(model, cluster, train).table(lay).memory[0].at(80, 0) * 1024
     exact = estimate(model, cluster, train, lay.to_layout([80])).memory.stages[0].device_bytes
     assert exact - 1024 <= bound <= exact + (2 + 80) * 1024  # 1 KiB ceil per table entry
+
+
+def test_a_priced_sub_group_size_is_exported_and_read_back(tmp_path):
+    """The DeepSpeed export writes the sub_group_size parplan priced (else DeepSpeed runs its 1e9 default, a
+    6 GB cast instead of 0.6); the default is left out; check reads the key back (a review)."""
+    import json
+
+    from costmodels.layout import resolve_layout
+    from planner.exporters.common import ExportPlan
+    from planner.files.native import load_native
+    from planner.frameworks.deepspeed.export import ds_config
+
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100", num_nodes=1)
+
+    def config(**kw):
+        train = _train(**kw)
+        lay = resolve_layout(model, cluster, train, Layout(zero=3, mbs=1, recompute="full"))
+        return ds_config(ExportPlan(model, cluster, train, lay, 0, 1.0))
+
+    assert "sub_group_size" not in config()["zero_optimization"]
+    cfg = config(zero_sub_group_mparams=100)
+    assert cfg["zero_optimization"]["sub_group_size"] == 100_000_000
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(cfg))
+    assert load_native(path, "llama3-8b", "dgx-h100", None).train.zero_sub_group_mparams == 100

@@ -165,7 +165,8 @@ def _over_preset(data: dict, where: str) -> dict:
 
 
 def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int]) -> ClusterSpec:
-    """Apply --nodes or --gpus (a whole number of nodes, or fewer GPUs on one node)."""
+    """Apply --nodes or --gpus (a whole number of nodes, or fewer GPUs on one node; on a full-mesh node those
+    keep only the links among them, so a 2-GPU share of an 8-GPU MI300X node has one 64 GB/s link, not 448)."""
     if nodes is not None and gpus is not None:
         raise UserError(f"give --nodes or --gpus, not both (--nodes {nodes}, --gpus {gpus})")
     update: dict = {}
@@ -175,6 +176,8 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
         per = cluster.gpus_per_node
         if gpus < per:
             update.update(num_nodes=1, gpus_per_node=gpus)
+            if cluster.scale_up_topology == "mesh" and per > 1:  # they keep the links among them: gpus-1 of per-1
+                update["scale_up_gb_per_s"] = cluster.scale_up_gb_per_s * max(gpus - 1, 1) / (per - 1)
         elif gpus % per:
             raise UserError(f"--gpus {gpus} is not a whole number of {per}-GPU nodes of cluster {cluster.name!r}")
         else:

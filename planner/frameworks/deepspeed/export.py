@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+from costmodels.train_spec import TrainSpec
 from planner.exporters.common import (
     ExportPlan, ExportRefused, Raw, comment_block, command, flag_value, header_lines, layout_string, script,
 )
@@ -112,6 +113,8 @@ def ds_config(plan: ExportPlan) -> dict:
                     overlap_comm=train.grad_overlap and lay.pp == 1, contiguous_gradients=True)
     if lay.zero == 3:
         zero["offload_param"] = offload(train.offload_params)
+        if train.zero_sub_group_mparams != TrainSpec.model_fields["zero_sub_group_mparams"].default:
+            zero["sub_group_size"] = round(train.zero_sub_group_mparams * 1e6)  # the priced fp32 cast's bound
     cfg: dict = {
         "train_batch_size": train.global_batch_size,
         "train_micro_batch_size_per_gpu": lay.mbs,
