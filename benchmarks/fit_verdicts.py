@@ -184,7 +184,8 @@ def _cluster(gpu, gpus: int, preset: str = "dgx-a100") -> ClusterSpec:
 # left out, so its memory is a lower bound of the real run's, which is enough for an out-of-memory verdict.
 QWEN2_72B = ModelSpec(name="qwen2-72b-text", num_layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8,
                       ffn_hidden_size=29568, vocab_size=152064, seq_length=2048, activation="swiglu", norm="rmsnorm",
-                      position_embedding="rope", linear_bias=False, tied_embeddings=False, dropout=False)
+                      position_embedding="rope", linear_bias=False, qkv_bias=True, tied_embeddings=False,
+                      dropout=False)
 # HuggingFaceTB/SmolLM2-1.7B config.json.
 SMOLLM2_17B = ModelSpec(name="smollm2-1.7b", num_layers=24, hidden_size=2048, num_attention_heads=32, num_kv_heads=32,
                         ffn_hidden_size=8192, vocab_size=49152, seq_length=16384, activation="swiglu", norm="rmsnorm",

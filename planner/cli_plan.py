@@ -81,9 +81,11 @@ def plan_cmd(
         result, alternative, reasons = plan_search(prob, train, top, time_limit, validated_only, fw, deadline)
         runs_on = [fws.runners(p.layout, train, moe=prob.model.is_moe) for p in result.plans]
         if fw is None and result.plans:  # a stack named without --framework prices every layout with it
+            caps = fws.load(train.stack_spec.framework) if train.stack_spec.framework in fws.FRAMEWORKS else None
+            hint = (f" (add --framework {train.stack_spec.framework} to search only its layouts)"
+                    if caps is not None and train.precision in caps.precisions else "")
             for line in fws.unrunnable(train, result.plans[0].layout, moe=prob.model.is_moe):
-                err.print(plain(f"warning: the winner: {line} (add --framework {train.stack_spec.framework} to "
-                                "search only its layouts)"), highlight=False, soft_wrap=True)
+                err.print(plain(f"warning: the winner: {line}{hint}"), highlight=False, soft_wrap=True)
     exported: list[str] = []  # the export's left-out and forced formats, for --json's "warnings"
     if result.plans and outputs.wanted:  # the plan document serves the files alone
         doc = plan_document(prob.model, prob.cluster, train, result.plans[0], result.plans[1:], reasons)

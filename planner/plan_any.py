@@ -28,8 +28,9 @@ def any_mode(fw, opts, base_train) -> bool:
 
 def search_any(prob, train, top: int, time_limit: float, validated_only: bool, deadline: Optional[float],
                serial: Optional[Callable] = None, waiting: Callable = contextlib.nullcontext):
-    """(result, alternative, reasons, the winner's train, runs_on): each framework searched in turn with an
-    equal share of the time limit (in worker processes where CPUs allow: planner.plan_pool), then merged
+    """(result, alternative, reasons, the winner's train, runs_on): each framework searched within the time limit,
+    the small searches first and the large ones with what they leave (in worker processes where CPUs allow:
+    planner.plan_pool), then merged
     (merge_found). `serial(fw, tr, share)` runs one search here (default: planner.api.search_with_reasons,
     silent); `waiting()` is the context the workers are waited in (the CLI's spinner)."""
     from planner.api import search_with_reasons

@@ -239,12 +239,14 @@ def test_unknown_framework_exits_2():
     assert res.exit_code == 2 and "jax" in res.output
 
 
-def test_export_needs_a_format_or_a_framework(tmp_path):
+def test_export_without_a_format_writes_the_pricing_frameworks(tmp_path):
+    """A plan saved with --framework fsdp is priced with the fsdp stack: export without --format writes torchrun's
+    files (it used to exit 2 asking for --format), as --framework fsdp does."""
     saved = tmp_path / "p.json"
     assert runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "16",
                                "--framework", "fsdp", "--save", str(saved)]).exit_code == 0
-    res = runner.invoke(app, ["export", str(saved), "--out", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "--format" in res.output
+    res = runner.invoke(app, ["export", str(saved), "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0 and (tmp_path / "a" / "launch_torchrun.sh").exists() and "--format not given" in res.output
     res = runner.invoke(app, ["export", str(saved), "--out", str(tmp_path / "o"), "--framework", "fsdp"])
     assert res.exit_code == 0 and (tmp_path / "o" / "launch_torchrun.sh").exists()
 

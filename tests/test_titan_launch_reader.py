@@ -67,7 +67,8 @@ def test_expert_parallelism_with_cuda_graphs_is_refused_as_torchtitan_does():
         config_cli.cli_config(MOE_LINE.format(config="qwen3_30b_a3b", ep=8, flags=""), Path("x"), [])
     for ok in (MOE_LINE.format(config="qwen3_30b_a3b", ep=8, flags="--training.disable_cuda_graphs"),
                MOE_LINE.format(config="qwen3_30b_a3b", ep=1, flags=""),
-               MOE_LINE.format(config="deepseek_v3_16b_hybridep", ep=8, flags="")):
+               MOE_LINE.format(config="deepseek_v3_16b_hybridep", ep=8, flags=""),
+               MOE_LINE.format(config="qwen3_30b_a3b", ep=8, flags="--override.imports my_dispatch")):
         config_cli.cli_config(ok, Path("x"), [])
 
 

@@ -5,8 +5,8 @@ strict sections with enums, unknown top-level keys ignored by DeepSpeed so check
 pipeline with ZeRO < 2, launcher flags with underscores, hostfile `host slots=N` without duplicates)
 and section "torchtitan" (dp_replicate*dp_shard*cp*tp*pp == world, (dp_shard*cp*tp) % ep == 0,
 global % (local*dp) == 0, seq_len divisible by tp and 2*cp, the 0.2.x loader's strict keys, and
-0.3.0's --training.disable_cuda_graphs with PP > 1 or a MoE model: torchtitan/trainer.py refuses CUDA
-graphs with the all-to-all token dispatcher).
+0.3.0's --training.disable_cuda_graphs with PP > 1 or EP > 1: torchtitan/trainer.py refuses CUDA graphs
+with the all-to-all token dispatcher).
 """
 
 from __future__ import annotations
@@ -165,9 +165,10 @@ def torchtitan_problems(cfg: dict, world: int, where: str, cli_args: list[str] =
         out.append(f"{where}: seq_len {seq} must be divisible by loss.num_chunks {chunks}")
     if pp > 1:
         out += _tt_pipeline(par, local, where)
-    if (pp > 1 or "expert_parallel_degree" in par) and cli_args is not None \
+    ep = par.get("expert_parallel_degree", 1)
+    if (pp > 1 or (isinstance(ep, int) and ep > 1)) and cli_args is not None \
             and "--training.disable_cuda_graphs" not in cli_args:
-        out.append(f"{where}: PP > 1 or MoE needs --training.disable_cuda_graphs (0.3.0 trainer.py: CUDA graphs "
+        out.append(f"{where}: PP > 1 or EP > 1 needs --training.disable_cuda_graphs (0.3.0 trainer.py: CUDA graphs "
                    "run neither pipelines nor the all-to-all token dispatcher)")
     mode = cfg.get("activation_checkpoint", {}).get("mode", "selective")
     if mode not in ("none", "selective", "full", "memory_budget", "memory-budget"):

@@ -91,7 +91,8 @@ def _safer(plans: list[Estimate]) -> list[str]:
                     f"error ({error / GIB:.1f} GiB); the winner's {win.headroom_bytes / GIB:.1f} GiB is inside "
                     f"its own ({memory_error_bytes(win) / GIB:.1f} GiB)"]
     return [f"the winner's {win.headroom_bytes / GIB:.1f} GiB headroom is inside the memory model's held-out error "
-            f"({memory_error_bytes(win) / GIB:.1f} GiB) and no layout shown leaves more: --top shows others"]
+            f"({memory_error_bytes(win) / GIB:.1f} GiB), and no other layout shown leaves headroom outside its own "
+            "(a larger --top may show one)"]
 
 
 def _batch_note(lay) -> list[str]:

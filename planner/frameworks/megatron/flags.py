@@ -152,6 +152,10 @@ def model_data(a: MegatronArgs) -> dict:
             "qkv_bias": a.has("--add-qkv-bias"),
             "dropout": not (_zero(a, "--attention-dropout") and _zero(a, "--hidden-dropout")),
             "mtp_num_layers": a.int("--mtp-num-layers", 0, minimum=0)}
+    kind = a.str("--position-embedding-type")
+    if kind in ROPE_VARIANTS and a.shell is not None:
+        a.shell.warn(f"--position-embedding-type {kind}: priced as rope (no weights, the same cost); a launch "
+                     "file parplan writes from it says rope, so keep your own flag and its settings")
     if a.str("--position-embedding-type") == "alibi" and a.shell is not None:  # Megatron-DeepSpeed (BLOOM)
         a.shell.warn("--position-embedding-type alibi: priced as no position embedding (ALiBi has no weights; "
                      "its attention bias is not counted)")

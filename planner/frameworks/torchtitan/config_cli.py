@@ -145,7 +145,7 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
         cfg.setdefault(section, {}).update(values)
     cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
     apply_flags(cfg, flags, path, notes)
-    graphs_on(cfg, path, name)  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
+    graphs_on(cfg, path, name, any(k.startswith("override.") for k, _ in flags))  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
     return cfg, _per_node(words, env, path)
 
 
@@ -184,12 +184,13 @@ def cuda_graphs(cfg: dict, path: Path, notes: list[str]) -> None:
 SYNC_FREE_DISPATCH = ("_hybridep", "_minimal_async_ep")
 
 
-def graphs_on(cfg: dict, path: Path, config_name: str = "") -> bool:
+def graphs_on(cfg: dict, path: Path, config_name: str = "", overridden: bool = False) -> bool:
     """Whether the 0.3 step runs as a CUDA graph; a UserError where torchtitan refuses the config for it
     (Trainer.Config._validate_cuda_graphs, at config time): pipeline parallelism ("CUDA graphs do not support
     pipeline parallelism yet"), and expert parallelism with a token dispatcher that syncs with the host, which the
     presets' all-to-all does ("CUDA graphs support only expert parallel token dispatcher configurations without CPU
-    synchronization"; the _hybridep and _minimal_async_ep presets, or an override import, may choose another)."""
+    synchronization"; the _hybridep and _minimal_async_ep presets, or an --override.imports module (`overridden`),
+    may choose another)."""
     disabled = cfg.get("training", {}).get("disable_cuda_graphs", False)
     if not isinstance(disabled, bool):
         raise UserError(f"{path}: training.disable_cuda_graphs={str(disabled)[:40]!r} must be true or false "
@@ -203,7 +204,6 @@ def graphs_on(cfg: dict, path: Path, config_name: str = "") -> bool:
                         "torchtitan refuses it (CUDA graphs do not support pipeline parallelism yet); add "
                         "--training.disable_cuda_graphs")
     ep = par.get("expert_parallel_degree", 1) if isinstance(par, dict) else 1
-    overridden = bool(cfg.get("override", {}).get("imports")) if isinstance(cfg.get("override"), dict) else False
     if isinstance(ep, int) and ep > 1 and not config_name.endswith(SYNC_FREE_DISPATCH) and not overridden:
         raise UserError(f"{path}: expert_parallel_degree {ep} with CUDA graphs on (torchtitan 0.3.0's default): "
                         "torchtitan refuses it for the all-to-all token dispatcher (CUDA graphs support only "

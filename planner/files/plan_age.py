@@ -1,0 +1,40 @@
+"""What a plan file saved by an older parplan leaves out: a spec field added since reads as its default, which
+may not be what today's preset of the same name says (an MI300X plan saved before `scale_up_topology` prices
+the node as a switch; one saved before `curve_gen` prices a B200 with H100 fractions). Each such field is said,
+never silently replaced: the plan keeps the numbers it was saved with unless the user re-plans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+import hardware_profiles as hp
+from costmodels.hardware_spec import ClusterSpec, GPUProfile
+from planner.files.said import note
+
+
+def older_cluster_notes(raw: Any, where: str) -> None:
+    """A note per field of the cluster (and its GPU profile and efficiencies) that a plan file's inline cluster
+    lacks while today's preset of its name sets it to something other than the default."""
+    if not isinstance(raw, dict) or raw.get("name") not in hp.list_clusters():
+        return
+    preset = hp.load_cluster(raw["name"])
+    _missing(raw, preset, ClusterSpec, where, raw["name"])
+    gpu = raw.get("gpu")
+    if isinstance(gpu, dict) and isinstance(preset.gpu, GPUProfile) and gpu.get("name") == preset.gpu.name:
+        _missing(gpu, preset.gpu, GPUProfile, f"{where}.gpu", preset.gpu.name)
+        eff = gpu.get("efficiency")
+        if isinstance(eff, dict):
+            _missing(eff, preset.gpu.efficiency, type(preset.gpu.efficiency), f"{where}.gpu.efficiency",
+                     preset.gpu.name)
+
+
+def _missing(raw: dict, preset: BaseModel, spec: type[BaseModel], where: str, name: str) -> None:
+    for field, info in spec.model_fields.items():
+        if field in raw or info.is_required():
+            continue
+        today = getattr(preset, field)
+        if today != info.default:
+            note(where, f"{field} is not in this plan file (saved by an older parplan): read as "
+                        f"{info.default!r}, where today's {name} preset says {today!r}; plan again to use it")
