@@ -96,13 +96,20 @@ def _safer(plans: list[Estimate]) -> list[str]:
 
 
 def _batch_note(lay) -> list[str]:
-    """One line when the global batch rules out data parallelism over every GPU (its sequences do not divide over
-    them) and the winner pipelines or splits layers instead: a GB200 NVL72 rack's 72 GPUs with a batch of 512 won
+    """One line when the global batch rules out data parallelism over every GPU (fewer sequences than GPUs, each
+    data-parallel rank holding one; or sequences that do not divide over them) and the winner splits the model
+    instead: a GB200 NVL72 rack's 72 GPUs with a batch of 512 won
     pp=9 at 51% MFU where a batch of 576 runs dp=72, and the reasons said only "binding constraint: time". The
     batch named is the nearest multiple of the GPU count (the larger on a tie)."""
     world = lay.tp * lay.cp * lay.pp * lay.dp
     batch = lay.dp * lay.mbs * (lay.num_microbatches or 1)
-    if batch % world == 0 or batch < world or (lay.tp == 1 and lay.pp == 1):  # fewer sequences than GPUs: moot
+    if batch < world:  # each data-parallel rank holds one sequence: the batch, not memory, made it split the model
+        if lay.dp != batch:
+            return []
+        return [f"global batch {batch} is smaller than the {world:,} GPUs, so at least {-(-world // batch)} of them "
+                f"share each sequence (tp x pp x cp); a batch of {world:,} or more would allow data parallelism "
+                "over all of them"]
+    if batch % world == 0 or (lay.tp == 1 and lay.pp == 1):
         return []
     below, above = batch // world * world, -(-batch // world) * world
     nearest = below if batch - below < above - batch else above
