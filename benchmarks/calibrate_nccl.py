@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import re
 import statistics
@@ -223,10 +224,23 @@ ALPHA_OUT_KIND = {"dgx-b200": "h100"}
 MARK = "NCCL collectives:"
 
 
+MESH_ROWS = ROOT / "benchmarks" / "data" / "kernels" / "collectives_mi300x.json"
+MESH_LINK_GB_PER_S = 64.0  # one MI300X Infinity Fabric link per direction (clusters/mi300x-node.yaml sources)
+
+
+def mesh_eta_up() -> float:
+    """eta_up of an Infinity Fabric mesh: the mean over the measured MI300X all-reduce rows of busbw / (the r-1
+    links a group of r uses x 64 GB/s): 47.7 / 64 and 312.9 / 448 (ml-engineering network/README.md)."""
+    rows = json.loads(MESH_ROWS.read_text())["rows"]
+    return statistics.mean(r["value"] / (MESH_LINK_GB_PER_S * (int(r["shape"].split()[0]) - 1)) for r in rows)
+
+
 def profile_fields(name: str, p: dict) -> dict:
-    """The efficiency fields this script owns, for one GPU profile."""
+    """The efficiency fields this script owns, for one GPU profile (MI300X/MI355X's scale_up from their mesh rows)."""
     p = {k: float(v) for k, v in p.items()}
     nvls = 1.0 if name.startswith("mi") else p["nvls"]  # AMD Infinity Fabric: no NVLink SHARP
+    if name.startswith("mi"):
+        p["eta_up"] = mesh_eta_up()
     return {"scale_up": round(p["eta_up"], 4), "scale_out": round(p["eta_out"], 4),
             "launch_us": round(p["launch_us"], 2), "up_half_mib": round(p["half_up_mib"], 2),
             "out_half_mib": round(p["half_out_mib"], 2), "nvls_speedup": round(nvls, 3)}
@@ -249,8 +263,12 @@ def note_for(name: str) -> str:
            f"nvls_speedup from benchmarks/calibrate_nccl.py on {rows} (nccl_busbw.md)"
     if name in ("a100-40gb", "h200", "h100-sxm-500w"):
         head += "; shared with its NVLink generation"
-    if name in ("h800", "mi300x"):
-        head += f"; NOT MEASURED for {name}: copied from the h100 fit" + (", no NVLS" if name == "mi300x" else "")
+    if name in ("h800", "mi300x", "mi355x"):
+        head += f"; NOT MEASURED for {name}: copied from the h100 fit" + (", no NVLS" if name.startswith("mi") else "")
+    if name.startswith("mi"):
+        head += (f"; scale_up {mesh_eta_up():.4f} measured instead: the MI300X all-reduce busbw over the r-1 "
+                 "Infinity Fabric links a group of r uses (benchmarks/data/kernels/collectives_mi300x.json: 2 GPUs "
+                 "47.7 GB/s, 8 GPUs 312.9)" + ("; MI355X's own links not measured" if name == "mi355x" else ""))
     if name == "v100-sxm3-32gb":
         head += "; NOT MEASURED for v100-sxm3-32gb: copied from the a100 fit (its clusters take dgx-a100's latencies)"
     return head + "."
@@ -264,7 +282,8 @@ def write_profile(name: str, p: dict) -> None:
     eff = yaml.safe_load("efficiency:" + block_lines)["efficiency"]
     note = re.sub(rf"\s*{re.escape(MARK)}.*$", "", eff.pop("fitted_on", ""), flags=re.S)
     eff.update(profile_fields(name, p))
-    eff["fitted_on"] = (note.rstrip().rstrip(".") + ". " + note_for(name)).lstrip(". ")
+    kept = note.rstrip().rstrip(".;").rstrip()
+    eff["fitted_on"] = f"{kept}; {note_for(name)}" if kept else note_for(name)  # calibrate.py's joint, "; "
     path.write_text(head + "\n" + yaml.safe_dump({"efficiency": eff}, sort_keys=False, width=100) + rest)
 
 

@@ -29,12 +29,12 @@ def _measured() -> dict[int, float]:
     return {int(r["shape"].split()[0]): r["value"] for r in rows}
 
 
-def test_mi300x_all_reduce_by_group_size_within_a_quarter_of_measured():
+def test_mi300x_all_reduce_by_group_size_within_a_tenth_of_measured():
     links = comm.cluster_links(hp.load_cluster("mi300x-node"))
     measured = _measured()
     assert set(measured) == {2, 8}
     for ranks, busbw in measured.items():
-        assert _busbw_gb_per_s(links, ranks) == pytest.approx(busbw, rel=0.25)
+        assert _busbw_gb_per_s(links, ranks) == pytest.approx(busbw, rel=0.10)  # scale_up fitted on these two rows
     assert _busbw_gb_per_s(links, 8) / _busbw_gb_per_s(links, 2) == pytest.approx(7, rel=0.05)  # measured 6.6
 
 
