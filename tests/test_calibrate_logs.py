@@ -177,9 +177,20 @@ def test_torchtitan_and_deepspeed_logs_calibrate_from_the_cli(tmp_path):
     assert data["stack_base"] == "torchtitan" and abs(data["runs"][0]["error_after"]) < 0.05
     ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0))
     res = runner.invoke(app, ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100",
-                              "--seq-len", "2048", "--json"])
+                              "--seq-len", "2048", "--layout", "recompute=full", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["stack_base"] == "deepspeed"
+
+
+def test_an_assumed_layout_is_said_and_one_that_cannot_fit_is_refused(tmp_path):
+    """A log that does not state its layout was fitted on Layout's defaults without a word; a default that needs
+    159 GiB of an 80 GB GPU (mbs 8 without recompute) could not be the run's (a new-user pass)."""
+    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0))
+    args = ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq-len", "2048"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "could not have used it; give the run's --layout" in res.stderr
+    res = runner.invoke(app, args + ["--layout", "recompute=full"])
+    assert res.exit_code == 0 and "assumed: " in res.stderr and "does not state tp, pp, cp" in res.stderr
 
 
 # ---- bad logs: exit 2 naming the file and the line ------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Optional
 
 import hardware_profiles as hp
 from costmodels.errors import SpecError
+from costmodels.estimate import estimate_memory
 from costmodels.hardware_spec import ClusterSpec
 from costmodels.layout import Layout, resolve_layout
 from costmodels.model_spec import ModelSpec
@@ -120,14 +121,48 @@ def _precision(s: dict) -> Optional[str]:
     return "bf16" if s.get("bf16") else "fp16" if s.get("fp16") else None
 
 
+STATED = ("tp", "pp", "cp", "ep", "mbs", "zero", "recompute")  # the layout keys a run's time hangs on
+
+
 def _base_layout(log: RunLog) -> dict:
     s = log.settings
     if log.framework == "megatron":
         return {}
-    if log.framework == "torchtitan":
+    if log.framework == "torchtitan":  # torchtitan's defaults: FSDP, selective activation checkpointing
         mbs = s.get("local_batch", 1) // max(s.get("grad_accum") or 1, 1)
-        return {"zero": 3, "mbs": max(mbs, 1)}
+        return {"zero": 3, "mbs": max(mbs, 1), "recompute": s.get("recompute") or "selective"}
     return {k: s[k] for k in ("zero", "mbs") if isinstance(s.get(k), int)}
+
+
+def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
+    """The note naming the layout keys neither the log nor --layout stated (taken from the layout's defaults,
+    or the framework's), or ''. A Megatron log without its argument dump was fitted as tp=1, zero=0, no
+    recompute without a word (a new-user pass)."""
+    read = set(_base_layout(log)) if log.framework != "megatron" else set(_megatron_layout(log.settings, opts.model))
+    if log.framework == "megatron":
+        read = {k for k in read if k in log.settings or (k == "zero" and "distributed_optimizer" in log.settings)
+                or (k == "recompute" and ("recompute" in log.settings or "checkpoint_activations" in log.settings))}
+    keys = STATED if opts.model.is_moe else tuple(k for k in STATED if k != "ep")  # no experts: ep moot
+    missing = [k for k in keys if k not in read and k not in opts.layout]
+    if not missing:
+        return ""
+    values = ", ".join(f"{k}={getattr(layout, k)}" for k in missing)
+    return (f"assumed: {visible(log.path)} does not state {', '.join(missing)}: taken as {values}; give the run's "
+            "--layout if it differs (the fit is only as right as the layout)")
+
+
+def _fits(run_model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, log: RunLog, assumed: str) -> None:
+    """A layout the run could not have used (it does not fit in memory) is refused, not fitted on."""
+    mem = estimate_memory(run_model, cluster, train, lay)
+    if mem.floor_bytes > mem.hbm_bytes - mem.margin_bytes:  # as Estimate.fits decides it
+        why = " (assumed: give --layout)" if assumed else ""
+        raise UserError(f"{visible(log.path)}: layout {_short(lay)}{why} needs {mem.device_bytes / 2**30:.1f} GiB of "
+                        f"the {(mem.hbm_bytes - mem.margin_bytes) / 2**30:.1f} GiB a GPU has: the run could not have "
+                        "used it; give the run's --layout")
+
+
+def _short(lay: Layout) -> str:
+    return ",".join(f"{k}={getattr(lay, k)}" for k in ("tp", "pp", "cp", "ep", "dp", "mbs", "zero", "recompute"))
 
 
 def _world(log: RunLog, cluster: ClusterSpec) -> ClusterSpec:
@@ -186,6 +221,10 @@ def build(log: RunLog, opts: Options) -> Run:
         resolved = resolve_layout(opts.model, cluster, train, layout)
     except SpecError as err:
         raise UserError(f"{visible(log.path)}: the run's layout does not fit --model/--cluster: {err}") from None
+    assumed = _assumed(log, opts, resolved)
+    if assumed:
+        log.notes.append(assumed)
+    _fits(opts.model, cluster, train, resolved, log, assumed)
     return Run(Path(log.path).name, log, summary, opts.model, cluster, train, resolved)
 
 
