@@ -165,3 +165,27 @@ def test_the_paired_micro_batch_adds_one_moe_layer_of_activations(pp, vpp, ep):
     for i, (s, mem) in enumerate(zip(k.stages, after)):
         n = stage_layer_mix(paired.model, paired.lay.stage_layers, i, paired.lay.vpp)[::-1]
         assert s.memory_bytes.at(*n) == pytest.approx(mem.total_bytes, abs=8)
+
+
+def test_check_refuses_a_megatron_launch_that_breaks_the_overlaps_assertions(tmp_path):
+    """megatron-core 0.16.1 transformer_config.py asserts virtual stages with pp > 1 and no full recompute under
+    --overlap-moe-expert-parallel-comm; check priced such launches at 0.03 s of all-to-all (a new-user pass)."""
+    from planner.errors import UserError
+    from planner.files.native import load_native
+
+    base = ("#!/bin/bash\ntorchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+            "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+            "--seq-length 4096 --max-position-embeddings 4096 --swiglu --normalization RMSNorm "
+            "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear "
+            "--vocab-size 32000 --micro-batch-size 1 --global-batch-size 256 --bf16 --num-experts 8 "
+            "--moe-router-topk 2 --moe-token-dispatcher-type alltoall --expert-model-parallel-size 8 "
+            "--moe-grouped-gemm --overlap-moe-expert-parallel-comm {extra}\n")
+    path = tmp_path / "train.sh"
+    for extra, rule in (("--pipeline-model-parallel-size 4", "needs virtual stages"),
+                        ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                         "refuses full recomputation")):
+        path.write_text(base.format(extra=extra))
+        with pytest.raises(UserError, match=rule):
+            load_native(path, None, "dgx-h100", None)
+    path.write_text(base.format(extra="--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2"))
+    assert load_native(path, None, "dgx-h100", None).train.ep_comm_overlap

@@ -3,6 +3,7 @@ named (instead of the layout check's field names or a bare GPU count later on).
 
 - the tensor-parallel split of attention (planner.frameworks.megatron.tp_split, megatron-core 0.19.2
   transformer_config.py);
+- --overlap-moe-expert-parallel-comm's assertions (planner.frameworks.megatron.ep_overlap_rules);
 - no node count anywhere while the cluster's default size cannot hold the layout (planner.frameworks.megatron.world);
 - a world size that is not a multiple of tp*cp*pp and etp*ep*pp, and (said, not refused: check's batch options may
   replace them) a --global-batch-size that is not a multiple of --micro-batch-size x dp, each naming the file and the
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from planner.files.native_sizes import note
-from planner.frameworks.megatron import tp_split, world
+from planner.frameworks.megatron import ep_overlap_rules, tp_split, world
 from planner.frameworks.megatron.train import require_fp8_peak
 
 
@@ -25,6 +26,7 @@ def require(a, spec, lay, cluster, where: str, from_flags: bool, nodes_known: bo
             precision: Optional[str]) -> None:
     """Raise UserError for the first of the refusals above that applies; nothing otherwise."""
     tp_split.require(a, spec, lay.tp, from_flags, where)
+    ep_overlap_rules.require(a, lay, where)
     if not nodes_known:
         world.require_node_count(lay, cluster, where)
     world.require_world(lay, cluster, where, nodes_known)
