@@ -174,6 +174,10 @@ class ClusterSpec(BaseModel):
     name: Name = Field("custom", description="Cluster name, e.g. dgx-h100 (at most 200 characters).")
     gpu: Union[str, GPUProfile] = Field(..., description="GPU profile name or inline profile.")
     gpus_per_node: int = Field(8, ge=1, le=1024, description="GPUs in one node (scale-up domain).")
+    gpus_per_host: Optional[int] = Field(
+        None, ge=1, le=1024, description="GPUs one host (one operating system: torchrun --nproc-per-node, SLURM "
+        "--gpus-per-node) drives, where a node's NVLink domain spans several hosts (GB200 NVL72: 18 trays of 4); "
+        "must divide gpus_per_node; null = gpus_per_node.")
     num_nodes: int = Field(1, ge=1, le=1_000_000, description="Number of nodes.")
     scale_up_gb_per_s: float = Field(
         ..., ge=MIN_RATE, le=1e6, description="Per GPU, per direction, inside a node (NVLink/Infinity Fabric), GB/s."
@@ -216,6 +220,23 @@ class ClusterSpec(BaseModel):
             raise ValueError(f"memory_reserve_gib={self.memory_reserve_gib:g} must be below the GPU's HBM "
                              f"(gpu {self.gpu.name!r}: hbm_gib={self.gpu.hbm_gib:g})")
         return self
+
+    @model_validator(mode="after")
+    def _hosts_divide_the_node(self) -> "ClusterSpec":
+        """A node's NVLink domain is a whole number of hosts."""
+        if self.gpus_per_host is not None and self.gpus_per_node % self.gpus_per_host:
+            raise ValueError(f"gpus_per_host={self.gpus_per_host} must divide gpus_per_node={self.gpus_per_node}")
+        return self
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs one host drives: gpus_per_host, else the whole node."""
+        return self.gpus_per_host or self.gpus_per_node
+
+    @property
+    def num_hosts(self) -> int:
+        """Hosts of the cluster (what launchers count as nodes)."""
+        return self.num_gpus // self.host_gpus
 
     @property
     def num_gpus(self) -> int:

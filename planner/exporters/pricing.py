@@ -103,7 +103,7 @@ def check_command(plan, file_name: Optional[str] = None) -> str:
     if fmt in NEEDS_MODEL:
         words += ["--model", _model_preset(plan.model) or "MODEL.json"]
     cluster = _cluster_preset(plan.cluster)
-    words += ["--cluster", cluster or "CLUSTER.json", "--nodes", str(plan.nodes)]
+    words += ["--cluster", cluster or "CLUSTER.json", "--nodes", str(plan.cluster.num_nodes)]
     stack = plan.train.stack_spec
     if stack.name != inferred_stack(fmt, plan):
         words += ["--stack", stack.name] if _shipped(stack) else ["--stack-file", "STACK.yaml"]

@@ -166,7 +166,8 @@ def _over_preset(data: dict, where: str) -> dict:
 
 
 def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int]) -> ClusterSpec:
-    """Apply --nodes or --gpus (a whole number of nodes, or fewer GPUs on one node; on a full-mesh node those
+    """Apply --nodes or --gpus (a whole number of nodes, fewer GPUs on one node, or, where a node's NVLink domain
+    spans hosts, the fewest domains of whole hosts: _partial_domains; on a full-mesh node those
     keep only the links among them, so a 2-GPU share of an 8-GPU MI300X node has one 64 GB/s link, not 448)."""
     if nodes is not None and gpus is not None:
         raise UserError(f"give --nodes or --gpus, not both (--nodes {nodes}, --gpus {gpus})")
@@ -179,8 +180,10 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
             update.update(num_nodes=1, gpus_per_node=gpus)
             if cluster.scale_up_topology == "mesh" and per > 1:  # they keep the links among them: gpus-1 of per-1
                 update["scale_up_gb_per_s"] = cluster.scale_up_gb_per_s * max(gpus - 1, 1) / (per - 1)
-        elif gpus % per:
+        elif gpus % per and _partial_domains(cluster, gpus) is None:
             raise UserError(f"--gpus {gpus} is not a whole number of {per}-GPU nodes of cluster {cluster.name!r}")
+        elif gpus % per:
+            update.update(num_nodes=-(-gpus // per), gpus_per_node=_partial_domains(cluster, gpus))
         else:
             update["num_nodes"] = gpus // per
     if not update:
@@ -188,6 +191,18 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
     data = cluster.model_dump()
     data.update(update)
     return validate(ClusterSpec, data, "cluster")
+
+
+def _partial_domains(cluster: ClusterSpec, gpus: int) -> Optional[int]:
+    """GPUs per NVLink domain when `gpus` fill the fewest domains evenly with whole hosts (256 GB200 on NVL72
+    racks: 4 racks of 64, 16 of their 18 trays; jobs leave trays out), else None. Only where a domain spans
+    several hosts (gpus_per_host): a plain node is not split."""
+    host, per = cluster.gpus_per_host, cluster.gpus_per_node
+    if host is None or host >= per:
+        return None
+    domains = -(-gpus // per)
+    each = gpus // domains
+    return each if each * domains == gpus and each % host == 0 else None
 
 
 def load_cluster(arg: str, nodes: Optional[int] = None, gpus: Optional[int] = None) -> ClusterSpec:

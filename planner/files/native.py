@@ -48,8 +48,8 @@ from planner.frameworks.torchtitan.config_values import titan_split  # noqa: F40
 from planner.files.safe_read import parse_json, parse_toml
 # the shared helpers, kept reachable here (planner.files.accelerate_yaml uses native._cluster, native._train, ...)
 from planner.files.native_sizes import (_cluster, _layout, _load_cluster, _load_model, _named,  # noqa: F401
-                                        _need_cluster, _need_model, _read_text, _sbatch_nodes, _sized_cluster, _train,
-                                        note)
+                                        _need_cluster, _need_model, _read_text, _sbatch_gpus, _sbatch_nodes,
+                                        _sized_cluster, _train, note)
 
 __all__ = ["KINDS", "describe", "detect", "is_native", "load_native", "load_native_text", "titan_split"]
 
@@ -215,9 +215,12 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
         script_nodes, per_node = mf.torchrun_size(args.torchrun)
         if args.launcher == "deepspeed":
             script_nodes, per_node = mds.launcher_size(args.launcher_opts)
-    sbatch = _sbatch_nodes(args.shell.sbatch if args.shell else text, path)
+    options = args.shell.sbatch if args.shell else text
+    sbatch = _sbatch_nodes(options, path)
     if script_nodes is None and sbatch is not None:
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
+    if per_node is None and sbatch is not None:
+        per_node = _sbatch_gpus(options, path)  # srun python: one task per GPU of the allocation
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
     with _named(path):
         lay_data, train = mf.layout_data(args, shape), megatron_train.train_data(args)

@@ -23,7 +23,7 @@ from planner.files.safe_read import read_text
 from planner.files.shell_sbatch import fewest_nodes, nodes_note, sbatch_options
 
 __all__ = ["_cluster", "_layout", "_load_cluster", "_load_model", "_named", "_need_cluster", "_need_model",
-           "_read_text", "_sbatch_nodes", "_sized_cluster", "_train", "note"]
+           "_read_text", "_sbatch_gpus", "_sbatch_nodes", "_sized_cluster", "_train", "note"]
 
 
 def _read_text(path: Path) -> str:
@@ -53,6 +53,17 @@ def _sbatch_nodes(text, path: Path) -> Optional[int]:
     if nodes_note(value):
         note(str(path), nodes_note(value))
     return count
+
+
+def _sbatch_gpus(text, path: Path) -> Optional[int]:
+    """`#SBATCH --gpus-per-node N` (also `gpu:N` or `TYPE:N`, slurm's gres form) as a count; None when absent or
+    not a literal number. A GB200 NVL72 job asks for its 4-GPU trays so (a new-user pass: -N 64 of them was read
+    as 64 racks of 72)."""
+    options = text if isinstance(text, dict) else sbatch_options(text)
+    value = options.get("--gpus-per-node", "").rsplit(":", 1)[-1]
+    if not value.isdigit() or int(value) < 1:
+        return None
+    return int(value)
 
 
 def _need_cluster(cluster, path: Path, kind: str):
@@ -92,7 +103,12 @@ def _cluster(cluster, nodes: Optional[int], per_node: Optional[int] = None,
         if script_gpus is not None and script_gpus != gpus:
             note(where, f"--gpus {gpus} overrides the script's {script_gpus}")
         return _load_cluster(cluster, nodes, gpus)
-    spec = _load_cluster(cluster, nodes if nodes is not None else script_nodes)
+    base = _load_cluster(cluster)
+    if per_node is not None and per_node != base.gpus_per_node and per_node == base.gpus_per_host:
+        if nodes is not None:  # --nodes counts NVLink domains; the script's nodes are hosts
+            return _load_cluster(base, nodes)
+        return _load_cluster(base, gpus=(script_nodes or 1) * per_node)  # hosts of GPUs: sized by the GPUs
+    spec = _load_cluster(base, nodes if nodes is not None else script_nodes)
     if per_node is not None and per_node != spec.gpus_per_node:
         data = spec.model_dump()
         data["gpus_per_node"] = per_node
@@ -113,12 +129,10 @@ def _sized_cluster(cluster, nodes: Optional[int], world: Optional[int], path: Pa
         return base
     if world is None:
         raise UserError(f"{path}: give --nodes: the config does not fix the GPU count (it would with {keys})")
-    if world % base.gpus_per_node and world > base.gpus_per_node:
+    if world % base.gpus_per_node and world > base.gpus_per_node and base.gpus_per_host is None:
         raise UserError(f"{path}: the config implies {world} GPUs, not whole {base.gpus_per_node}-GPU nodes of "
                         f"{base.name!r}; give --nodes")
-    if world < base.gpus_per_node:
-        return _load_cluster(base, gpus=world)
-    return _load_cluster(base, world // base.gpus_per_node)
+    return _load_cluster(base, gpus=world)  # whole nodes, part of one, or whole hosts of NVLink domains
 
 
 def _train(data: dict, where: str) -> TrainSpec:

@@ -42,6 +42,9 @@ TORCHRUN_LAYOUT = {"--tensor-parallel": "tp", "--sequence-parallel": "sp", "--co
 TORCHRUN_TRAIN = {"--global-batch-size": "global_batch_size", "--seq-length": "seq_length", "--precision": "precision"}
 
 
+NPROC = ("--nproc-per-node", "--nproc_per_node")
+
+
 def kind(path: Path, text: str) -> Optional[str]:
     """Which of parplan's launch scripts `text` is (a shell script whose header says parplan wrote it),
     or None: other scripts (a Megatron-DeepSpeed launcher with --deepspeed_config, say) stay with the
@@ -75,6 +78,19 @@ def _int(flags: dict, flag: str, path: Path) -> Optional[int]:
     return int(value)
 
 
+def _host_nodes(cluster, opts: dict, nodes: Optional[int], per_flags: tuple[str, ...], node_flag: str, path: Path):
+    """(cluster, None) when the launch counts hosts of a cluster whose NVLink domains span several (GB200 NVL72:
+    --nnodes 36 --nproc-per-node 4 is 2 racks): sized by --nodes (domains) or by the launch's GPUs; else
+    (None, the node count to size it by: _nodes)."""
+    hosts = _int(opts, node_flag, path)
+    per = next((_int(opts, f, path) for f in per_flags if opts.get(f) is not None), None)
+    base = loading.load_cluster(_need(cluster, "--cluster", path))
+    if base.gpus_per_host and per == base.gpus_per_host != base.gpus_per_node:
+        return (loading.resize_cluster(base, nodes, None) if nodes is not None
+                else loading.resize_cluster(base, None, (hosts or 1) * per)), None
+    return None, _nodes(hosts, nodes, node_flag, path)
+
+
 def _nodes(script_nodes: Optional[int], nodes: Optional[int], flag: str, path: Path) -> Optional[int]:
     if nodes is not None and script_nodes is not None and nodes != script_nodes:
         raise UserError(f"{path}: {flag} {script_nodes} but --nodes {nodes}; give one or make them agree")
@@ -92,8 +108,9 @@ def _deepspeed(path: Path, text: str, model, cluster, nodes, load_text):
     json_path = path.parent / Path(config).name  # "$HERE/ds_config.json": the JSON beside the script
     if not json_path.is_file():
         raise UserError(f"{path}: --deepspeed_config {config!r}: no {json_path.name} beside the script")
-    prob = load_text(read_text(json_path), "deepspeed", model, cluster,
-                     _nodes(_int(opts, "--num_nodes", path), nodes, "--num_nodes", path), json_path)
+    clus, count = _host_nodes(cluster, opts, nodes, ("--num_gpus",), "--num_nodes", path)
+    prob = load_text(read_text(json_path), "deepspeed", model, clus or cluster,
+                     clus.num_nodes if clus is not None else count, json_path)
     return with_seq(prob, _int(train_flags, "--seq-length", path))
 
 
@@ -135,8 +152,8 @@ def _torchrun(path: Path, text: str, model, cluster, nodes):
         if flags.get(flag) is not None:
             train[key] = flags[flag] if key == "precision" else _int(flags, flag, path)
     opts = flag_dict(parse_flags(launcher))
-    clus = loading.load_cluster(_need(cluster, "--cluster", path),
-                                _nodes(_int(opts, "--nnodes", path), nodes, "--nnodes", path))
+    clus, count = _host_nodes(cluster, opts, nodes, NPROC, "--nnodes", path)
+    clus = clus or loading.load_cluster(_need(cluster, "--cluster", path), count)
     named = sh.env.get("PARPLAN_MODEL", sh.scalars.get("PARPLAN_MODEL"))  # the script's model, when a preset
     model = model or (named if named in hp.list_models() else None)
     return loading.Problem(loading.load_model(_need(model, "--model", path)), clus,
@@ -173,8 +190,9 @@ def _torchtitan(path: Path, text: str, model, cluster, nodes, load_text):
     if module != "torchtitan.train":
         raise UserError(f"{path}: the torchrun command runs {module!r}, not -m torchtitan.train")
     opts = flag_dict(parse_flags(launcher))
-    script_nodes = _nodes(_int(opts, "--nnodes", path), nodes, "--nnodes", path)
-    return load_text(shlex.join(_named_config(argv)), "torchtitan", model, cluster, script_nodes, path)
+    clus, script_nodes = _host_nodes(cluster, opts, nodes, NPROC, "--nnodes", path)
+    return load_text(shlex.join(_named_config(argv)), "torchtitan", model, clus or cluster,
+                     clus.num_nodes if clus is not None else script_nodes, path)
 
 
 def _named_config(argv: list[str]) -> list[str]:
