@@ -34,7 +34,7 @@ def estimate_memory(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, la
         device_bytes=device, margin_bytes=dev.hbm_bytes - dev.device_budget,
         headroom_bytes=dev.device_budget - device, floor_bytes=floor, unhindered_device_bytes=unhindered,
         unhindered_usable_bytes=dev.allocated_budget(peak.persistent_bytes),
-        allocator_pressure=floor <= dev.device_budget < unhindered,
+        allocator_pressure=floor <= dev.device_budget < unhindered, expandable_segments=train.alloc_expandable,
         uncertainty=memory_uncertainty(train.stack_spec),
         **_host(model, cluster, train, lay),
     )

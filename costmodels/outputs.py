@@ -74,6 +74,8 @@ class MemoryOut(_Out):
     allocator_pressure: bool = Field(False, description="Fits, but only because the caching allocator releases its "
                                      "cache: some stage's unhindered device use passes hbm - margin. Expect "
                                      "synchronising cudaFree calls and a risk of fragmentation out-of-memory.")
+    expandable_segments: bool = Field(False, description="The caching allocator maps growable segments "
+                                      "(TrainSpec.alloc_expandable), as the fragmentation was priced.")
     uncertainty: Optional[MemoryUncertaintyOut] = None
     host_bytes_per_node: int = Field(0, description="Host RAM per node pinned for offloaded optimizer states, "
                                      "gradients, parameter shards and NVMe swap buffers (costmodels.offload); 0 = "

@@ -185,3 +185,16 @@ def test_a_shipped_flavor_needs_no_model(name, model, cluster, nodes):
 def test_an_unshipped_flavor_still_needs_the_model(tmp_path):
     with pytest.raises(UserError, match="--model is required"):
         _load(tmp_path, '[model]\nname = "llama3"\nflavor = "debugmodel"\n' + BASE, model=None)
+
+
+def test_a_03_list_flag_is_one_comma_separated_word(tmp_path):
+    """torchtitan 0.3.0 reads `--compile.components model,loss` as two components (config/manager.py
+    list_str_rule: one word split on commas); it was read as the one component 'model,loss', so the model was
+    priced eager while the note said the loss was compiled (a new-user pass)."""
+    from planner.frameworks.torchtitan import config_cli
+    from planner.frameworks.torchtitan.export import cli_words
+
+    line = LAUNCH_03.replace("--compile.components model loss", "--compile.components model,loss")
+    cfg, _ = config_cli.cli_config(line, tmp_path / "launch.sh", [])
+    assert cfg["compile"]["components"] == ["model", "loss"]
+    assert cli_words("compile", "components", ["model", "loss"]) == ["--compile.components", "model,loss"]

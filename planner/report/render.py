@@ -200,9 +200,14 @@ def _pressure_text(mem: MemoryOut, room: int) -> str:
     spare, fixed = room - mem.floor_bytes, mem.floor_bytes - mem.peak_allocated_bytes
     return (f"memory: fits only under allocator pressure: unhindered the device would hold "
             f"{gib(mem.unhindered_device_bytes)} of {gib(room)} GiB, so the caching allocator must release its cache "
-            f"(synchronising cudaFree, slower steps; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps); "
+            f"(synchronising cudaFree, slower steps{_expandable_hint(mem)}); "
             f"allocated {gib(mem.peak_allocated_bytes)} + context and NCCL {gib(fixed)} leave {gib(spare)} GiB "
             "for fragmentation")
+
+
+def _expandable_hint(mem: MemoryOut) -> str:
+    """The allocator setting that helps, unless the run has it already (it was said to runs that set it)."""
+    return "" if mem.expandable_segments else "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps"
 
 
 def time_table(e: Estimate) -> Table | None:

@@ -58,7 +58,9 @@ PRESETS = {
 # running torchtitan 0.3.0's ConfigManager on each, 2026-11-27); `--loss.num_chunks N` changes it
 CHUNKED_LOSS = {"loss": {"num_chunks": 8}}
 READ = ("training", "parallelism", "compile", "activation_checkpoint", "model", "quantize", "float8", "loss")
-LIST_KEYS = {"components", "converters", "filter_fqns"}  # tyro lists: the words up to the next flag
+# 0.3.0 lists: one comma-separated word (config/manager.py list_str_rule: nargs=1, split(",")); the words up to the
+# next flag are taken too, as parplan's exports wrote them before, each split on commas
+LIST_KEYS = {"components", "converters", "filter_fqns"}
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 AC_SUBCOMMAND = "activation-checkpoint:"  # 0.3.0: `activation-checkpoint:full`, `:selective`, `:none`
 
@@ -115,8 +117,8 @@ def _value(section: str, key: str, raw, path: Path):
     """A flag's value: a bare flag is true (`--a.no-b` false); numbers and lists as TOML would give them."""
     if raw is None:
         return True
-    if isinstance(raw, list) or key in LIST_KEYS:
-        return raw if isinstance(raw, list) else [raw]
+    if isinstance(raw, list) or key in LIST_KEYS:  # 0.3.0 ConfigManager's list_str_rule: one word, split on commas
+        return [part for word in (raw if isinstance(raw, list) else [raw]) for part in word.split(",") if part]
     low = raw.lower()
     if low in ("true", "false"):
         return low == "true"

@@ -218,8 +218,8 @@ def cli_words(section: str, key: str, value) -> list:
     """One 0.3.0 override: `--section.key value`; a bool as tyro's flag pair `--section.key` / `--section.no-key`."""
     if isinstance(value, bool):
         return [f"--{section}.{key}" if value else f"--{section}.no-{key}"]
-    if isinstance(value, list):  # tyro: a list is the words up to the next flag
-        return [f"--{section}.{key}", *value]
+    if isinstance(value, list):  # 0.3.0 config/manager.py list_str_rule: one word (nargs=1), split on commas
+        return [f"--{section}.{key}", ",".join(value)]
     return [f"--{section}.{key}", value]
 
 

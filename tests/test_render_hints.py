@@ -1,0 +1,21 @@
+"""The allocator hint under memory pressure is not given to a run that already sets it (a new-user pass: a script
+with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True was told that setting helps)."""
+
+from __future__ import annotations
+
+import hardware_profiles as hp
+from costmodels.estimate import estimate
+from costmodels.layout import Layout
+from costmodels.train_spec import TrainSpec
+from planner.report.render import _pressure_text
+
+
+def test_the_expandable_hint_goes_only_to_runs_without_it():
+    model, cluster = hp.load_model("llama3-8b"), hp.load_cluster("dgx-h100")
+    lay = Layout(dp=8, zero=1, mbs=1)
+    for expandable, said in ((False, True), (True, False)):
+        train = hp.resolve_train(TrainSpec(global_batch_size=8, expandable_segments=expandable))
+        mem = estimate(model, cluster, train, lay).memory
+        assert mem.expandable_segments is expandable
+        text = _pressure_text(mem, mem.hbm_bytes - mem.margin_bytes)
+        assert ("expandable_segments:True helps" in text) is said
