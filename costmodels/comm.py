@@ -78,7 +78,7 @@ def cluster_links(cluster: ClusterSpec) -> Links:
         launch_s=eff.launch_us * 1e-6,
         up_half_bytes=eff.up_half_mib * MIB,
         out_half_bytes=eff.out_half_mib * MIB,
-        nvls_speedup=eff.nvls_speedup,
+        nvls_speedup=eff.nvls_speedup if cluster.scale_up_topology == "switch" else 1.0,  # NVLS needs NVSwitch
         mesh=cluster.scale_up_topology == "mesh",
     )
 

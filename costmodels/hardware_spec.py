@@ -185,10 +185,11 @@ class ClusterSpec(BaseModel):
     scale_out_gb_per_s: float = Field(
         ..., ge=MIN_RATE, le=1e6, description="Per GPU, per direction, across nodes (NIC share), GB/s."
     )
-    scale_up_topology: Literal["switch", "mesh"] = Field(
+    scale_up_topology: Literal["switch", "mesh", "pcie"] = Field(
         "switch", description="How the GPUs of a node connect: switch (NVSwitch: every GPU reaches any group at "
-        "scale_up_gb_per_s) or mesh (AMD Infinity Fabric on MI300X/MI355X: one direct link to each other GPU, "
-        "scale_up_gb_per_s being all of them together, so a group of r GPUs in a node uses r-1 of its g-1 links).")
+        "scale_up_gb_per_s), mesh (AMD Infinity Fabric on MI300X/MI355X: one direct link to each other GPU, "
+        "scale_up_gb_per_s being all of them together, so a group of r GPUs in a node uses r-1 of its g-1 links) "
+        "or pcie (no NVLink: each GPU's PCIe share, and no NVLink SHARP all-reduce).")
     scale_up_latency_us: float = Field(
         3.0, ge=0, le=1e6, description="alpha_up: latency of one collective step (ring hop) inside a node, "
         "microseconds."

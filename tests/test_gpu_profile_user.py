@@ -90,3 +90,35 @@ def test_a_gpu_file_is_found_beside_its_cluster_file_and_its_warnings_reach_json
     run = CliRunner().invoke(app, ["check", str(script), "--cluster", str(sub / "cluster.yaml"), "--json"])
     said = [w for w in json.loads(run.stdout)["warnings"] if "scale_out_gb_per_s 400 is GB/s per GPU" in w]
     assert len(said) == 1 and run.stderr.count("scale_out_gb_per_s 400 is GB/s per GPU") == 1
+
+
+def test_scale_up_and_hbm_slips_are_warned_of(tmp_path, capsys):
+    """A new-user pass: NVLink typed bidirectionally (900 on H100), a node total (7200 on H200) and HBM in MiB
+    (24576) ran silently."""
+    for update, said in (({"scale_up_gb_per_s": 900.0}, "above the hopper generation's fastest scale-up (450"),
+                         ({"gpu": {**H100, "name": "m", "hbm_gib": 24576.0}}, "hbm_gib 24576 is above any GPU's")):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump({**CHASSIS, "gpu": {**H100, "name": "my-h100"}, **update}))
+        load_cluster(str(path))
+        assert said in capsys.readouterr().err
+    for name in ("dgx-h100", "gb200-nvl72", "mi300x-node", "dgx-b300"):  # presets: nothing to say
+        load_cluster(name)
+        assert "above" not in capsys.readouterr().err
+
+
+def test_a_pcie_node_takes_no_nvls_and_a_pcie_rate_on_a_switch_is_questioned(tmp_path, capsys):
+    """NVLink SHARP needs an NVSwitch: an 8 x H100 PCIe box priced its all-reduce 27% faster with it (a new-user
+    pass). scale_up_topology pcie drops it; a PCIe rate left as a switch is warned of."""
+    from costmodels import comm
+
+    base = {**CHASSIS, "gpu": "h100-sxm", "scale_up_gb_per_s": 64.0}
+    path = tmp_path / "pcie.yaml"
+    path.write_text(yaml.safe_dump(base))
+    switch = load_cluster(str(path))
+    assert "set scale_up_topology: pcie" in capsys.readouterr().err
+    path.write_text(yaml.safe_dump({**base, "scale_up_topology": "pcie"}))
+    pcie = load_cluster(str(path))
+    assert "scale_up_topology" not in capsys.readouterr().err
+    assert comm.cluster_links(pcie).nvls_speedup == 1.0 < comm.cluster_links(switch).nvls_speedup
+    x = 2**30
+    assert comm.all_reduce_s(comm.cluster_links(pcie), 8, 1, x) > comm.all_reduce_s(comm.cluster_links(switch), 8, 1, x)

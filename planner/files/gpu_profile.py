@@ -58,7 +58,8 @@ def _generation_efficiency(gpu: dict) -> tuple[dict, str]:
     if ref is None:
         return {}, (f"gpu {name}: no efficiency block and no tensor_core_gen: Efficiency's generic defaults "
                     "(GEMMs at up to 0.75 of peak, no kernel cap, no host overhead), fitted on nothing: an optimistic "
-                    "guess; give tensor_core_gen and sm_count, or an efficiency block")
+                    "guess; give tensor_core_gen (the nearest for a generation not listed: ampere for Ada) and "
+                    "sm_count, or an efficiency block")
     base = hp.load_gpu(ref).efficiency
     fitted_on = f"NOT FITTED: no efficiency block given; {ref}'s fractions (the {gen} generation's reference profile)"
     return (base.model_copy(update={"curve_gen": base.curve_gen or gen, "fitted_on": fitted_on}).model_dump(),
@@ -82,7 +83,40 @@ def link_warnings(cluster) -> list[str]:
     elif cluster.gpus_per_node > 1 and down > up:
         out.append(f"scale_out_gb_per_s {down:g} is above scale_up_gb_per_s {up:g}: the network would "
                    "beat the links inside a node; both are GB/s per GPU and per direction")
+    return out + _scale_up_warnings(cluster) + _hbm_warnings(cluster)
+
+
+# The fastest scale-up per GPU and direction of each generation, GB/s (NVLink 2/3/4/5 datasheets: V100 150, A100 300,
+# H100 450, B200/B300 900; AMD Infinity Fabric: MI300X 7 x 64, MI355X 7 x 153.6)
+MAX_SCALE_UP_GB_PER_S = {"volta": 150.0, "ampere": 300.0, "hopper": 450.0, "blackwell": 900.0,
+                         "blackwell-ultra": 900.0, "cdna3": 448.0, "cdna4": 1075.2}
+PCIE_LIKE_GB_PER_S = 64.0  # a PCIe 5.0 x16 link per direction: a node this slow inside has no NVLink
+MAX_HBM_GIB = 1024.0  # no GPU has a TiB of HBM: a figure above it is in MiB or MB
+
+
+def _scale_up_warnings(cluster) -> list[str]:
+    """A scale-up rate above the generation's fastest (a bidirectional or per-node figure), and a PCIe-slow one
+    still taking NVLink SHARP's all-reduce speed-up (a new-user pass: an H100 PCIe box priced 27% faster so)."""
+    gpu, up = cluster.gpu_profile, cluster.scale_up_gb_per_s
+    top = MAX_SCALE_UP_GB_PER_S.get(gpu.tensor_core_gen or "")
+    out = []
+    if top is not None and up > 1.05 * top:
+        out.append(f"scale_up_gb_per_s {up:g} is above the {gpu.tensor_core_gen} generation's fastest scale-up "
+                   f"({top:g} GB/s per GPU and per direction); a bidirectional figure is twice that, a node's total "
+                   "its GPUs times it")
+    if (cluster.scale_up_topology == "switch" and cluster.gpus_per_node > 1 and up <= PCIE_LIKE_GB_PER_S
+            and gpu.efficiency.nvls_speedup > 1):
+        out.append(f"scale_up_gb_per_s {up:g} is a PCIe rate, yet the node is priced as an NVSwitch one with NVLink "
+                   "SHARP's all-reduce speed-up; set scale_up_topology: pcie if these GPUs have no NVLink")
     return out
+
+
+def _hbm_warnings(cluster) -> list[str]:
+    hbm = cluster.gpu_profile.hbm_gib
+    if hbm > MAX_HBM_GIB:
+        return [f"gpu {cluster.gpu_profile.name}: hbm_gib {hbm:g} is above any GPU's memory ({MAX_HBM_GIB:g} GiB); "
+                "a figure in MiB is 1024 times the GiB one (24576 MiB = 24 GiB)"]
+    return []
 
 
 def warn(where: str, line: str) -> None:
