@@ -228,3 +228,18 @@ def test_a_sweep_point_is_the_plan_of_that_point(example):
     h100_8 = next(p for p in doc["points"] if p["cluster"] == "dgx-h100" and p["nodes"] == 8)
     assert h100_8["layout"].startswith("tp=4 pp=1 dp=16 zero=3")
     assert fws.load(h100_8["framework"]) is not None
+
+
+def test_the_sweep_table_marks_a_band_that_is_not_validated():
+    """plan's table prints '3%*' for a band from too few held-out runs; the sweep table printed '±3%' for the
+    same (a new-user pass)."""
+    from planner.report.sweep_table import _cells
+
+    point = {"cluster": "dgx-h100", "nodes": 8, "gpus": 64, "global_batch": 512, "fits": True, "status": "optimal",
+             "estimate": {"layout": {"tp": 1, "pp": 1, "dp": 64, "cp": 1, "ep": 1, "zero": 1, "mbs": 1,
+                                     "recompute": "none"}},
+             "step_s": 1.0, "step_rel_error_p50": 0.03, "mfu": 0.5, "tokens_per_s": 1e6, "days": 1.0,
+             "gpu_hours": 10.0, "cost_usd": None, "goodput": None, "pareto": False, "picked": False,
+             "cut_short": [], "reason": None}
+    assert _cells({**point, "validated": False}, False, False)["step s"] == "1 ±3%*"
+    assert _cells({**point, "validated": True}, False, False)["step s"] == "1 ±3%"

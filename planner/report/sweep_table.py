@@ -59,7 +59,8 @@ def _cells(p: dict, with_cost: bool, with_goodput: bool) -> dict[str, str]:
     if not p["fits"]:
         return {**head, "layout": "none found in time" if p["status"] == "feasible" else "nothing fits"}
     est = p["estimate"]
-    band = "" if p["step_rel_error_p50"] is None else f" ±{pct(p['step_rel_error_p50'])}"
+    star = "*" if p.get("validated") is False else ""  # as plan's table marks it
+    band = "" if p["step_rel_error_p50"] is None else f" ±{pct(p['step_rel_error_p50'])}{star}"
     return {**head, "layout": compact_layout(est["layout"]), "step s": f"{p['step_s']:.3g}{band}",
             "MFU": f"{p['mfu']:.1%}", "tokens/s": big(p["tokens_per_s"], 3), "days": days_text(p["days"]),
             "GPU-h": big(p["gpu_hours"]), "cost": money(p["cost_usd"]),
@@ -87,7 +88,9 @@ def _sweep_table(doc: dict, left_out: frozenset) -> Table:
     with_goodput = any(p["goodput"] is not None for p in doc["points"])
     batches = sorted({p["global_batch"] for p in doc["points"]})
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}")
+                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}",
+                  caption="step s: ± median held-out error of the layout's regime; * not validated"
+                  if any(p.get("validated") is False for p in doc["points"]) else None)
     cols = ["", "cluster", "nodes", "GPUs", *(["batch"] if len(batches) > 1 else []), "layout", "step s", "MFU",
             "tokens/s", "days", "GPU-h"]
     cols += ["cost"] if with_cost else []
