@@ -19,3 +19,14 @@ def test_the_expandable_hint_goes_only_to_runs_without_it():
         assert mem.expandable_segments is expandable
         text = _pressure_text(mem, mem.hbm_bytes - mem.margin_bytes)
         assert ("expandable_segments:True helps" in text) is said
+
+
+def test_a_whole_run_of_a_layout_that_does_not_fit_says_so():
+    """estimate --tokens printed days and GPU-hours of a layout 38 GiB short with no word beside them."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    res = CliRunner().invoke(app, ["estimate", "llama3-70b", "--cluster", "dgx-h100", "--layout",
+                                   "tp=1,dp=8,mbs=1,zero=0", "--global-batch", "64", "--tokens", "1e12"])
+    assert "does not fit: it cannot start as it is" in res.stderr
