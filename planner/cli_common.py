@@ -205,7 +205,7 @@ def show(result: Estimate, as_json: bool, title: str, chosen_split: bool = False
         print_whole_run(whole, out)
         if whole is not None and not result.fits:  # priced, but no such run starts (a new-user pass)
             err.print("note: the whole run above is of a layout that does not fit: it cannot start as it is",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
 
 
 def report_export(result) -> list[str]:
