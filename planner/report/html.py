@@ -13,7 +13,7 @@ from planner.report.data import MAX_SIMULATED_STAGES, ReportData, picked, rank_c
 GIB = 2**30
 PARTS = [("weights_bytes", "weights", "#4e79a7"), ("grads_bytes", "grads", "#f28e2b"),
          ("optimizer_bytes", "optimizer", "#e15759"), ("activations_bytes", "activations", "#76b7b2"),
-         ("other_bytes", "other", "#b07aa1")]
+         ("other_bytes", "other", "#b07aa1"), ("transient_bytes", "transient", "#9c755f")]  # the peak's whole
 TIME_PARTS = ["compute_s", "recompute_s", "bubble_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
               "dp_comm_exposed_s", "optimizer_s", "overhead_s"]
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
