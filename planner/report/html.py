@@ -60,8 +60,8 @@ def _memory_svg(d: ReportData) -> str:
                f'{usable / GIB:.1f} GiB</text>')
     for g in range(0, int(top / GIB) + 1, max(1, int(top / GIB / 5))):
         out.append(f'<text x="{left - 6}" y="{y(g * GIB):.1f}" text-anchor="end">{g}</text>')
-    legend = "".join(f'<rect x="{left + 110 * k}" y="2" width="10" height="10" fill="{c}"/><text x="'
-                     f'{left + 14 + 110 * k}" y="11">{n}</text>' for k, (_, n, c) in enumerate(PARTS))
+    legend = "".join(f'<rect x="{left + 95 * k}" y="2" width="10" height="10" fill="{c}"/><text x="'
+                     f'{left + 14 + 95 * k}" y="11">{n}</text>' for k, (_, n, c) in enumerate(PARTS))
     return "".join(out) + legend + "</svg>"
 
 
