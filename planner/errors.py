@@ -19,8 +19,14 @@ class OutputNotWritten(UserError):
     exit_code = 4
 
 
+UNION_TAGS = ("GPUProfile", "Stack", "ModelSpec", "ClusterSpec", "TrainSpec", "Layout", "str")  # a union's branch
+
+
 def _loc(loc: tuple) -> str:
-    return ".".join(_part(p) for p in loc if not isinstance(p, str) or not p.startswith("function-"))
+    """A location as a message shows it: validator wrappers and a union's branch names (`gpu.GPUProfile.hbm_gib`)
+    left out."""
+    return ".".join(_part(p) for p in loc if not isinstance(p, str)
+                    or not (p.startswith("function-") or p in UNION_TAGS))
 
 
 def _part(part) -> str:
@@ -47,12 +53,32 @@ def describe_validation_error(err: ValidationError, where: str) -> str:
             got = e.get("input")
             shown = "" if isinstance(got, dict) else f" (got {_short(got)})"
             problems.append((field, f"{field}: {msg}{shown}"))
+    typos = _typos(extra, missing, where)
+    problems = [(key, text) for key, text, _ in typos] + problems
+    paired = {key for key, _, _ in typos} | {field for _, _, field in typos}
+    extra = [key for key in extra if key not in paired]
+    missing = [m for m in missing if m.rsplit(".", 1)[-1] not in paired]
     if missing:
         problems.append((f"{where}.{missing[0]}", f"{where}: missing required field(s) {', '.join(missing)}"))
     if extra:
         more = f" (and {len(extra) - 1} more unknown keys)" if len(extra) > 1 else ""
         problems.append((extra[0], f"{extra[0]}: Extra inputs are not permitted{more}"))
     return _one_line(problems)
+
+
+def _typos(extra: list[str], missing: list[str], where: str) -> list[tuple[str, str, str]]:
+    """(key, message, the field) of each unknown key that resembles a missing field: named first, with the field it
+    likely meant (a new-user pass: `scale_out_gbps` was reported as a missing scale_out_gb_per_s and one more
+    problem)."""
+    import difflib
+
+    out = []
+    for key in extra:
+        name = key.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(name, [m.rsplit(".", 1)[-1] for m in missing], n=1, cutoff=0.6)
+        if close:
+            out.append((key, f"{key}: unknown key; did you mean {close[0]}? (required, and missing)", close[0]))
+    return out
 
 
 def _one_line(problems: list[tuple[str, str]]) -> str:

@@ -496,3 +496,20 @@ def test_slurm_script_keeps_a_name_with_a_line_break_on_one_line(tmp_path: Path,
     word = next(line.strip().split(" ", 1)[1] for line in text.splitlines() if "--wandb-exp-name" in line)
     echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True)
     assert echoed.stdout == name
+
+
+def test_a_misspelt_required_field_is_named_with_the_field_it_meant(tmp_path: Path, monkeypatch):
+    """`scale_out_gbps` for scale_out_gb_per_s said only "missing required field(s) scale_out_gb_per_s (and 1 more:
+    ...scale_out_gbps)"; a union branch's class name showed in the path (gpu.GPUProfile.hbm_gib). A new-user pass."""
+    import hardware_profiles as hp
+
+    monkeypatch.chdir(tmp_path)
+    data = hp.load_cluster("dgx-h100").model_dump(mode="json")
+    typo = {k: v for k, v in data.items() if k != "scale_out_gb_per_s"} | {"scale_out_gbps": 50}
+    negative = {**data, "gpu": {**data["gpu"], "hbm_gib": -80}}
+    _write(tmp_path, {"typo.json": json.dumps(typo), "neg.json": json.dumps(negative)})
+    res, _ = invoke(est("llama3-8b", "typo.json"))
+    assert "scale_out_gbps: unknown key; did you mean scale_out_gb_per_s? (required, and missing)" in res.stderr
+    assert "and 1 more" not in res.stderr
+    res, _ = invoke(est("llama3-8b", "neg.json"))
+    assert "neg.json.gpu.hbm_gib:" in res.stderr and "GPUProfile" not in res.stderr
