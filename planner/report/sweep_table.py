@@ -88,9 +88,7 @@ def _sweep_table(doc: dict, left_out: frozenset) -> Table:
     with_goodput = any(p["goodput"] is not None for p in doc["points"])
     batches = sorted({p["global_batch"] for p in doc["points"]})
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}",
-                  caption="step s: ± median held-out error of the layout's regime; * not validated"
-                  if any(p.get("validated") is False for p in doc["points"]) else None)
+                  title=f"sweep: {plain(doc['model'])}, {doc['tokens']:.3g} tokens, {batch_text(batches)}")
     cols = ["", "cluster", "nodes", "GPUs", *(["batch"] if len(batches) > 1 else []), "layout", "step s", "MFU",
             "tokens/s", "days", "GPU-h"]
     cols += ["cost"] if with_cost else []
@@ -126,7 +124,8 @@ def print_sweep(doc: dict, console: Console) -> None:
     """The table, its legend, notes on points cut short or infeasible, and the pick."""
     console.print(sweep_table(doc, console.width))
     basis = "cost" if doc["cost_basis"] == "cost_usd" else "GPU-hours (no --price-per-gpu-hour)"
-    console.print(f"▶ pick, ◆ Pareto front (days vs {basis}), ± median held-out error of the step time",
+    star = " (* not validated)" if any(p.get("validated") is False for p in doc["points"]) else ""
+    console.print(f"▶ pick, ◆ Pareto front (days vs {basis}), ± median held-out error of the step time{star}",
                   highlight=False)
     if any(p["cut_short"] for p in doc["points"]):
         console.print(f"† the per-point --time-limit ({doc['time_limit_s']:g} s) cut the search short: the best "
