@@ -46,9 +46,9 @@ def test_exports_count_trays_and_read_back_as_racks(tmp_path: Path):
     megatron = (out / "launch_megatron.sh").read_text()
     assert "NNODES=36" in megatron and "GPUS_PER_NODE=4" in megatron and "--nodes 2" in megatron
     assert "#SBATCH --nodes=36" in (out / "launch_slurm.sbatch").read_text()
-    for name in ("launch_megatron.sh", "launch_slurm.sbatch"):
-        prob = load_native(out / name, None, "gb200-nvl72", None)
-        assert (prob.cluster.num_nodes, prob.cluster.gpus_per_node) == (2, 72)
+    for name in ("launch_megatron.sh", "launch_slurm.sbatch", "launch_torchrun.sh"):
+        prob = load_native(out / name, "llama3-8b" if "torchrun" in name else None, "gb200-nvl72", None)
+        assert (prob.cluster.num_nodes, prob.cluster.gpus_per_node) == (2, 72), name
 
 
 def test_an_sbatch_of_trays_is_sized_by_its_gpus(tmp_path: Path):

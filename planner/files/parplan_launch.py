@@ -79,16 +79,18 @@ def _int(flags: dict, flag: str, path: Path) -> Optional[int]:
 
 
 def _host_nodes(cluster, opts: dict, nodes: Optional[int], per_flags: tuple[str, ...], node_flag: str, path: Path):
-    """(cluster, None) when the launch counts hosts of a cluster whose NVLink domains span several (GB200 NVL72:
-    --nnodes 36 --nproc-per-node 4 is 2 racks): sized by --nodes (domains) or by the launch's GPUs; else
-    (None, the node count to size it by: _nodes)."""
+    """(the cluster, loaded once, and the node count to size it by). Where the launch counts hosts of a cluster
+    whose NVLink domains span several (GB200 NVL72: --nnodes 36 --nproc-per-node 4 is 2 racks), the cluster comes
+    sized by --nodes (domains) or by the launch's GPUs, with its own node count; else the script's node count
+    (_nodes)."""
     hosts = _int(opts, node_flag, path)
     per = next((_int(opts, f, path) for f in per_flags if opts.get(f) is not None), None)
     base = loading.load_cluster(_need(cluster, "--cluster", path))
     if base.gpus_per_host and per == base.gpus_per_host != base.gpus_per_node:
-        return (loading.resize_cluster(base, nodes, None) if nodes is not None
-                else loading.resize_cluster(base, None, (hosts or 1) * per)), None
-    return None, _nodes(hosts, nodes, node_flag, path)
+        sized = (loading.resize_cluster(base, nodes, None) if nodes is not None
+                 else loading.resize_cluster(base, None, (hosts or 1) * per))
+        return sized, sized.num_nodes
+    return base, _nodes(hosts, nodes, node_flag, path)
 
 
 def _nodes(script_nodes: Optional[int], nodes: Optional[int], flag: str, path: Path) -> Optional[int]:
@@ -109,8 +111,7 @@ def _deepspeed(path: Path, text: str, model, cluster, nodes, load_text):
     if not json_path.is_file():
         raise UserError(f"{path}: --deepspeed_config {config!r}: no {json_path.name} beside the script")
     clus, count = _host_nodes(cluster, opts, nodes, ("--num_gpus",), "--num_nodes", path)
-    prob = load_text(read_text(json_path), "deepspeed", model, clus or cluster,
-                     clus.num_nodes if clus is not None else count, json_path)
+    prob = load_text(read_text(json_path), "deepspeed", model, clus, count, json_path)
     return with_seq(prob, _int(train_flags, "--seq-length", path))
 
 
@@ -153,7 +154,7 @@ def _torchrun(path: Path, text: str, model, cluster, nodes):
             train[key] = flags[flag] if key == "precision" else _int(flags, flag, path)
     opts = flag_dict(parse_flags(launcher))
     clus, count = _host_nodes(cluster, opts, nodes, NPROC, "--nnodes", path)
-    clus = clus or loading.load_cluster(_need(cluster, "--cluster", path), count)
+    clus = loading.resize_cluster(clus, count, None)
     named = sh.env.get("PARPLAN_MODEL", sh.scalars.get("PARPLAN_MODEL"))  # the script's model, when a preset
     model = model or (named if named in hp.list_models() else None)
     return loading.Problem(loading.load_model(_need(model, "--model", path)), clus,
@@ -191,8 +192,7 @@ def _torchtitan(path: Path, text: str, model, cluster, nodes, load_text):
         raise UserError(f"{path}: the torchrun command runs {module!r}, not -m torchtitan.train")
     opts = flag_dict(parse_flags(launcher))
     clus, script_nodes = _host_nodes(cluster, opts, nodes, NPROC, "--nnodes", path)
-    return load_text(shlex.join(_named_config(argv)), "torchtitan", model, clus or cluster,
-                     clus.num_nodes if clus is not None else script_nodes, path)
+    return load_text(shlex.join(_named_config(argv)), "torchtitan", model, clus, script_nodes, path)
 
 
 def _named_config(argv: list[str]) -> list[str]:
