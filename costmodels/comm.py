@@ -22,10 +22,10 @@ an affine t(X) cannot give both the ~10-17 us floor at 1 KiB and the ~60-130 us 
 `calls` splits X evenly into that many collectives (buckets), each paying L, steps * alpha and
 the half-size penalty.
 
-Placement: a group lies inside one node when n * stride <= g. On a full-mesh node (Infinity Fabric) a group of
-r ranks uses r-1 of the g-1 direct links: B_up (r-1)/(g-1) (up_bytes_per_s); a send uses one. A group crossing nodes uses
-B = min(B_up, r * B_out) (NCCL spreads its rings over the node's r NICs) and alpha_out on every
-step (the slowest hop sets the pace). All-to-all cannot aggregate NICs: one NIC per rank.
+Placement: a group lies inside one node when n * stride <= g. On a full-mesh node (Infinity Fabric) a
+group of r ranks uses r-1 of the g-1 direct links: B_up (r-1)/(g-1) (up_bytes_per_s); a send uses one.
+A group crossing nodes uses B = min(B_up, r * B_out) (NCCL spreads its rings over the node's r NICs)
+and alpha_out on every step (the slowest hop sets the pace). All-to-all cannot aggregate NICs: one NIC per rank.
 Known deviations (errors in benchmarks/calibrate_nccl.py's table): send/recv over NVLink gets the
 ring plateau, while NCCL p2p reaches ~180-195 GB/s (H100 2 GPUs, A100 8 pairs; +15-100%); a lone
 GPU per node (2x1 A100) is slower than eta_out says (+20-40% busbw); 2-node H20 rows at 1-2 MiB

@@ -270,9 +270,9 @@ def grad_cast_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) 
     after another, so the largest sets the peak: the dense partition or the experts' (DeepSpeed keeps MoE
     parameters in groups of their own), at ZeRO-3 at most one sub-group (zero_sub_group_mparams). ZeRO-1
     frees that group's gradients outside the partition first (stage_1_and_2.py step, free_grad_in_param_list),
-    which the cast reuses. None with every step on the host (offload_optimizer with ratio 1). Sources: deepspeed 0.15.3 runtime/zero/stage_1_and_2.py step, stage3.py
-    _prepare_fp32_grad_for_sub_group and _create_fp16_sub_groups. Exact per call; summed over parts of
-    a stage (stage_linear) it can only overstate."""
+    which the cast reuses. 0 with every step on the host (offload_optimizer with ratio 1). Sources: deepspeed
+    0.15.3 runtime/zero/stage_1_and_2.py step, stage3.py _prepare_fp32_grad_for_sub_group and
+    _create_fp16_sub_groups. Exact per call; summed over parts of a stage (stage_linear) it can only overstate."""
     per, zero = train.stack_spec.memory.grad_cast_bytes, memory_zero(lay)
     if per == 0 or zero == 0 or _all_offloaded(train):
         return 0.0

@@ -83,9 +83,9 @@ def mla_up_matrices(m: ModelSpec, tp: int = 1) -> list[tuple[float, float]]:
 
 def _attention_extras(m: ModelSpec, tp: int) -> float:
     """Attention parameters beside the matrices on one tp rank: biases (output-projection bias
-    replicated; with qkv_bias alone, the q, k and v biases), QK-norm, or with MLA the latent norms that qk_norm stands for (whole on every rank),
-    and attention sinks, one logit per query head, split with the heads (Megatron-Core's softmax_type
-    learnable: a num_attention_heads-long parameter, tensor-parallel by head)."""
+    replicated; with qkv_bias alone, the q, k and v biases), QK-norm, or with MLA the latent norms that qk_norm
+    stands for (whole on every rank), and attention sinks, one logit per query head, split with the heads
+    (Megatron-Core's softmax_type learnable: a num_attention_heads-long parameter, tensor-parallel by head)."""
     mats = attention_matrices(m, tp)
     biases = (sum(n for _, n in mats[:-1]) + m.hidden_size) if m.linear_bias else 0
     biases += sum(n for _, n in mats[:-1]) if m.qkv_bias and not m.linear_bias else 0  # q, k, v only

@@ -154,7 +154,8 @@ def _transient(c: Context, stage: int, extras: ParamCount, layer_params: tuple, 
     bounds = [_excess(loss, step, rest)]
     cap = grad_cast_cap_bytes(c.train, c.lay)
     if cap is not None:
-        uncast = [optimizer_temp_bytes(c.train, c.lay, p, edp) - grad_cast_bytes(c.train, c.lay, p, edp) for p in pieces]
+        uncast = [optimizer_temp_bytes(c.train, c.lay, p, edp) - grad_cast_bytes(c.train, c.lay, p, edp)
+                  for p in pieces]
         bounds.append(_excess(loss, Affine(uncast[0] + cap, uncast[1], uncast[2]), rest))
     moe = c.model.num_moe_layers
     even = ((c.model.num_layers - moe) / c.lay.pp, moe / c.lay.pp)
