@@ -61,7 +61,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
     time, throughput = estimate_time(model, cluster, train, lay)
     return Estimate(
         layout=lay,
-        fits=memory.floor_bytes <= memory.device_budget_bytes and memory.host_fits,
+        fits=memory.fits,
         memory=memory,
         time=time,
         throughput=throughput,
@@ -73,10 +73,10 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, layout: L
 
 def _bf16_share(cluster: ClusterSpec, precision: str, flops_per_gpu: float) -> float | None:
     """MFU against the bf16 peak, for a precision other than bf16 on a GPU that has one; else None."""
-    bf16 = cluster.gpu_profile.bf16_tflops
-    if precision == "bf16" or not bf16 or cluster.gpu_profile.tensor_core_gen == "volta":
+    gpu = cluster.gpu_profile
+    if precision == "bf16" or not gpu.bf16_tflops or gpu.tensor_core_gen == "volta":  # peak_flops refuses Volta bf16
         return None
-    return flops_per_gpu / (bf16 * 1e12)
+    return flops_per_gpu / gpu.peak_flops("bf16")
 
 
 def estimate_time(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout) -> tuple[TimeOut, ThroughputOut]:

@@ -90,6 +90,11 @@ class MemoryOut(_Out):
         """What a GPU may hold: hbm_bytes - margin_bytes (device_bytes is compared with it)."""
         return self.hbm_bytes - self.margin_bytes
 
+    @property
+    def fits(self) -> bool:
+        """Every stage's least device use within the budget, and the host's offload within its RAM (Estimate.fits)."""
+        return self.floor_bytes <= self.device_budget_bytes and self.host_fits
+
 
 class TimeOut(_Out):
     """Step time and its parts, seconds, on the critical (slowest) stage; they add up to step_s.

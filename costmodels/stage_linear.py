@@ -150,12 +150,11 @@ def _transient(c: Context, stage: int, extras: ParamCount, layer_params: tuple, 
     loss = loss_transient_bytes(c.model, c.train, c.lay, stage)
     edp = expert_dp(c.cluster, c.lay)
     pieces = (extras, *layer_params)
-    step = Affine(*(optimizer_temp_bytes(c.train, c.lay, p, edp) for p in pieces))
-    bounds = [_excess(loss, step, rest)]
+    temps = [optimizer_temp_bytes(c.train, c.lay, p, edp) for p in pieces]
+    bounds = [_excess(loss, Affine(*temps), rest)]
     cap = grad_cast_cap_bytes(c.train, c.lay)
     if cap is not None:
-        uncast = [optimizer_temp_bytes(c.train, c.lay, p, edp) - grad_cast_bytes(c.train, c.lay, p, edp)
-                  for p in pieces]
+        uncast = [t - grad_cast_bytes(c.train, c.lay, p, edp) for t, p in zip(temps, pieces)]
         bounds.append(_excess(loss, Affine(uncast[0] + cap, uncast[1], uncast[2]), rest))
     moe = c.model.num_moe_layers
     even = ((c.model.num_layers - moe) / c.lay.pp, moe / c.lay.pp)

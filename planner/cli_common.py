@@ -174,8 +174,9 @@ MODEL_ARG = typer.Argument(..., help="Model preset, spec file, Hugging Face conf
 CLUSTER_OPT = typer.Option(None, "--cluster", "-c", help="Cluster preset or spec file.")
 NODES_OPT = typer.Option(None, "--nodes", min=1, help="Number of nodes (overrides the cluster's).")
 GPUS_OPT = typer.Option(None, "--gpus", min=1, help="Total GPUs (whole nodes, or part of one node).")
-GBS_OPT = typer.Option(None, "--global-batch", min=1, help="Global batch in sequences; default: the plan's or launch file's, "
-                       "else one micro-batch per data-parallel rank (4 x pp of them with pipelining), said on stderr.")
+GBS_OPT = typer.Option(None, "--global-batch", min=1,
+                       help="Global batch in sequences; default: the plan's or launch file's, else one micro-batch "
+                            "per data-parallel rank (4 x pp of them with pipelining), said on stderr.")
 SEQ_OPT = typer.Option(None, "--seq-len", min=1, help="Sequence length (overrides the model's).")
 PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 or tf32; default: the plan file's, else bf16.")
 TOKENS_OPT = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the whole run (e.g. 15e12): "

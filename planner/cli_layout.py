@@ -7,11 +7,11 @@ from typing import Optional
 
 import typer
 
+import hardware_profiles as hp
 from costmodels.estimate import estimate
 from costmodels.layout import Layout, resolve_layout
 from costmodels.layer_comm import tp_overlap_applies
 from costmodels.train_spec import TrainSpec
-import hardware_profiles as hp
 from planner.search import frameworks as fws
 from planner.files import loading
 from planner.search import stage_split
@@ -119,7 +119,8 @@ def note_unused_tp_overlap(train: TrainSpec, lay: Layout) -> None:
 def export_cmd(
     plan: Path = typer.Argument(..., help="Plan file written by `plan --save` (or by hand)."),
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
-                                      "all (default: the --framework's, else that of the framework whose stack priced the plan)."),
+                                      "all (default: the --framework's, else that of the framework whose stack "
+                                      "priced the plan)."),
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
                                "layout does not fit (else exit 1)."),

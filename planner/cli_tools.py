@@ -30,7 +30,8 @@ def calibrate_cmd(
                                          "gemm_scale, layer_overhead_s, step_overhead_s, overlap_slowdown, at most "
                                          "one fewer than the runs)."),
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE",
-                                           help="Write the fitted stack profile to this YAML file (its folder must exist)."),
+                                           help="Write the fitted stack profile to this YAML file (its folder "
+                                                "must exist)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -80,7 +81,8 @@ def hardware_cmd(as_json: bool = JSON_OPT) -> None:
 
 @user_errors
 def schema_cmd(
-    name: Optional[str] = typer.Argument(None, help="Print this definition and the ones it refers to (e.g. Estimate, PlanFile)."),
+    name: Optional[str] = typer.Argument(None, help="Print this definition and the ones it refers to (e.g. "
+                                         "Estimate, PlanFile)."),
 ) -> None:
     """Print the JSON Schema of spec files and of parplan's JSON output."""
     from planner.schema import json_schema

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Optional
+
 from pydantic import ValidationError
 
 
@@ -66,18 +69,21 @@ def describe_validation_error(err: ValidationError, where: str) -> str:
     return _one_line(problems)
 
 
+def closest(key: str, known) -> Optional[str]:
+    """The valid name most like `key` (difflib ratio at least 0.6), or None when none is close."""
+    found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
 def _typos(extra: list[str], missing: list[str], where: str) -> list[tuple[str, str, str]]:
     """(key, message, the field) of each unknown key that resembles a missing field: named first, with the field it
     likely meant (a new-user pass: `scale_out_gbps` was reported as a missing scale_out_gb_per_s and one more
     problem)."""
-    import difflib
-
     out = []
     for key in extra:
-        name = key.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, [m.rsplit(".", 1)[-1] for m in missing], n=1, cutoff=0.6)
-        if close:
-            out.append((key, f"{key}: unknown key; did you mean {close[0]}? (required, and missing)", close[0]))
+        field = closest(key.rsplit(".", 1)[-1], [m.rsplit(".", 1)[-1] for m in missing])
+        if field:
+            out.append((key, f"{key}: unknown key; did you mean {field}? (required, and missing)", field))
     return out
 
 

@@ -1,8 +1,8 @@
 """`plan --framework any` searches each framework's layouts with its own stack: four independent searches
 (planner.search.frameworks.priced_frameworks). With two or more CPUs free they run in forked worker
 processes, each exactly as it runs alone: when no search is cut by the time limit the answers are the serial
-ones, in the serial order; only the wall time changes (on 2 cores, Mixtral 8x7B on 8 nodes about halves). A pool that cannot start falls back to
-running them here, one after the other.
+ones, in the serial order; only the wall time changes (on 2 cores, Mixtral 8x7B on 8 nodes about halves). A
+pool that cannot start falls back to running them here, one after the other.
 
 The time limit is the whole plan's: the small searches (FSDP, DeepSpeed) run first with an equal share, and the
 large ones (torchtitan, Megatron) take what is left when they start. Equal fixed shares cut Megatron's search of

@@ -122,6 +122,7 @@ def _precision(s: dict) -> Optional[str]:
 
 
 STATED = ("tp", "pp", "cp", "ep", "mbs", "zero", "recompute")  # the layout keys a run's time hangs on
+MEGATRON_SOURCES = {"zero": ("distributed_optimizer",), "recompute": ("recompute", "checkpoint_activations")}
 
 
 def _base_layout(log: RunLog) -> dict:
@@ -138,10 +139,11 @@ def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
     """The note naming the layout keys neither the log nor --layout stated (taken from the layout's defaults,
     or the framework's), or ''. A Megatron log without its argument dump was fitted as tp=1, zero=0, no
     recompute without a word (a new-user pass)."""
-    read = set(_base_layout(log)) if log.framework != "megatron" else set(_megatron_layout(log.settings, opts.model))
-    if log.framework == "megatron":
-        read = {k for k in read if k in log.settings or (k == "zero" and "distributed_optimizer" in log.settings)
-                or (k == "recompute" and ("recompute" in log.settings or "checkpoint_activations" in log.settings))}
+    if log.framework == "megatron":  # _megatron_layout derives zero and recompute even when the dump is silent
+        read = {k for k in _megatron_layout(log.settings, opts.model)
+                if any(src in log.settings for src in MEGATRON_SOURCES.get(k, (k,)))}
+    else:
+        read = set(_base_layout(log))
     keys = STATED if opts.model.is_moe else tuple(k for k in STATED if k != "ep")  # no experts: ep moot
     missing = [k for k in keys if k not in read and k not in opts.layout]
     if not missing:
@@ -154,11 +156,11 @@ def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
 def _fits(run_model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, lay: Layout, log: RunLog, assumed: str) -> None:
     """A layout the run could not have used (it does not fit in memory) is refused, not fitted on."""
     mem = estimate_memory(run_model, cluster, train, lay)
-    if mem.floor_bytes > mem.hbm_bytes - mem.margin_bytes:  # as Estimate.fits decides it
+    if not mem.fits:
         why = " (assumed: give --layout)" if assumed else ""
         raise UserError(f"{visible(log.path)}: layout {_short(lay)}{why} needs {mem.device_bytes / 2**30:.1f} GiB of "
-                        f"the {(mem.hbm_bytes - mem.margin_bytes) / 2**30:.1f} GiB a GPU has: the run could not have "
-                        "used it; give the run's --layout")
+                        f"the {mem.device_budget_bytes / 2**30:.1f} GiB a GPU has: the run could not have used it; "
+                        "give the run's --layout")
 
 
 def _short(lay: Layout) -> str:

@@ -29,9 +29,8 @@ import json
 from pathlib import Path
 from typing import Callable, Optional
 
-from planner.errors import UserError
+from planner.errors import UserError, closest
 from planner.files.accelerate_yaml_parallel import parallelism
-from planner.frameworks.deepspeed.ds_keys import closest
 from planner.files.safe_read import first_file, parse_json
 from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags, seq_note
 

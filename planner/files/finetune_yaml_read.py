@@ -28,10 +28,9 @@ import dataclasses
 import json
 from typing import Any, Optional
 
-from planner.errors import UserError
+from planner.errors import UserError, closest
 from planner.files import llamafactory_keys
 from planner.frameworks.deepspeed.auto import ReadNotes, TrainerFlags
-from planner.frameworks.deepspeed.ds_keys import closest
 
 FSDP_WORDS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "no_shard": "NO_SHARD",
               "hybrid_shard": "HYBRID_SHARD", "hybrid_shard_zero2": "HYBRID_SHARD_ZERO2"}  # transformers FSDPOption

@@ -23,7 +23,7 @@ from planner.files.plan_age import older_cluster_notes
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
-from planner.errors import UserError, describe_validation_error
+from planner.errors import UserError, closest, describe_validation_error
 from planner.files.safe_read import (MAX_FILE_BYTES, SPEC_SUFFIXES, key_text, parse_mapping,  # noqa: F401
                                      read_text)  # (MAX_FILE_BYTES and SPEC_SUFFIXES re-exported)
 
@@ -180,10 +180,11 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
             update.update(num_nodes=1, gpus_per_node=gpus)
             if cluster.scale_up_topology == "mesh" and per > 1:  # they keep the links among them: gpus-1 of per-1
                 update["scale_up_gb_per_s"] = cluster.scale_up_gb_per_s * max(gpus - 1, 1) / (per - 1)
-        elif gpus % per and _partial_domains(cluster, gpus) is None:
-            raise UserError(f"--gpus {gpus} is not a whole number of {per}-GPU nodes of cluster {cluster.name!r}")
         elif gpus % per:
-            update.update(num_nodes=-(-gpus // per), gpus_per_node=_partial_domains(cluster, gpus))
+            each = _partial_domains(cluster, gpus)
+            if each is None:
+                raise UserError(f"--gpus {gpus} is not a whole number of {per}-GPU nodes of cluster {cluster.name!r}")
+            update.update(num_nodes=gpus // each, gpus_per_node=each)
         else:
             update["num_nodes"] = gpus // per
     if not update:
@@ -234,10 +235,8 @@ def parse_layout(text: str) -> Layout:
 
 def _nearest_key(key: str) -> str:
     """' (did you mean zero?)' for a near-typo of a Layout key, else ''."""
-    import difflib
-
-    close = difflib.get_close_matches(key.lower(), list(Layout.model_fields), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    field = closest(key.lower(), Layout.model_fields)
+    return f" (did you mean {field}?)" if field else ""
 
 
 def _layout_value(key: str, value: str) -> Any:

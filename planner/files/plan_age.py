@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 import hardware_profiles as hp
-from costmodels.hardware_spec import ClusterSpec, GPUProfile
+from costmodels.hardware_spec import GPUProfile
 from planner.files.said import note
 
 
@@ -20,18 +20,18 @@ def older_cluster_notes(raw: Any, where: str) -> None:
     if not isinstance(raw, dict) or raw.get("name") not in hp.list_clusters():
         return
     preset = hp.load_cluster(raw["name"])
-    _missing(raw, preset, ClusterSpec, where, raw["name"])
+    _missing(raw, preset, where, raw["name"])
     gpu = raw.get("gpu")
     if isinstance(gpu, dict) and isinstance(preset.gpu, GPUProfile) and gpu.get("name") == preset.gpu.name:
-        _missing(gpu, preset.gpu, GPUProfile, f"{where}.gpu", preset.gpu.name)
+        _missing(gpu, preset.gpu, f"{where}.gpu", preset.gpu.name)
         eff = gpu.get("efficiency")
         if isinstance(eff, dict):
-            _missing(eff, preset.gpu.efficiency, type(preset.gpu.efficiency), f"{where}.gpu.efficiency",
-                     preset.gpu.name)
+            _missing(eff, preset.gpu.efficiency, f"{where}.gpu.efficiency", preset.gpu.name)
 
 
-def _missing(raw: dict, preset: BaseModel, spec: type[BaseModel], where: str, name: str) -> None:
-    for field, info in spec.model_fields.items():
+def _missing(raw: dict, preset: BaseModel, where: str, name: str) -> None:
+    """One note per optional field of `preset`'s spec absent from `raw` whose preset value is not the default."""
+    for field, info in type(preset).model_fields.items():
         if field in raw or info.is_required():
             continue
         today = getattr(preset, field)

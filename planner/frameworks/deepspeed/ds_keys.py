@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Optional
 
-from planner.errors import UserError
+from planner.errors import UserError, closest
 
 VERSION = "DeepSpeed 0.19.8"
 
@@ -93,12 +92,6 @@ PRICED_TOP = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_ac
               "zero_optimization", "bf16", "fp16", "optimizer", "activation_checkpointing", "pipeline",
               "sequence_parallel_size", "tensor_parallel")
 NEAR = 0.85  # difflib ratio from which a key is taken for a misspelling
-
-
-def closest(key: str, known) -> Optional[str]:
-    """The valid key most like `key` (difflib), or None when none is close."""
-    found = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 def _unknown(section: dict, name: str) -> list[str]:

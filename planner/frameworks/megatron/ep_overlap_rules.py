@@ -18,8 +18,8 @@ def broken(a, lay) -> list[str]:
     dispatcher = a.str("--moe-token-dispatcher-type") or "allgather"
     mtp = a.int("--mtp-num-layers", 0, minimum=0)
     rules = [
-        (lay.pp > 1 and lay.vpp == 1, "with pipeline parallelism it needs virtual stages "
-                                      "(--num-layers-per-virtual-pipeline-stage or --virtual-pipeline-model-parallel-size)"),
+        (lay.pp > 1 and lay.vpp == 1, "with pipeline parallelism it needs virtual stages (--num-layers-per-"
+                                      "virtual-pipeline-stage or --virtual-pipeline-model-parallel-size)"),
         (lay.ep <= 1, "it needs expert parallelism (--expert-model-parallel-size > 1)"),
         (dispatcher not in ("alltoall", "flex"), f"it needs --moe-token-dispatcher-type alltoall or flex (got "
                                                  f"{dispatcher})"),

@@ -147,7 +147,8 @@ def cli_config(text: str, path: Path, notes: list[str]) -> tuple[dict, int | Non
         cfg.setdefault(section, {}).update(values)
     cfg.setdefault("model", {}).update(flavors.launch_model(module, name))  # the preset of the model (flavors.py)
     apply_flags(cfg, flags, path, notes)
-    graphs_on(cfg, path, name, any(k.startswith("override.") for k, _ in flags))  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
+    overridden = any(k.startswith("override.") for k, _ in flags)
+    graphs_on(cfg, path, name, overridden)  # a config-time refusal: before the pipeline's micro-batches are looked at, as in torchtitan
     return cfg, _per_node(words, env, path)
 
 
