@@ -69,6 +69,10 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+INTERRUPTED = {"plan_cmd": "interrupted: nothing printed (--time-limit SEC bounds the search and prints the best "
+                           "layout found by then)"}
+
+
 def user_errors(fn):
     """Turn user mistakes into exit 2 with a message; tracebacks only with --debug."""
 
@@ -78,6 +82,8 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except KeyboardInterrupt:  # Typer turns it into a silent exit 130: say so (and with --json, in JSON)
+            fail(INTERRUPTED.get(fn.__name__, "interrupted"), 130)
         except (UserError, SpecError) as exc:
             maybe_trace()
             fail(str(exc), getattr(exc, "exit_code", 2))  # ExportDoesNotFit: 1

@@ -17,7 +17,8 @@ from planner.files import loading
 from planner.search import stage_split
 from planner import trainopts as to
 from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT, PREC_OPT, SEQ_OPT,
-                                TOKENS_OPT, err, layout_option, load_problem, make_train, out, report_export, show, user_errors)
+                                TOKENS_OPT, err, layout_option, load_problem, make_train, out, print_json, report_export, show,
+                                user_errors)
 from planner.errors import UserError
 from planner.exporters import run_export
 from planner.files import check_overrides as co
@@ -28,7 +29,7 @@ from planner.search.explain import short_layout
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
-from planner.report.data import build as build_report
+from planner.report.data import build as build_report, report_json
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
 from planner.report.terminal import print_report
 from planner.trainopts import STACK_FILE_OPT, STACK_OPT, TrainOptions, with_train_options
@@ -124,6 +125,8 @@ def export_cmd(
     out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
                                "layout does not fit (else exit 1)."),
+    as_json: bool = typer.Option(False, "--json", help="Also print what was written, left out and forced as JSON "
+                                 "(parplan schema ExportOutput)."),
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Write launch files for a plan, each priced with the stack that runs it (its header says the memory,
@@ -139,7 +142,12 @@ def export_cmd(
         if prob.layout is not None:
             lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
             fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train, moe=prob.model.is_moe)
-    report_export(run_export(doc, fws.export_format(fw, fmt, "all"), out_dir, force))
+    fmt = fws.export_format(fw, fmt, "all")
+    result = run_export(doc, fmt, out_dir, force)
+    said = report_export(result)
+    if as_json:
+        print_json({"format": fmt, "out": str(out_dir), "written": [str(p) for p in result.written],
+                    "refused": result.refused, "forced": result.forced, "warnings": said})
 
 
 def _priced_format(doc: dict, plan: Path) -> str:
@@ -166,15 +174,20 @@ def report_cmd(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing HTML file."),
     stack: Optional[str] = STACK_OPT,
     stack_file: Optional[Path] = STACK_FILE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print what the pictures draw as JSON instead of the terminal "
+                                 "pictures (parplan schema ReportOutput); with -o the HTML is written too."),
 ) -> None:
     """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown,
     the step time with its held-out error band."""
     doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
     data = build_report(doc, tokens)
-    if output is None:
-        return print_report(data, out)
-    write_atomic(output, render_html(data), force, option="--output")
-    err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
+    if output is not None:
+        write_atomic(output, render_html(data), force, option="--output")
+        err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)
+    if as_json:
+        print_json({**report_json(data), "html": None if output is None else str(output)})
+    elif output is None:
+        print_report(data, out)
 
 
 def read_echo(spec, clus, train: TrainSpec) -> dict:

@@ -3,7 +3,7 @@
 `parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
 TrainSpec, Stack (`--stack-file`), Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
 Estimate (`estimate --json`; EstimateOutput with `--tokens`), CheckOutput (`check --json`), PlanOutput
-(`plan --json`), RunSpec
+(`plan --json`), ExportOutput (`export --json`), ReportOutput (`report --json`), RunSpec
 and WholeRun (the whole run, costmodels.whole_run). It is generated from the Pydantic
 models, so it cannot drift from what the loaders accept.
 """
@@ -97,8 +97,64 @@ class CheckOutput(EstimateOutput):
                        "priced.")
 
 
+class ExportOutput(BaseModel):
+    """`export --json`: what was written (the files themselves say their memory, step time and check line)."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: str = Field(..., description="The format exported: megatron, deepspeed, torchrun, torchtitan, slurm or "
+                        "all.")
+    out: str = Field(..., description="The folder written into.")
+    written: list[str] = Field(..., description="Paths written, in order.")
+    refused: dict[str, str] = Field(default_factory=dict, description="Format -> why it was not written (it cannot "
+                                    "express the layout, or the layout does not fit its stack).")
+    forced: dict[str, str] = Field(default_factory=dict, description="Format -> why it does not fit, written anyway "
+                                   "with --force.")
+    warnings: list[str] = Field(default_factory=list, description="Also on stderr: the refused and forced lines.")
+
+
+class GroupOut(BaseModel):
+    """One communication group of the device mesh, in Megatron's rank order."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(..., description="tp, cp, dp, pp, etp or ep.")
+    size: int = Field(..., description="Ranks in the group.")
+    stride: int = Field(..., description="Rank distance between neighbours of the group.")
+    crosses_nodes: bool = Field(..., description="The group spans more than one node (scale-up domain).")
+
+
+class BlockOut(BaseModel):
+    """One forward (F) or backward (B) of one micro-batch chunk on one pipeline rank."""
+
+    model_config = ConfigDict(extra="forbid")
+    rank: int
+    kind: Literal["F", "B"]
+    microbatch: int
+    chunk: int
+    start_s: float = Field(..., description="Seconds from the step start.")
+    end_s: float
+
+
+class ReportOutput(BaseModel):
+    """`report --json`: what the pictures draw."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    summary: str = Field(..., description="The report's one-sentence answer.")
+    plan: Estimate
+    alternatives: list[Estimate]
+    reasons: list[str]
+    groups: list[GroupOut]
+    timelines: dict[str, list[BlockOut]] = Field(..., description="Schedule -> simulated blocks, the plan's schedule "
+                                                  "first; empty past 128 pipeline stages.")
+    drawn_microbatches: int = Field(..., description="Micro-batches simulated (at most 24).")
+    gpus_per_node: int
+    num_nodes: int
+    whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the plan's whole run.")
+    html: Optional[str] = Field(None, description="The HTML file written with -o, else null.")
+
+
 MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput, EstimateOutput,
-          CheckOutput, RunSpec, WholeRun]
+          CheckOutput, ExportOutput, ReportOutput, RunSpec, WholeRun]
 
 
 def json_schema() -> dict:

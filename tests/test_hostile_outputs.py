@@ -420,3 +420,17 @@ def test_ctrl_c_while_a_command_loads_exits_130_in_one_line(monkeypatch):
     monkeypatch.setattr(cli_main, "build_command", interrupted)
     res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100"])
     assert res.exit_code == 130 and res.stderr.strip() == "parplan: error: interrupted"
+
+
+def test_ctrl_c_during_a_search_says_so_and_answers_json(monkeypatch):
+    """Ctrl-C while `plan` searched exited 130 with nothing at all on stderr or stdout (Typer turns the
+    KeyboardInterrupt into a silent exit): a --json reader got an empty document."""
+    from planner import cli_plan  # noqa: PLC0415
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_plan, "plan_search", interrupted)
+    res = CliRunner().invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--framework", "megatron", "--json"])
+    assert res.exit_code == 130 and res.stderr.startswith("parplan: error: interrupted")
+    assert "--time-limit" in res.stderr and json.loads(res.stdout)["exit_code"] == 130

@@ -3,6 +3,7 @@ pipeline timelines, the device mesh and its groups. Pictures (HTML, terminal) on
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -103,6 +104,18 @@ def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = No
     return ReportData(f"parplan: {name} on {cluster.num_gpus:,} GPUs", sentence, plan, alternatives,
                       reasons, timelines, drawn, _groups(lay, cluster.gpus_per_node),
                       cluster.gpus_per_node, cluster.num_nodes, days, whole)
+
+
+def report_json(data: ReportData) -> dict:
+    """What `report --json` prints (planner.schema.ReportOutput): the numbers the pictures draw, raw seconds."""
+    return {"title": data.title, "summary": data.sentence, "plan": data.plan.model_dump(mode="json"),
+            "alternatives": [a.model_dump(mode="json") for a in data.alternatives], "reasons": data.reasons,
+            "groups": [{"name": name, "size": size, "stride": stride, "crosses_nodes": crosses}
+                       for name, size, stride, crosses in data.groups],
+            "timelines": {name: [dataclasses.asdict(b) for b in blocks] for name, blocks in data.timelines.items()},
+            "drawn_microbatches": data.drawn_microbatches, "gpus_per_node": data.gpus_per_node,
+            "num_nodes": data.num_nodes,
+            "whole_run": data.whole_run.model_dump(mode="json") if data.whole_run is not None else None}
 
 
 def _band_short(e: Estimate) -> str:

@@ -1,0 +1,51 @@
+"""`export --json` and `report --json`: every command that writes or draws has a JSON answer a script can read,
+checked against the published schema (before, both printed only human lines: a script had to parse "wrote PATH")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.schema import ExportOutput, ReportOutput
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+
+
+def test_export_json_lists_what_was_written(tmp_path: Path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["export", str(EXAMPLE), "--out", str(out), "--format", "megatron", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = ExportOutput.model_validate(json.loads(res.stdout))
+    assert doc.written == [str(out / "launch_megatron.sh")] and (out / "launch_megatron.sh").exists()
+    assert doc.format == "megatron" and doc.refused == {} and doc.forced == {}
+
+
+def test_export_json_names_the_formats_left_out(tmp_path: Path):
+    res = CliRunner().invoke(app, ["export", str(EXAMPLE), "--out", str(tmp_path / "o"), "--format", "all", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert len(doc["written"]) >= 2 and all(Path(p).exists() for p in doc["written"])
+    assert set(doc["refused"]) <= {"megatron", "deepspeed", "torchrun", "torchtitan", "slurm"}
+    assert len(doc["warnings"]) == len(doc["refused"])
+
+
+def test_report_json_carries_the_plan_the_mesh_and_the_timeline(tmp_path: Path):
+    res = CliRunner().invoke(app, ["report", str(EXAMPLE), "--json", "--tokens", "1e12"])
+    assert res.exit_code == 0, res.output
+    doc = ReportOutput.model_validate(json.loads(res.stdout))
+    plan = json.loads(EXAMPLE.read_text())
+    assert doc.plan.layout.tp == plan["estimate"]["layout"]["tp"] and doc.html is None
+    first = next(iter(doc.timelines.values()))
+    assert first and all(b.end_s > b.start_s for b in first)
+    assert doc.whole_run is not None and doc.whole_run.tokens == 1e12
+    assert "tokens/s" in doc.summary and "Best" not in res.stdout  # JSON only: no terminal pictures
+
+
+def test_report_json_with_html_writes_both(tmp_path: Path):
+    html = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", str(EXAMPLE), "--json", "-o", str(html)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["html"] == str(html) and html.read_text().startswith("<!")
