@@ -119,6 +119,16 @@ class ModelSpec(BaseModel):
     capacity_factor: Optional[float] = Field(
         None, ge=0.01, le=1000, description="Expert capacity factor; null = dropless routing."
     )
+    moe_router_num_groups: int = Field(
+        1, ge=1, le=MAX_EXPERTS, description="Group-limited routing: the routed experts in this many equal groups "
+        "of consecutive ids, of which each token may use only moe_router_group_topk (DeepSeek-V2 device-limited, "
+        "DeepSeek-V3 node-limited routing; Megatron --moe-router-num-groups, Hugging Face n_group, torchtitan "
+        "num_expert_groups); 1 = unrestricted."
+    )
+    moe_router_group_topk: Optional[int] = Field(
+        None, ge=1, le=MAX_EXPERTS, description="Groups each token may route to (Megatron --moe-router-group-topk, "
+        "Hugging Face topk_group, torchtitan num_limited_groups); left out: moe_router_num_groups (unrestricted)."
+    )
     mtp_num_layers: int = Field(
         0, ge=0, le=16, description="Multi-token prediction modules after the last layer (DeepSeek-V3 section "
         "2.2: 1); each is one more transformer layer of the last layer's kind, fed the last hidden state and "
@@ -172,6 +182,8 @@ class ModelSpec(BaseModel):
             data["ffn_hidden_size"] = 4 * hidden
         if data.get("moe_ffn_hidden_size") is None and _in_range(data.get("ffn_hidden_size"), MAX_WIDTH * 8):
             data["moe_ffn_hidden_size"] = data["ffn_hidden_size"]
+        if data.get("moe_router_group_topk") is None and _in_range(data.get("moe_router_num_groups", 1), MAX_EXPERTS):
+            data["moe_router_group_topk"] = data.get("moe_router_num_groups", 1)
         return data
 
     @model_validator(mode="after")
@@ -191,6 +203,9 @@ class ModelSpec(BaseModel):
                     f"first_k_dense_layers={self.first_k_dense_layers} must be below num_layers={self.num_layers}"
                 )
             _check_interleave(self)
+            _check_groups(self)
+        elif self.moe_router_num_groups > 1:
+            raise ValueError(f"moe_router_num_groups={self.moe_router_num_groups} needs num_experts > 0 (num_experts=0)")
         elif self.top_k or self.num_shared_experts or self.first_k_dense_layers or self.moe_layer_period > 1:
             raise ValueError(
                 f"top_k={self.top_k}, num_shared_experts={self.num_shared_experts}, "
@@ -317,6 +332,19 @@ def _check_interleave(m: "ModelSpec") -> None:
         raise ValueError(f"moe_layer_period={m.moe_layer_period}, moe_layer_offset={m.moe_layer_offset} and "
                          f"first_k_dense_layers={m.first_k_dense_layers} leave no MoE layer among "
                          f"num_layers={m.num_layers}")
+
+
+def _check_groups(m: "ModelSpec") -> None:
+    """Megatron-Core's TransformerConfig rules for group-limited routing: equal groups, and enough experts in
+    the groups a token may use (its group score sums the top top_k / group_topk experts of each group)."""
+    groups, chosen = m.moe_router_num_groups, m.moe_router_group_topk
+    if m.num_experts % groups:
+        raise ValueError(f"moe_router_num_groups={groups} must divide num_experts={m.num_experts}")
+    if chosen > groups:
+        raise ValueError(f"moe_router_group_topk={chosen} must be at most moe_router_num_groups={groups}")
+    if groups > 1 and not chosen <= m.top_k <= chosen * m.num_experts // groups:
+        raise ValueError(f"top_k={m.top_k} must be between moe_router_group_topk={chosen} and the "
+                         f"{chosen * m.num_experts // groups} experts of the groups a token may use")
 
 
 def _check_window(m: "ModelSpec") -> None:

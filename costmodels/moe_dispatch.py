@@ -7,6 +7,8 @@ Notation (SI units throughout):
     T       tokens one rank dispatches per micro-batch; X1 = T * h * 2 bytes, one copy of each
     q(m)    probability that a token routes to none of m given experts:
             C(E - m, k) / C(E, k) = prod_{i<k} (E - m - i) / (E - i)
+    G, M    group-limited routing (ModelSpec.moe_router_num_groups, moe_router_group_topk): experts in G groups of
+            E / G consecutive ids, each token choosing M groups and its k experts among their A = M E / G
 
 Three dispatchers:
 - allgather (Megatron --moe-token-dispatcher-type allgather, MoEAllGatherTokenDispatcher): every rank of the
@@ -28,12 +30,24 @@ Three dispatchers:
 The combine sends the same copies back (DeepEP reduces inside a node before the network).
 Known deviations: the copy counts are a balanced router's; a real router's busiest rank receives more, which
 costmodels.moe_timing.microbatch_dispatch_s prices by scaling the bytes by its load factor
-(costmodels.moe_balance); DeepSeek-style node-limited routing (at most M nodes per token) lowers the network
-copies further and is not modelled; DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
+(costmodels.moe_balance); DeepEP's FP8 dispatch (half the dispatch bytes) is not modelled.
+
+Group-limited routing (Megatron-Core moe_utils.group_limited_topk: "Node-limited routing: Set
+'moe_router_num_groups' equal to number of nodes in EP group"; DeepSeek-V3 report section 2.1.2, "each token will
+be sent to at most M nodes", M = 4 of 8): a unit (a rank or a node) holding u consecutive experts is hit with
+probability hit(u) = sum_j P(j of its groups chosen) (1 - q_A(j E / G)) when it holds whole groups (hypergeometric
+in j over the G groups, M chosen), and (M / G) (1 - q_A(u)) when it holds part of one group, where q_A draws the k
+experts uniformly among the A experts of the chosen groups; G = 1 gives 1 - q(u) above. DeepEP's copies become
+(N - 1) hit(E / N) across nodes and N (r - 1) hit(E / n) over NVLink; the all-to-all still sends k copies. Known
+deviations: Megatron chooses the groups by the sum of each group's top k / M scores, so a chosen group nearly always
+receives an expert, where the uniform draw misses it with probability q_A(E / G) (DeepSeek-V3 on 8 nodes: 0.09, so
+3.2 network copies per token where 3.5 is the bound); groups that do not align with ranks or nodes (neither holds
+whole groups nor lies inside one) are priced unrestricted.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from costmodels import comm
@@ -52,23 +66,43 @@ def miss_probability(experts: int, held: float, top_k: int) -> float:
     return q
 
 
-def copies_per_token(dispatcher: Dispatcher, n: int, r: int, experts: int, top_k: int) -> tuple[float, float]:
+def hit_probability(experts: int, held: float, top_k: int, groups: int = 1, chosen: int = 1) -> float:
+    """hit(u): a token routes to at least one of `held` consecutive experts (a rank's or a node's), unitless; under
+    group-limited routing (`groups`, `chosen` of them per token) by the module's formula, unrestricted when the
+    held experts neither span whole groups nor lie inside one."""
+    per_group = experts / groups
+    available = chosen * per_group
+    if groups <= 1 or chosen >= groups:
+        return 1 - miss_probability(experts, held, top_k)
+    if held >= per_group and float(held / per_group).is_integer():  # whole groups: j of them chosen
+        whole = int(held / per_group)
+        total = math.comb(groups, chosen)
+        return sum(math.comb(whole, j) * math.comb(groups - whole, chosen - j) / total
+                   * (1 - miss_probability(available, j * per_group, top_k)) for j in range(1, min(whole, chosen) + 1))
+    if held < per_group and float(per_group / held).is_integer():  # inside one group
+        return chosen / groups * (1 - miss_probability(available, held, top_k))
+    return 1 - miss_probability(experts, held, top_k)
+
+
+def copies_per_token(dispatcher: Dispatcher, n: int, r: int, experts: int, top_k: int, groups: int = 1,
+                     chosen: int = 1) -> tuple[float, float]:
     """(copies over the network, copies over NVLink) one rank sends per dispatched token, unitless.
 
-    alltoall: (k (n - r) / n, k (r - 1) / n). deepep: ((N - 1)(1 - q(E/N)), N (r - 1)(1 - q(E/n)))."""
+    alltoall: (k (n - r) / n, k (r - 1) / n). deepep: ((N - 1) hit(E/N), N (r - 1) hit(E/n)), hit = 1 - q
+    without group-limited routing."""
     if n <= 1:
         return 0.0, 0.0
     r = min(r, n)
     if dispatcher == "alltoall":
         return top_k * (n - r) / n, top_k * (r - 1) / n
     nodes = n / r
-    out = (nodes - 1) * (1 - miss_probability(experts, experts / nodes, top_k))
-    inside = nodes * (r - 1) * (1 - miss_probability(experts, experts / n, top_k))
+    out = (nodes - 1) * hit_probability(experts, experts / nodes, top_k, groups, chosen)
+    inside = nodes * (r - 1) * hit_probability(experts, experts / n, top_k, groups, chosen)
     return out, inside
 
 
 def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispatcher: Dispatcher,
-               experts: int, top_k: int) -> float:
+               experts: int, top_k: int, groups: int = 1, chosen: int = 1) -> float:
     """One dispatch (or combine) of a micro-batch's tokens, seconds.
 
     alltoall: comm.all_to_all_s of k * X1 bytes. deepep: comm.exchange_s with the NVLink and network
@@ -79,7 +113,7 @@ def dispatch_s(links: comm.Links, n: int, stride: int, copy_bytes: float, dispat
     if dispatcher == "alltoall" or experts < top_k or top_k < 1:  # no routing to deduplicate
         return comm.all_to_all_s(links, n, stride, copy_bytes * top_k)
     r = comm.ranks_per_node(n, stride, links.gpus_per_node)
-    out, inside = copies_per_token("deepep", n, r, experts, top_k)
+    out, inside = copies_per_token("deepep", n, r, experts, top_k, groups, chosen)
     return comm.exchange_s(links, n, r, inside, out, copy_bytes)
 
 

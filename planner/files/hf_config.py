@@ -21,6 +21,7 @@ glm4_moe, falcon). Others are refused, saying whether the architecture is one pa
 | deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
+| deepseek_v2/v3, glm4_moe: n_group, topk_group (ignored with topk_method greedy) | moe_router_num_groups, moe_router_group_topk |
 | gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size, attention_bias, swiglu_limit (absent: 7.0) | num_experts, top_k, moe_ffn_hidden_size, linear_bias, glu_clamp; attention_sinks true (its `sinks`) |
 | sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers; qwen2_moe/qwen3_moe with use_sliding_window: by the file's transformers_version) | sliding_window, full_attention_interval (planner.files.hf_window) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |
@@ -55,7 +56,7 @@ from costmodels.model_spec import MAX_LAYERS, ModelSpec
 from planner.files.hf_families import FAMILY_TYPES, family_config, family_fields, family_keys
 from planner.files.hf_llama4 import llama4_fields, text_config
 from planner.files.hf_notes import hf_name, located, refusal
-from planner.files.hf_read import read_bool as _bool, read_int as _int, read_prob, short as _short
+from planner.files.hf_read import read_bool as _bool, read_int as _int, read_prob, router_groups, short as _short
 from planner.files.hf_window import window_fields
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
@@ -75,7 +76,8 @@ MOE_FIELD_KEYS = {"mixtral": {"num_experts": "num_local_experts", "moe_ffn_hidde
                   "qwen3_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size"},
                   **{t: {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                          "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
-                         "mtp_num_layers": "num_nextn_predict_layers"}
+                         "mtp_num_layers": "num_nextn_predict_layers", "moe_router_num_groups": "n_group",
+                         "moe_router_group_topk": "topk_group"}
                      for t in DEEPSEEK}}
 
 
@@ -145,7 +147,7 @@ def _deepseek(config: dict) -> dict:
                 moe_ffn_hidden_size=_int(config, "moe_intermediate_size"),
                 num_shared_experts=_int(config, "n_shared_experts", 0),
                 first_k_dense_layers=_int(config, "first_k_dense_replace", 0), moe_layer_period=freq,
-                mtp_num_layers=_int(config, "num_nextn_predict_layers", 0))
+                mtp_num_layers=_int(config, "num_nextn_predict_layers", 0), **router_groups(config))
 
 
 def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optional[int] = None) -> ModelSpec:

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from planner.files.hf_read import read_bool, read_dict, read_int, read_prob
+from planner.files.hf_read import read_bool, read_dict, read_int, read_prob, router_groups
 
 FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
                 "olmo2", "olmoe", "starcoder2", "dbrx", "glm4_moe", "falcon")
 TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "starcoder2", "falcon")
 DEEPSEEK_KEYS = {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                  "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
-                 "mtp_num_layers": "num_nextn_predict_layers"}
+                 "mtp_num_layers": "num_nextn_predict_layers", "moe_router_num_groups": "n_group",
+                 "moe_router_group_topk": "topk_group"}
 # ModelSpec field -> the config.json key, per family, for ModelSpec's own errors (hf_config._validate).
 FAMILY_FIELD_KEYS = {
     "glm4_moe": DEEPSEEK_KEYS,
@@ -170,7 +171,7 @@ def _glm4_moe(config: dict) -> dict:
             **_experts(config, "n_routed_experts", read_int(config, "moe_intermediate_size")),
             "num_shared_experts": read_int(config, "n_shared_experts", 0),
             "first_k_dense_layers": read_int(config, "first_k_dense_replace", 0),
-            "mtp_num_layers": read_int(config, "num_nextn_predict_layers", 0)}
+            "mtp_num_layers": read_int(config, "num_nextn_predict_layers", 0), **router_groups(config)}
 
 
 def _qwen2_moe(config: dict, num_layers: int, moe_layers: Callable[..., dict]) -> dict:

@@ -66,3 +66,16 @@ def transformers_major(config: dict) -> Optional[int]:
     text = config.get("transformers_version")
     head = text.split(".", 1)[0] if isinstance(text, str) else ""
     return int(head) if head.isascii() and head.isdigit() and len(head) < 4 else None
+
+
+GREEDY = "greedy"  # DeepSeek-V2's topk_method that ignores n_group (DeepSeek-V2-Lite)
+
+
+def router_groups(config: dict) -> dict:
+    """Group-limited routing (ModelSpec.moe_router_num_groups, moe_router_group_topk) from n_group and topk_group:
+    DeepSeek-V2's group_limited_greedy, DeepSeek-V3's and GLM-4.5's noaux_tc; topk_method "greedy" (DeepSeek-V2-
+    Lite) routes over every expert whatever n_group says (transformers' DeepseekV2MoEGate)."""
+    if config.get("topk_method") == GREEDY:
+        return {}
+    groups = read_int(config, "n_group", 1)
+    return {"moe_router_num_groups": groups, "moe_router_group_topk": read_int(config, "topk_group", groups)}

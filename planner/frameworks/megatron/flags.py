@@ -253,6 +253,9 @@ def moe_data(a: MegatronArgs, layers: int) -> dict:
         if shared % width:
             raise UserError(f"--moe-shared-expert-intermediate-size {shared}: not a multiple of the expert width {width}")
         data["num_shared_experts"] = shared // width
+    if a.has("--moe-router-group-topk"):  # TransformerConfig: without it --moe-router-num-groups restricts nothing
+        data["moe_router_num_groups"] = a.int("--moe-router-num-groups", 1)
+        data["moe_router_group_topk"] = a.int("--moe-router-group-topk")
     if a.has("--moe-expert-capacity-factor"):
         try:
             data["capacity_factor"] = float(a.str("--moe-expert-capacity-factor"))
