@@ -254,8 +254,12 @@ def loss_transient_bytes(model: ModelSpec, train: TrainSpec, lay: Layout, stage:
 
 def optimizer_temp_bytes(train: TrainSpec, lay: Layout, local: ParamCount, edp: int) -> float:
     """The optimizer step's temporaries: the stack's bytes per parameter this GPU updates, plus a ZeRO
-    optimizer's fp32 gradient cast (grad_cast_bytes)."""
+    optimizer's fp32 gradient cast (grad_cast_bytes). Parameters whose step runs on the host (offload_optimizer:
+    FSDP's CPUOffload(offload_params=True) steps every one there, DeepSpeed ratio r the fraction r) allocate
+    nothing on the GPU: the per-parameter bytes scale by 1 - offload_optimizer_fraction."""
     per = train.stack_spec.memory.optimizer_temp_bytes
+    if train.offload_optimizer != "none":
+        per *= max(1.0 - train.offload_optimizer_fraction, 0.0)
     cast = grad_cast_bytes(train, lay, local, edp)
     if per == 0:
         return cast

@@ -178,3 +178,20 @@ def test_fsdp_keys_read_as_accelerate_reads_them(tmp_path):
     assert prob.layout.zero == 3
     assert any("fsdp_config.fsdp_sharding_stratgy: not a key accelerate reads (did you mean fsdp_sharding_strategy?)"
                in n for n in read.notes)
+
+
+def test_fsdp_offload_steps_on_the_host_with_no_gpu_temporaries(tmp_path):
+    """LLaMA-Factory's fsdp_config_offload.yaml (70B on 2 GPUs, fsdp_offload_params true) was priced 153 GiB per
+    GPU, 120 GiB of it the foreach AdamW temporaries of a step that CPUOffload runs on the host: a new-user pass."""
+    from costmodels.estimate import estimate  # noqa: PLC0415
+
+    doc = {**FSDP1, "num_processes": 2, "fsdp_config": {**FSDP1["fsdp_config"], "fsdp_offload_params": True}}
+    read = ReadNotes()
+    prob = load_native(_write(tmp_path, doc), "llama3-70b", "dgx-a100", None,
+                       TrainerFlags(micro_batch=1, seq_len=2048, recompute="full"), read)
+    stage = estimate(prob.model, prob.cluster, prob.train, prob.layout).memory.stages[0]
+    assert stage.weights_bytes == stage.optimizer_bytes == 0
+    assert stage.transient_bytes < 0.1 * 4 * 70.5e9 / 2  # the loss's logits, not 4 B x 35 B local parameters
+    on_gpu = load_native(_write(tmp_path, FSDP1), "llama3-8b", "dgx-h100", None, SMALL, ReadNotes())
+    kept = estimate(on_gpu.model, on_gpu.cluster, on_gpu.train, on_gpu.layout).memory.stages[0]
+    assert kept.transient_bytes >= 4 * 8.0e9 / 8  # without offload: AdamW's 4 B per local parameter stays
