@@ -282,3 +282,17 @@ def test_fp8_over_a_bf16_file_and_bf16_over_an_fp32_file_are_said():
     resolve({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": "auto"}}, TrainerFlags(precision="bf16"),
             Path("ds.json"), read)
     assert read.notes == []  # "auto" takes the flag: nothing to say
+
+
+def test_sub_group_size_zero_is_one_parameter_per_sub_group(tmp_path):
+    """DeepSpeed allows sub_group_size 0 (ge=0; a sub-group closes once it holds that many elements, so each
+    parameter is one): axolotl's zero3_bf16.json ships it, and parplan refused the file (a new-user pass). It is
+    priced as the largest parameter's partition (llama2-7b's 32000 x 4096 embedding over 8 GPUs)."""
+    cfg = json.loads((CORPUS / "ds_fastchat_s3.json").read_text())
+    cfg["zero_optimization"]["sub_group_size"] = 0
+    path = tmp_path / "zero3_bf16.json"
+    path.write_text(json.dumps(cfg))
+    res = runner.invoke(app, ["check", str(path), "--model", "llama2-7b", "--cluster", "dgx-a100", "--precision",
+                              "fp16", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    assert json.loads(res.stdout)["read"]["train"]["zero_sub_group_mparams"] == pytest.approx(32000 * 4096 / 8 / 1e6)

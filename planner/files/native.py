@@ -271,11 +271,17 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     recompute = dsc.ds_recompute(cfg, path)
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": dsc.ds_precision(cfg, path),
              "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero),
-             **dsc.ds_sub_group(cfg, path),
+             **dsc.ds_sub_group(cfg, path, _largest_weight(spec) / dp),
              "overlap_grad_reduce": dsc.ds_overlap(cfg, path, zero, pp)}
     lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, **recompute,
                    "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
+
+
+def _largest_weight(spec) -> float:
+    """Elements of the model's largest parameter tensor: the embedding (or head) matrix, or a dense MLP's
+    matrix (Hugging Face models keep gate, up and down projections apart)."""
+    return float(max(spec.vocab_size * spec.hidden_size, spec.hidden_size * spec.ffn_hidden_size))
 
 
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------

@@ -106,16 +106,19 @@ def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
     return out
 
 
-def ds_sub_group(cfg: dict, path: Path) -> dict:
+def ds_sub_group(cfg: dict, path: Path, largest_partition: float = 1.0) -> dict:
     """TrainSpec.zero_sub_group_mparams of zero_optimization.sub_group_size (elements per ZeRO-3 optimizer
-    sub-group; DeepSpeed's default 1e9 when absent: runtime/zero/config.py)."""
+    sub-group; DeepSpeed's default 1e9 when absent: runtime/zero/config.py, which allows 0). A sub-group closes
+    once it holds sub_group_size elements (stage3.py _create_fp16_sub_groups), so 0 (axolotl's zero3_bf16.json)
+    makes each parameter its own sub-group: priced as `largest_partition` elements, the largest parameter's
+    ZeRO-3 partition on one GPU."""
     value = _ds_section(cfg, "zero_optimization", path).get("sub_group_size")
     if value is None:
         return {}
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 1e15:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e15:
         raise UserError(f"{path}: zero_optimization.sub_group_size={short(value)} must be a number of elements "
-                        "from 1 to 1e15")
-    return {"zero_sub_group_mparams": float(value) / 1e6}
+                        "from 0 to 1e15")
+    return {"zero_sub_group_mparams": max(float(value), largest_partition, 1.0) / 1e6}
 
 
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
