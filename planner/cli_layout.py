@@ -90,19 +90,18 @@ CHECK_PREC_OPT = typer.Option(None, "--precision", help="bf16, fp16, fp8, fp32 o
 
 
 def print_read_notes(read: ReadNotes, result) -> None:
-    """One stderr line per assumption and per setting read but not priced, and one when offload does not
-    fit in the node's host RAM."""
+    """One stderr line per assumption and per setting read but not priced (the host RAM offload keeps among the
+    notes, so --json has it too), and one when offload does not fit in the node's host RAM."""
+    mem = result.memory
+    if mem.host_bytes_per_node and mem.host_fits:
+        of = "" if mem.host_ram_bytes is None else f" of {mem.host_ram_bytes / 2**30:.0f} GiB"
+        read.notes.append(f"offload keeps {mem.host_bytes_per_node / 2**30:.1f} GiB in host RAM per node{of}")
     for line in read.assumed:
         err.print(plain(f"assumed: {line}"), highlight=False, soft_wrap=True)
     for line in read.notes:
         err.print(plain(f"note: {line}"), highlight=False, soft_wrap=True)
-    mem = result.memory
-    if mem.host_bytes_per_node and mem.host_fits:
-        of = "" if mem.host_ram_bytes is None else f" of {mem.host_ram_bytes / 2**30:.0f} GiB"
-        err.print(plain(f"note: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB of host RAM per node{of}"),
-                  highlight=False, soft_wrap=True)
     if not mem.host_fits:
-        err.print(plain(f"does not fit: host RAM: offload pins {mem.host_bytes_per_node / 2**30:.1f} GiB per node, the "
+        err.print(plain(f"does not fit: host RAM: offload keeps {mem.host_bytes_per_node / 2**30:.1f} GiB per node, the "
                         f"node has {mem.host_ram_bytes / 2**30:.1f} GiB (cluster host_ram_gib)"), highlight=False,
                   soft_wrap=True)
 
@@ -202,8 +201,9 @@ def read_echo(spec, clus, train: TrainSpec) -> dict:
 @user_errors
 @with_train_options
 def check_cmd(
-    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON, torchtitan TOML "
-                                 "or Accelerate config YAML."),
+    config: str = typer.Argument(..., help="Plan file, Megatron launch script/args, DeepSpeed JSON, torchtitan TOML, "
+                                 "Accelerate config YAML, or an Axolotl / LLaMA-Factory training YAML (run from "
+                                 "the folder the run starts in: its DeepSpeed JSON is found from there)."),
     cluster: Optional[str] = CLUSTER_OPT,
     nodes: Optional[int] = NODES_OPT,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model preset or file (overrides the plan's)."),

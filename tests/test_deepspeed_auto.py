@@ -296,3 +296,20 @@ def test_sub_group_size_zero_is_one_parameter_per_sub_group(tmp_path):
                               "fp16", "--json"])
     assert res.exit_code in (0, 1), res.output
     assert json.loads(res.stdout)["read"]["train"]["zero_sub_group_mparams"] == pytest.approx(32000 * 4096 / 8 / 1e6)
+
+
+def test_a_json_without_precision_sections_says_fp32_and_offload_is_a_json_note(tmp_path):
+    """A new-user pass: DeepSpeed's autotuning template (no bf16/fp16 section) was priced in fp32 without a word on
+    stderr, and the host RAM an offload keeps was on stderr but not among --json's notes."""
+    cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+           "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": False}}}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(cfg))
+    args = ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"]
+    doc = json.loads(runner.invoke(app, args).stdout)
+    assert any(a.startswith("precision fp32: no bf16 or fp16 section") for a in doc["assumed"])
+    assert any(n.startswith("offload keeps") and "host RAM per node" in n for n in doc["notes"])
+    told = json.loads(runner.invoke(app, args + ["--precision", "bf16"]).stdout)
+    assert not any(a.startswith("precision fp32") for a in told["assumed"])
+    path.write_text(json.dumps({**cfg, "bf16": {"enabled": False}}))  # the file's own word: nothing assumed
+    assert not any(a.startswith("precision fp32") for a in json.loads(runner.invoke(app, args).stdout)["assumed"])

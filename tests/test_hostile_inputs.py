@@ -513,3 +513,11 @@ def test_a_misspelt_required_field_is_named_with_the_field_it_meant(tmp_path: Pa
     assert "and 1 more" not in res.stderr
     res, _ = invoke(est("llama3-8b", "neg.json"))
     assert "neg.json.gpu.hbm_gib:" in res.stderr and "GPUProfile" not in res.stderr
+
+
+def test_a_hub_model_id_is_told_what_model_may_be():
+    """`--model Qwen/Qwen3-4B-Instruct-2507` listed the presets only: a new user learned nothing of spec files or
+    config.json (a new-user pass)."""
+    res = CliRunner().invoke(app, ["estimate", "Qwen/Qwen3-4B-Instruct-2507", "--cluster", "dgx-h100"])
+    assert res.exit_code == 2 and "unknown model preset" in res.stderr
+    assert "Hugging Face config.json" in res.stderr and "download the config" in res.stderr

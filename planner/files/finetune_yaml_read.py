@@ -265,6 +265,10 @@ def llamafactory(d: dict, where, extra_ok: bool = False) -> Settings:
     if d.get("pure_bf16") is True:
         read.notes.append("read but not priced: pure_bf16 (bf16 weights and states without an fp32 master copy; "
                           "priced with one)")
+    if d.get("fp8") is True:
+        read.notes.append(f"read but not priced: fp8: true (Accelerate's FP8 linear layers, fp8_backend "
+                          f"{str(d.get('fp8_backend', 'auto'))[:20]}); priced in {flags.precision} (check --precision "
+                          "fp8 prices FP8 GEMMs)")
     compute = _pure_bf16(d, bf16, fp16, read)
     said = [k for k in ("use_badam", "use_galore", "use_apollo", "use_adam_mini", "use_muon") if d.get(k) is True]
     if said:

@@ -120,7 +120,11 @@ def load_model(arg: str) -> ModelSpec:
 def load_model_noted(arg: str) -> tuple[ModelSpec, list[str]]:
     """load_model's spec and a Hugging Face config's warning lines (model_noted), printed on stderr as read."""
     if _is_preset_name(arg, hp.list_models()):
-        return _preset(hp.load_model, arg), []
+        try:
+            return hp.load_model(arg), []
+        except hp.UnknownPresetError as err:  # a Hub id or a path that is not there: say what MODEL may be
+            raise UserError(f"{err}; MODEL may also be a ModelSpec file (YAML/JSON, `parplan schema ModelSpec`) or "
+                            "a Hugging Face config.json (parplan reads files only: download the config first)") from None
     path = Path(arg)
     return model_noted(read_mapping(path), where=str(path))
 

@@ -268,8 +268,11 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
                         f"{clus.num_gpus} GPUs")
     dp = clus.num_gpus // (pp * cp)
     micro, gas, total = dsc.ds_batch(cfg, path, dp)
-    recompute = dsc.ds_recompute(cfg, path)
-    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": dsc.ds_precision(cfg, path),
+    recompute, precision = dsc.ds_recompute(cfg, path), dsc.ds_precision(cfg, path)
+    if precision == "fp32" and flags.precision is None and not {"bf16", "bfloat16", "fp16"} & set(cfg):
+        read.assumed.append("precision fp32: no bf16 or fp16 section, so DeepSpeed trains in the model's dtype (fp32 "
+                            "unless the script loads it in bf16: then --precision bf16)")
+    train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": precision,
              "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero),
              **dsc.ds_sub_group(cfg, path, _largest_weight(spec) / dp),
              "overlap_grad_reduce": dsc.ds_overlap(cfg, path, zero, pp)}
