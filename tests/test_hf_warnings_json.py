@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -127,3 +128,23 @@ def test_the_python_api_check_returns_the_hf_warning_too(tmp_path):
     inline = _write(tmp_path / "inline.json", {"model": TINY_QUANT, "cluster": "dgx-h100", "train": TRAIN,
                                                "layout": LAYOUT})
     assert len(_noted(api.check(inline).warnings, f"{inline}: model")) == 1
+
+
+def test_multi_token_prediction_layers_are_said_with_their_parameters(tmp_path):
+    """A new-user pass: DeepSeek-V3's config.json (num_nextn_predict_layers 1) came out at 682.6 B parameters where
+    the report says 671 B, with no word that the MTP layer was counted; GLM-4.5-Air 109 B against its 106 B."""
+    from costmodels.params import total_params  # noqa: PLC0415
+    from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
+    from planner.files.hf_notes import hf_warnings  # noqa: PLC0415
+
+    v3 = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+          "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+          "num_experts_per_tok": 8, "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512,
+          "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280,
+          "num_nextn_predict_layers": 1}
+    spec = model_from_hf_config(v3)
+    line = next(w for w in hf_warnings(v3, spec) if w.startswith("num_nextn_predict_layers=1"))
+    assert "+11.61 B parameters" in line and "mtp_num_layers: 0" in line
+    assert total_params(spec.model_copy(update={"mtp_num_layers": 0})) / 1e9 == pytest.approx(671.0, abs=0.1)
+    assert not any("nextn" in w for w in hf_warnings({**v3, "num_nextn_predict_layers": 0},
+                                                     model_from_hf_config({**v3, "num_nextn_predict_layers": 0})))

@@ -93,6 +93,8 @@ def hf_warnings(config: dict, spec: Any = None) -> list:
                      "checkpoint's quantized weight format is not priced; training is priced at the chosen "
                      "--precision (default bf16), the weights dequantized, as training runs them")
     kind = config.get("model_type")
+    if spec is not None and spec.mtp_num_layers:
+        lines.append(_mtp_line(spec))
     if kind == "falcon" and config.get("parallel_attn", True) is not False:
         lines.append(FALCON_PARALLEL)
     if kind in ("qwen2_moe", "qwen3_moe") and config.get("use_sliding_window") and config.get("sliding_window"):
@@ -105,3 +107,16 @@ def hf_warnings(config: dict, spec: Any = None) -> list:
         lines.append(f"use_sliding_window=true: windowed layers as {rule}{here}; the versions disagree, so check the "
                      "one you train with")
     return lines
+
+
+def _mtp_line(spec: Any) -> str:
+    """The multi-token-prediction layers num_nextn_predict_layers adds, which a published parameter count (DeepSeek-V3
+    671B, GLM-4.5-Air 106B) leaves out: priced as trained beside the model (Megatron --mtp-num-layers)."""
+    from costmodels.params import active_params, total_params  # noqa: PLC0415 - costmodels is loaded by then
+
+    main = spec.model_copy(update={"mtp_num_layers": 0})
+    total, active = total_params(spec) - total_params(main), active_params(spec) - active_params(main)
+    return (f"num_nextn_predict_layers={spec.mtp_num_layers}: priced as {spec.mtp_num_layers} multi-token-prediction "
+            f"layer(s) trained beside the model, +{total / 1e9:.2f} B parameters ({active / 1e9:.2f} B active) over "
+            "the main model's count; to price the main model alone, write it as a ModelSpec file with "
+            "mtp_num_layers: 0")
