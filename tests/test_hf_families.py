@@ -311,3 +311,20 @@ def test_cli_path_names_the_model_warns_and_locates_errors_once(tmp_path, capsys
     with pytest.raises(UserError) as err:
         loading.load_model(str(path))
     assert str(err.value).count("config.json") == 1 and "key 'hidden_size' must be an integer" in str(err.value)
+
+
+def test_gemma3_multimodal_config_reads_its_text_tower():
+    """google/gemma-3-27b-it's config.json (model_type gemma3: text_config without vocab_size, and a SigLIP
+    vision_config) was refused as a vision-language model, and its text_config alone failed on the missing
+    vocab_size (Gemma3TextConfig default 262208): a new-user pass. Gemma 3 27B's language model: 27.01 B (the
+    card's 27 B less the 0.4 B vision tower); the vision tower is said, not priced."""
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "text_config": {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504,
+                              "model_type": "gemma3_text", "num_attention_heads": 32, "num_hidden_layers": 62,
+                              "num_key_value_heads": 16, "query_pre_attn_scalar": 168, "sliding_window": 1024},
+              "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "model_type": "siglip_vision_model",
+                                "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14}}
+    spec = model_from_hf_config(config)
+    assert spec.vocab_size == 262_208 and spec.tied_embeddings and spec.sliding_window == 1024
+    assert total_params(spec) / 1e9 == pytest.approx(27.01, abs=0.01)
+    assert any(w.startswith("vision_config: the vision encoder (SigLIP)") for w in hf_warnings(config, spec))

@@ -60,7 +60,7 @@ from planner.files.hf_read import read_bool as _bool, read_int as _int, read_pro
 from planner.files.hf_window import window_fields
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                         "gpt_oss", "llama4", "llama4_text", *FAMILY_TYPES)
+                         "gpt_oss", "llama4", "llama4_text", "gemma3", *FAMILY_TYPES)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
@@ -161,7 +161,7 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
         raise ValueError(f"config must be a JSON object (dict), got {type(config).__name__}")
     if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
         raise ValueError(refusal(config, SUPPORTED_MODEL_TYPES))
-    config = text_config(config)  # llama4: its language model (planner.files.hf_llama4)
+    config = text_config(config)  # llama4, gemma3: its language model (planner.files.hf_llama4)
     config = family_config(config)  # other families' keys and defaults as Llama's (planner.files.hf_families)
     model_type = config.get("model_type")
 

@@ -14,7 +14,7 @@ differs from Llama (rmsnorm, SwiGLU, rope, no biases):
 | phi3 | Llama with fused qkv_proj and gate_up_proj (same matrices); sliding_window on every layer | none |
 | gemma | head_dim 256, GeGLU (gate, up, down: priced as SwiGLU), tie_word_embeddings default true | none |
 | gemma2 | as gemma; layer_types (absent: layers 0, 2, ... windowed, 1, 3, ... full; sliding_window default 4096) | 2 more norms per layer (pre/post feed-forward: 2h) |
-| gemma3_text | as gemma2 with per-head q_norm/k_norm (qk_norm); layer_types, else sliding_window_pattern p (default 6): layer i full when (i + 1) % p == 0 | as gemma2; use_bidirectional_attention (an encoder) refused |
+| gemma3_text (gemma3: its text_config, the vision tower warned) | as gemma2 with per-head q_norm/k_norm (qk_norm); layer_types, else sliding_window_pattern p (default 6): layer i full when (i + 1) % p == 0 | as gemma2; use_bidirectional_attention (an encoder) refused |
 | olmo2, olmoe | q_norm/k_norm over the whole projection (qk_norm); olmoe: num_experts, num_experts_per_tok, intermediate_size (each expert) on every layer | ModelSpec's qk_norm counts 2 x head_dim, OLMo's (heads + kv heads) x head_dim |
 | starcoder2 | activation gelu (c_fc, c_proj: not gated), norm layernorm, use_bias -> linear_bias, tied by default, sliding_window on every layer; dropout from attention/residual/embedding_dropout | none |
 | dbrx | d_model, n_layers, n_heads, max_seq_len; attn_config.kv_n_heads; ffn_config.ffn_hidden_size, moe_num_experts, moe_top_k (GLU experts on every layer) | LayerNorm without bias read as rmsnorm (same weights; the normalisation's element-wise work differs negligibly); clip_qkv is element-wise |
@@ -36,6 +36,7 @@ from planner.files.hf_read import read_bool, read_dict, read_int, read_prob, rou
 
 FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
                 "olmo2", "olmoe", "starcoder2", "dbrx", "glm4_moe", "falcon")
+GEMMA3_VOCAB = 262_208  # transformers Gemma3TextConfig.vocab_size default
 TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "starcoder2", "falcon")
 DEEPSEEK_KEYS = {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                  "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
@@ -76,6 +77,8 @@ def family_config(config: dict) -> dict:
     out = dict(config)
     if kind in TIED_BY_DEFAULT and out.get("tie_word_embeddings") is None:
         out["tie_word_embeddings"] = True
+    if kind == "gemma3_text" and "vocab_size" not in out:  # Gemma 3's published text_config leaves it out
+        out["vocab_size"] = GEMMA3_VOCAB
     if kind in ("gemma2", "gemma3_text"):
         if "sliding_window" not in out:
             out["sliding_window"] = 4096  # Gemma2Config / Gemma3TextConfig default

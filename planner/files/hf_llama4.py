@@ -43,14 +43,27 @@ from costmodels.model_spec import MAX_LAYERS, moe_layer_fields
 CHUNK_DEFAULT = 8192  # Llama4TextConfig.attention_chunk_size
 
 
+# a vision-language model_type whose language model parplan reads from text_config -> that model's model_type
+TEXT_TOWERS = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
+
+
 def text_config(config: dict) -> dict:
-    """The language model's config: `text_config` of a llama4 config, the config itself for llama4_text."""
-    if config.get("model_type") != "llama4":
+    """The language model's config: `text_config` of a llama4 or gemma3 config, else the config itself."""
+    kind = config.get("model_type")
+    if kind not in TEXT_TOWERS:
         return config
     text = config.get("text_config")
     if not isinstance(text, dict):
-        raise ValueError("config.json model_type 'llama4' needs a 'text_config' object (its language model)")
-    return {**text, "model_type": "llama4_text"}
+        raise ValueError(f"config.json model_type {kind!r} needs a 'text_config' object (its language model)")
+    return {**text, "model_type": TEXT_TOWERS[kind]}
+
+
+def vision_warning(config: dict) -> list:
+    """Gemma 3's vision tower (a SigLIP encoder and its projector) left unpriced, said (Llama 4's: llama4_warnings)."""
+    if config.get("model_type") != "gemma3" or not isinstance(config.get("vision_config"), dict):
+        return []
+    return ["vision_config: the vision encoder (SigLIP) and its projector are not priced: only the text tower "
+            "(text_config) is, its parameters, optimizer state, activations and time"]
 
 
 def llama4_fields(config: dict, num_layers: int, read_int: Callable[..., Any]) -> dict:

@@ -16,7 +16,7 @@ from typing import Any
 
 from costmodels.errors import MAX_NAME_CHARS
 from planner.files.hf_families import FALCON_PARALLEL
-from planner.files.hf_llama4 import llama4_warnings
+from planner.files.hf_llama4 import llama4_warnings, vision_warning
 from planner.files.hf_read import read_int, short, transformers_major
 
 ENCODER_DECODER = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "pegasus_x", "marian", "led", "plbart",
@@ -56,7 +56,7 @@ def _unrepresentable(config: dict, kind: Any) -> str:
                 "counterpart in a transformer layer's cost)")
     if "vision_config" in config:
         return ("a vision-language model (vision_config: a vision encoder and projector in front of the language "
-                "model; only Llama 4's text tower is read)")
+                "model; only Llama 4's and Gemma 3's text towers are read)")
     return ""
 
 
@@ -85,7 +85,7 @@ def located(where: Any, err: Any) -> str:
 def hf_warnings(config: dict, spec: Any = None) -> list:
     """One line per thing the file sets that parplan prices otherwise than the checkpoint runs (none for a plain
     Llama config). Call it after model_from_hf_config has accepted the file (`spec`, what it returned)."""
-    lines = list(llama4_warnings(config, read_int))
+    lines = list(llama4_warnings(config, read_int)) + vision_warning(config)
     quant = config.get("quantization_config")
     if isinstance(quant, dict) or quant:
         method = quant.get("quant_method") if isinstance(quant, dict) else None
