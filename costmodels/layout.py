@@ -162,11 +162,22 @@ def _degree_problems(model: ModelSpec, train: TrainSpec, lay: Layout, world: int
         out.append(f"num_kv_heads={kv} must be a multiple or a divisor of tp={lay.tp}")
     if model.ffn_hidden_size % lay.tp:
         out.append(f"ffn_hidden_size={model.ffn_hidden_size} is not divisible by tp={lay.tp}")
+    if out and not tp_fits(model, lay.tp):
+        out.append(f"tp that fit this model's heads and widths on {world} GPUs: "
+                   f"{', '.join(str(t) for t in range(1, world + 1) if world % t == 0 and tp_fits(model, t))}")
     seq = train.seq_len(model)
     if lay.cp > 1 and seq % (2 * lay.cp):
         out.append(f"seq_length={seq} is not divisible by 2*cp={2 * lay.cp}")
     out += _a2a_problems(model, lay) + _expert_problems(model, lay, world)
     return out
+
+
+def tp_fits(model: ModelSpec, tp: int) -> bool:
+    """Megatron splits the model over `tp` ranks: heads and the MLP width divide by it, and the KV heads are a
+    multiple or a divisor of it (replicated when fewer)."""
+    kv = model.num_kv_heads
+    return (model.num_attention_heads % tp == 0 and model.ffn_hidden_size % tp == 0
+            and (kv % tp == 0 or tp % kv == 0))
 
 
 def _a2a_problems(model: ModelSpec, lay: Layout) -> list[str]:
@@ -193,7 +204,9 @@ def _expert_problems(model: ModelSpec, lay: Layout, world: int) -> list[str]:
             out.append(f"ep={lay.ep}, etp={lay.etp} need a mixture-of-experts model (num_experts=0)")
         return out
     if model.num_experts % lay.ep:
-        out.append(f"num_experts={model.num_experts} is not divisible by ep={lay.ep}")
+        fit = [e for e in range(1, min(world, model.num_experts) + 1) if model.num_experts % e == 0 and world % e == 0]
+        out.append(f"num_experts={model.num_experts} is not divisible by ep={lay.ep} (ep that divide it on {world} "
+                   f"GPUs: {', '.join(map(str, fit))})")
     grid = lay.etp * lay.ep * lay.pp
     if world % grid:
         out.append(f"GPUs={world} is not divisible by etp*ep*pp={lay.etp}*{lay.ep}*{lay.pp}={grid}")

@@ -521,3 +521,17 @@ def test_a_hub_model_id_is_told_what_model_may_be():
     res = CliRunner().invoke(app, ["estimate", "Qwen/Qwen3-4B-Instruct-2507", "--cluster", "dgx-h100"])
     assert res.exit_code == 2 and "unknown model preset" in res.stderr
     assert "Hugging Face config.json" in res.stderr and "download the config" in res.stderr
+
+
+def test_a_tp_or_ep_that_does_not_divide_the_model_lists_those_that_do(tmp_path):
+    """Phi-3-medium (40 heads, 10 KV heads, ffn 17920) at tp=8 and a 60-expert model at ep=8 were refused without the
+    values that work (a new-user pass)."""
+    spec = {"name": "phi3-like", "num_layers": 4, "hidden_size": 5120, "num_attention_heads": 40, "num_kv_heads": 10,
+            "ffn_hidden_size": 17920, "vocab_size": 32064, "seq_length": 4096}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(spec))
+    res = CliRunner().invoke(app, ["estimate", str(path), "--cluster", "dgx-h100", "--layout", "tp=8"])
+    assert res.exit_code == 2 and "tp that fit this model's heads and widths on 8 GPUs: 1, 2" in res.stderr
+    path.write_text(json.dumps({**spec, "num_kv_heads": 40, "num_experts": 60, "top_k": 4}))
+    res = CliRunner().invoke(app, ["estimate", str(path), "--cluster", "dgx-h100", "--layout", "ep=8"])
+    assert res.exit_code == 2 and "ep that divide it on 8 GPUs: 1, 2, 4" in res.stderr
