@@ -204,9 +204,11 @@ def _expert_problems(model: ModelSpec, lay: Layout, world: int) -> list[str]:
             out.append(f"ep={lay.ep}, etp={lay.etp} need a mixture-of-experts model (num_experts=0)")
         return out
     if model.num_experts % lay.ep:
-        fit = [e for e in range(1, min(world, model.num_experts) + 1) if model.num_experts % e == 0 and world % e == 0]
+        grid = lay.etp * lay.pp
+        fit = [e for e in range(1, min(world, model.num_experts) + 1)
+               if model.num_experts % e == 0 and world % (e * grid) == 0]
         out.append(f"num_experts={model.num_experts} is not divisible by ep={lay.ep} (ep that divide it on {world} "
-                   f"GPUs: {', '.join(map(str, fit))})")
+                   f"GPUs with etp*pp={grid}: {', '.join(map(str, fit))})")
     grid = lay.etp * lay.ep * lay.pp
     if world % grid:
         out.append(f"GPUs={world} is not divisible by etp*ep*pp={lay.etp}*{lay.ep}*{lay.pp}={grid}")

@@ -127,7 +127,8 @@ class ModelSpec(BaseModel):
     )
     moe_router_group_topk: Optional[int] = Field(
         None, ge=1, le=MAX_EXPERTS, description="Groups each token may route to (Megatron --moe-router-group-topk, "
-        "Hugging Face topk_group, torchtitan num_limited_groups); left out: moe_router_num_groups (unrestricted)."
+        "Hugging Face topk_group, torchtitan num_limited_groups); null: every group (unrestricted), whatever "
+        "moe_router_num_groups says."
     )
     mtp_num_layers: int = Field(
         0, ge=0, le=16, description="Multi-token prediction modules after the last layer (DeepSeek-V3 section "
@@ -182,8 +183,6 @@ class ModelSpec(BaseModel):
             data["ffn_hidden_size"] = 4 * hidden
         if data.get("moe_ffn_hidden_size") is None and _in_range(data.get("ffn_hidden_size"), MAX_WIDTH * 8):
             data["moe_ffn_hidden_size"] = data["ffn_hidden_size"]
-        if data.get("moe_router_group_topk") is None and _in_range(data.get("moe_router_num_groups", 1), MAX_EXPERTS):
-            data["moe_router_group_topk"] = data.get("moe_router_num_groups", 1)
         return data
 
     @model_validator(mode="after")
@@ -204,8 +203,9 @@ class ModelSpec(BaseModel):
                 )
             _check_interleave(self)
             _check_groups(self)
-        elif self.moe_router_num_groups > 1:
-            raise ValueError(f"moe_router_num_groups={self.moe_router_num_groups} needs num_experts > 0 (num_experts=0)")
+        elif self.moe_router_num_groups > 1 or self.moe_router_group_topk is not None:
+            raise ValueError(f"moe_router_num_groups={self.moe_router_num_groups}, moe_router_group_topk="
+                             f"{self.moe_router_group_topk} need num_experts > 0 (num_experts=0)")
         elif self.top_k or self.num_shared_experts or self.first_k_dense_layers or self.moe_layer_period > 1:
             raise ValueError(
                 f"top_k={self.top_k}, num_shared_experts={self.num_shared_experts}, "
@@ -219,6 +219,11 @@ class ModelSpec(BaseModel):
     def is_moe(self) -> bool:
         """True when the model has routed experts."""
         return self.num_experts > 0
+
+    @property
+    def routed_groups(self) -> int:
+        """Expert groups a token may route to: moe_router_group_topk, all moe_router_num_groups when it is null."""
+        return self.moe_router_group_topk or self.moe_router_num_groups
 
     @property
     def num_moe_layers(self) -> int:
@@ -335,9 +340,12 @@ def _check_interleave(m: "ModelSpec") -> None:
 
 
 def _check_groups(m: "ModelSpec") -> None:
-    """Megatron-Core's TransformerConfig rules for group-limited routing: equal groups, and enough experts in
-    the groups a token may use (its group score sums the top top_k / group_topk experts of each group)."""
-    groups, chosen = m.moe_router_num_groups, m.moe_router_group_topk
+    """Group-limited routing that means something: equal groups (Megatron-Core's TransformerConfig refuses
+    num_moe_experts not divisible by moe_router_num_groups), at most all groups per token, and top_k between the
+    groups a token uses (group_limited_topk scores each group by its top top_k // group_topk experts: 0 below it)
+    and the experts they hold (above it, torch.topk would pick masked experts); Megatron checks neither of the
+    last two."""
+    groups, chosen = m.moe_router_num_groups, m.routed_groups
     if m.num_experts % groups:
         raise ValueError(f"moe_router_num_groups={groups} must divide num_experts={m.num_experts}")
     if chosen > groups:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from costmodels.activations import ActShape
 from costmodels.glu_clamp import clamp_bytes_per_row, clamp_strided_bytes_per_row
 from costmodels.model_spec import ModelSpec
-from costmodels.moe_dispatch import miss_probability
+from costmodels.moe_dispatch import hit_probability
 
 ACT_BYTES = 2
 
@@ -145,10 +145,12 @@ def unfused_permute_bytes(model: ModelSpec, x: ActShape, dispatcher: str = "allt
 
 def received_tokens(model: ModelSpec, x: ActShape, dispatcher: str) -> float:
     """Rows a rank's dispatch delivers before the permute into expert order: DeepEP one per (token, rank),
-    n T (1 - q(E / n)) L with q the hypergeometric miss probability (costmodels.moe_dispatch); all-to-all one per
-    (token, expert): P. L = x.moe_load: the busiest rank receives L times the mean."""
+    n T hit(E / n) L with hit the probability that a token reaches a rank (costmodels.moe_dispatch.hit_probability, 1 - q
+    without group-limited routing); all-to-all one per (token, expert): P. L = x.moe_load: the busiest rank receives L
+    times the mean."""
     if dispatcher == "deepep" and x.ep > 1 and model.num_experts >= model.top_k:
-        hit = 1.0 - miss_probability(model.num_experts, model.num_experts / x.ep, model.top_k)
+        hit = hit_probability(model.num_experts, model.num_experts / x.ep, model.top_k, model.moe_router_num_groups,
+                              model.routed_groups)
         return x.ep * x.tokens * x.u * x.etp * hit * x.moe_load
     return routed_rows(model, x)
 

@@ -58,7 +58,7 @@ def microbatch_dispatch_s(c: Context) -> float:
         return moe_dispatch.allgather_dispatch_s(c.links, c.lay.tp * c.lay.ep, copy_bytes)
     copy_bytes *= c.x.moe_load
     return moe_dispatch.dispatch_s(c.links, c.lay.ep, c.lay.etp, copy_bytes, dispatcher(c), c.model.num_experts,
-                                   c.model.top_k, c.model.moe_router_num_groups, c.model.moe_router_group_topk)
+                                   c.model.top_k, c.model.moe_router_num_groups, c.model.routed_groups)
 
 
 def permute_s(c: Context) -> float:

@@ -20,7 +20,8 @@ Host memory per GPU: the offloaded optimizer states, the fp32 gradient partition
 offloaded parameter; Megatron: its D2H copy of the fp32 grads, also 4), the 16-bit parameter shards with
 offload_params=cpu, and with NVMe the pinned swap buffers (DeepSpeed defaults: offload_param
 buffer_count 5 x buffer_size 1e8 elements x 2 bytes; offload_optimizer buffer_count 4 x 1e8 x 4 bytes).
-All of it is pinned (pin_memory: true in every corpus config), so it cannot swap: it must fit in RAM.
+It must fit in RAM: pinned (pin_memory: true in every corpus config) it cannot swap, and unpinned the copies
+slow down but the bytes are the same.
 
 Time per step (per GPU; all ranks of a node share the CPU and its memory):
 - D2H of gradients: offloaded parameters x 2 bytes (16-bit grads, DeepSpeed; ZeRO-2 copies after every

@@ -313,3 +313,20 @@ def test_a_json_without_precision_sections_says_fp32_and_offload_is_a_json_note(
     assert not any(a.startswith("precision fp32") for a in told["assumed"])
     path.write_text(json.dumps({**cfg, "bf16": {"enabled": False}}))  # the file's own word: nothing assumed
     assert not any(a.startswith("precision fp32") for a in json.loads(runner.invoke(app, args).stdout)["assumed"])
+
+
+def test_torch_autocast_prices_its_16_bit_compute(tmp_path):
+    """A review: a JSON with "torch_autocast": {"enabled": true} (DeepSpeed 0.16+) was said to train in fp32 ("no
+    bf16 or fp16 section") and priced so; autocast computes in its dtype (default bfloat16)."""
+    cfg = {"torch_autocast": {"enabled": True}, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+           "zero_optimization": {"stage": 2}}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(cfg))
+    doc = json.loads(runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                         "--json"]).stdout)
+    assert doc["read"]["train"]["precision"] == "bf16"
+    assert not any(a.startswith("precision fp32") for a in doc["assumed"])
+    assert any(n.startswith("torch_autocast: bf16 autocast") for n in doc["notes"])
+    path.write_text(json.dumps({**cfg, "torch_autocast": {"enabled": True, "dtype": "int8"}}))
+    bad = runner.invoke(app, ["check", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100"])
+    assert bad.exit_code == 2 and "torch_autocast.dtype='int8'" in bad.stderr

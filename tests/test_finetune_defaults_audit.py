@@ -90,5 +90,5 @@ def test_llamafactory_notes_what_its_pairwise_stages_and_optimizers_leave_unpric
 def test_llamafactory_fp8_is_named_unpriced(tmp_path):
     # a new-user pass: llama3_fp8_deepspeed_sft.yaml's fp8: true vanished without a word (priced in bf16)
     read = _load(tmp_path, {**LLAMAFACTORY, "bf16": True, "fp8": True, "fp8_backend": "torchao"})[1]
-    assert any("fp8: true" in n and "torchao" in n and "priced in bf16" in n for n in read.notes)
+    assert any("fp8: true" in n and "torchao" in n and "--precision fp8" in n for n in read.notes)
     assert not any("fp8" in n for n in _load(tmp_path, {**LLAMAFACTORY, "bf16": True})[1].notes)

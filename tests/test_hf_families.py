@@ -328,3 +328,9 @@ def test_gemma3_multimodal_config_reads_its_text_tower():
     assert spec.vocab_size == 262_208 and spec.tied_embeddings and spec.sliding_window == 1024
     assert total_params(spec) / 1e9 == pytest.approx(27.01, abs=0.01)
     assert any(w.startswith("vision_config: the vision encoder (SigLIP)") for w in hf_warnings(config, spec))
+    # gemma-3-4b-it's text_config names no heads, gemma-3-12b-it's no head_dim: Gemma3TextConfig's 8, 4 and 256
+    four = model_from_hf_config({**config, "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                                           "model_type": "gemma3_text", "num_hidden_layers": 34,
+                                                           "sliding_window": 1024}})
+    assert (four.num_attention_heads, four.num_kv_heads, four.head_dim) == (8, 4, 256)
+    assert total_params(four) / 1e9 == pytest.approx(3.88, abs=0.01)  # the 4B card's language model

@@ -534,4 +534,4 @@ def test_a_tp_or_ep_that_does_not_divide_the_model_lists_those_that_do(tmp_path)
     assert res.exit_code == 2 and "tp that fit this model's heads and widths on 8 GPUs: 1, 2" in res.stderr
     path.write_text(json.dumps({**spec, "num_kv_heads": 40, "num_experts": 60, "top_k": 4}))
     res = CliRunner().invoke(app, ["estimate", str(path), "--cluster", "dgx-h100", "--layout", "ep=8"])
-    assert res.exit_code == 2 and "ep that divide it on 8 GPUs: 1, 2, 4" in res.stderr
+    assert res.exit_code == 2 and "ep that divide it on 8 GPUs with etp*pp=1: 1, 2, 4" in res.stderr

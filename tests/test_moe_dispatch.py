@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from costmodels.moe_dispatch import allgather_dispatch_s, copies_per_token, disp
 from costmodels.step import step_time
 from costmodels.timing import make_context
 from costmodels.train_spec import TrainSpec
+from planner.errors import UserError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -180,20 +182,17 @@ def test_megatron_refuses_deepep_without_the_flex_dispatcher():
         _script_ep_s("--moe-enable-deepep")
 
 
-def _simulated_copies(experts: int, top_k: int, n: int, r: int, groups: int, chosen: int, draws: int = 20000):
-    """Monte Carlo of the module's routing model: M of G groups uniformly, then k distinct experts uniformly among
-    theirs; the other nodes a token of rank 0 (node 0) reaches, on average."""
-    import random  # noqa: PLC0415
-
-    rng = random.Random(7)
-    per_group, per_rank, nodes = experts // groups, experts // n, n // r
-    out = 0
-    for _ in range(draws):
-        pool = [e for g in rng.sample(range(groups), chosen) for e in range(g * per_group, (g + 1) * per_group)]
-        ranks = {e // per_rank for e in rng.sample(pool, top_k)}
-        out += len({rank // r for rank in ranks} - {0})
-    assert nodes > 1
-    return out / draws
+def _megatron_routing(experts: int, top_k: int, groups: int, chosen: int, tokens: int = 20000):
+    """Expert ids per token as Megatron-Core's moe_utils.group_limited_topk picks them from independent normal
+    scores: the `chosen` groups with the largest sum of their top top_k // chosen scores, then the top_k experts
+    among those groups'."""
+    rng = np.random.default_rng(7)
+    scores = rng.standard_normal((tokens, experts))
+    per = experts // groups
+    group_scores = np.sort(scores.reshape(tokens, groups, per), axis=-1)[:, :, -(top_k // chosen):].sum(-1)
+    mask = np.full((tokens, groups), -np.inf)
+    np.put_along_axis(mask, np.argsort(-group_scores, axis=1)[:, :chosen], 0.0, axis=1)
+    return np.argsort(-(scores + np.repeat(mask, per, axis=1)), axis=1)[:, :top_k]
 
 
 @pytest.mark.parametrize("experts,top_k,n,r,groups,chosen", [
@@ -202,41 +201,49 @@ def _simulated_copies(experts: int, top_k: int, n: int, r: int, groups: int, cho
     (256, 8, 64, 8, 16, 4),  # two groups per node
     (64, 6, 16, 4, 8, 3),    # DeepSeek-V2-like device-limited, a group per two ranks
 ])
-def test_group_limited_network_copies_match_a_simulation(experts, top_k, n, r, groups, chosen):
-    """The closed form (hypergeometric over groups, then over the chosen groups' experts) against a direct
-    simulation of the same routing model, within 3% (20,000 tokens)."""
-    out, _ = copies_per_token("deepep", n, r, experts, top_k, groups, chosen)
-    assert out == pytest.approx(_simulated_copies(experts, top_k, n, r, groups, chosen), rel=0.03)
+def test_group_limited_copies_match_megatrons_routing(experts, top_k, n, r, groups, chosen):
+    """The closed forms against group_limited_topk itself, simulated on 20,000 tokens: the other nodes a token of
+    node 0 reaches (the network copies) within 3%, and the distinct ranks it reaches (hit(E / n) n) within 5%."""
+    ids = _megatron_routing(experts, top_k, groups, chosen)
+    ranks = ids // (experts // n)
+    nodes = np.mean([len(set(row) - {0}) for row in ranks // r])
+    reached = np.mean([len(set(row)) for row in ranks])
+    out, inside = copies_per_token("deepep", n, r, experts, top_k, groups, chosen)
+    assert out == pytest.approx(nodes, rel=0.03)
+    assert inside / (n // r * (r - 1)) * n == pytest.approx(reached, rel=0.05)
 
 
 def test_deepseek_v3_node_limited_routing_hand_worked():
-    """DeepSeek-V3 (E 256, k 8, 8 groups, 4 per token) over ep 64 = 8 nodes x 8: a node is one group, chosen with
-    probability 4/8, and then hit unless the 8 experts (drawn from the 4 groups' 128) all avoid its 32:
-    (8 - 1) x 1/2 x (1 - C(96, 8) / C(128, 8)) = 3.18 network copies per token, under the report's bound of 4 nodes
-    less the own (3.5), and below the unrestricted 4.63."""
+    """DeepSeek-V3 (E 256, k 8, 8 groups, 4 per token) over ep 64 = 8 nodes x 8: a node is one group, and every
+    chosen group receives experts, so a token reaches 4 nodes: (8 - 1) x (1 - C(7, 4) / C(8, 4)) = 3.5 network
+    copies per token (the report's "at most 4 nodes" less its own), against 4.63 unrestricted."""
     out, _ = copies_per_token("deepep", 64, 8, 256, 8, 8, 4)
-    assert out == pytest.approx(7 * 0.5 * (1 - math.comb(96, 8) / math.comb(128, 8)), rel=1e-9)
-    assert 3.1 < out < 3.5 < copies_per_token("deepep", 64, 8, 256, 8)[0]
+    assert out == pytest.approx(7 * (1 - math.comb(7, 4) / math.comb(8, 4)), rel=1e-12) == pytest.approx(3.5)
+    assert out < copies_per_token("deepep", 64, 8, 256, 8)[0]
     assert copies_per_token("deepep", 64, 8, 256, 8, 8, 8) == copies_per_token("deepep", 64, 8, 256, 8)
 
 
 @settings(max_examples=60, deadline=None)
 @given(nodes_log=st.integers(1, 4), per_node_log=st.integers(0, 3), groups_log=st.integers(0, 6),
        chosen=st.integers(1, 64), top_k=st.integers(1, 16))
-def test_group_limits_never_add_network_copies(nodes_log, per_node_log, groups_log, chosen, top_k):
-    """Routing each token inside fewer groups never spreads it over more nodes (or ranks) than routing over all."""
+def test_group_limited_copies_stay_within_what_the_routing_allows(nodes_log, per_node_log, groups_log, chosen, top_k):
+    """A token reaches at most k ranks, and across nodes at most the nodes its M groups span (M when groups hold
+    whole nodes or more), never more than the other N - 1."""
     r, nodes, experts = 2 ** per_node_log, 2 ** nodes_log, 256
     groups = 2 ** groups_log
     chosen = min(chosen, groups)
     top_k = max(chosen, min(top_k, chosen * experts // groups))
-    limited = copies_per_token("deepep", nodes * r, r, experts, top_k, groups, chosen)
-    free = copies_per_token("deepep", nodes * r, r, experts, top_k)
-    assert limited[0] <= free[0] + 1e-9 and limited[1] <= free[1] + 1e-9
+    out, inside = copies_per_token("deepep", nodes * r, r, experts, top_k, groups, chosen)
+    span = chosen * max(1, nodes // groups) if chosen < groups else nodes
+    assert 0 <= out <= min(nodes - 1, top_k, span) + 1e-9
+    if r > 1:  # inside = N (r - 1) hit(E / n): the ranks reached, n hit(E / n), are at most k
+        assert 0 <= inside / (nodes * (r - 1)) * nodes * r <= min(top_k, nodes * r) + 1e-9
 
 
 def test_the_routing_groups_are_read_and_written_as_megatron_and_hugging_face_name_them(tmp_path):
     """--moe-router-num-groups / --moe-router-group-topk (Megatron needs the second for any restriction) and
-    n_group / topk_group (DeepSeek-V3; topk_method greedy ignores them) become the spec's fields."""
+    n_group / topk_group (DeepSeek-V3 always; DeepSeek-V2 only with topk_method group_limited_greedy) become the
+    spec's fields."""
     from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
     from planner.frameworks.megatron import flags as mf  # noqa: PLC0415
     from planner.files.shellread import parse_flags  # noqa: PLC0415
@@ -248,6 +255,11 @@ def test_the_routing_groups_are_read_and_written_as_megatron_and_hugging_face_na
     assert "moe_router_group_topk" not in read(base)
     got = read(base + ["--moe-router-group-topk", "4"])
     assert (got["moe_router_num_groups"], got["moe_router_group_topk"]) == (8, 4)
+    deprecated = read(["--num-experts", "256", "--moe-router-topk", "8", "--expert-model-parallel-size", "16",
+                       "--moe-router-topk-limited-devices", "3"])  # TransformerConfig: D of the ep ranks' groups
+    assert (deprecated["moe_router_num_groups"], deprecated["moe_router_group_topk"]) == (16, 3)
+    with pytest.raises(UserError, match="moe_router_num_groups must be specified"):
+        read(["--num-experts", "256", "--moe-router-topk", "8", "--moe-router-group-topk", "4"])
     assert hp.load_model("deepseek-v3").moe_router_group_topk == 4
     v3 = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
           "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
@@ -256,7 +268,12 @@ def test_the_routing_groups_are_read_and_written_as_megatron_and_hugging_face_na
           "n_group": 8, "topk_group": 4, "topk_method": "noaux_tc"}
     spec = model_from_hf_config(v3)
     assert (spec.moe_router_num_groups, spec.moe_router_group_topk) == (8, 4)
-    assert model_from_hf_config({**v3, "topk_method": "greedy"}).moe_router_group_topk == 1
+    bare = {k: v for k, v in v3.items() if k not in ("n_group", "topk_group", "topk_method")}
+    assert model_from_hf_config(bare).moe_router_group_topk == 4  # DeepseekV3Config defaults, always applied
+    v2 = {**bare, "model_type": "deepseek_v2", "n_group": 8, "topk_group": 3}
+    assert model_from_hf_config(v2).moe_router_num_groups == 1  # topk_method absent: "greedy", every expert
+    grouped = model_from_hf_config({**v2, "topk_method": "group_limited_greedy"})
+    assert (grouped.moe_router_num_groups, grouped.moe_router_group_topk) == (8, 3)
 
 
 @pytest.mark.parametrize("fields,message", [
@@ -272,3 +289,16 @@ def test_routing_groups_are_refused_as_megatron_refuses_them(fields, message):
         spec.pop("moe_router_group_topk")
     with pytest.raises(ValidationError, match=message):
         type(hp.load_model("deepseek-v3")).model_validate(spec)
+
+
+def test_a_dumped_spec_keeps_the_group_limit_unset():
+    """model_dump wrote moe_router_group_topk 1 for every model, so a user who then set moe_router_num_groups 8 in the
+    dumped file got 1 group of 8 per token without a word (a review); null stays null: every group."""
+    spec = hp.load_model("qwen3-30b-a3b").model_dump()
+    assert spec["moe_router_group_topk"] is None
+    edited = type(hp.load_model("qwen3-30b-a3b")).model_validate({**spec, "moe_router_num_groups": 8})
+    assert edited.routed_groups == 8
+    assert copies_per_token("deepep", 64, 8, 128, 8, 8, edited.routed_groups) == copies_per_token("deepep", 64, 8, 128, 8)
+    dense = hp.load_model("llama3-8b").model_dump()
+    with pytest.raises(ValueError, match="need num_experts > 0"):
+        type(hp.load_model("llama3-8b")).model_validate({**dense, "moe_router_group_topk": 3})

@@ -267,8 +267,8 @@ def llamafactory(d: dict, where, extra_ok: bool = False) -> Settings:
                           "priced with one)")
     if d.get("fp8") is True:
         read.notes.append(f"read but not priced: fp8: true (Accelerate's FP8 linear layers, fp8_backend "
-                          f"{str(d.get('fp8_backend', 'auto'))[:20]}); priced in {flags.precision} (check --precision "
-                          "fp8 prices FP8 GEMMs)")
+                          f"{str(d.get('fp8_backend', 'auto'))[:20]}): priced at the bf16/fp16 settings unless check "
+                          "--precision fp8 is given (FP8 GEMMs)")
     compute = _pure_bf16(d, bf16, fp16, read)
     said = [k for k in ("use_badam", "use_galore", "use_apollo", "use_adam_mini", "use_muon") if d.get(k) is True]
     if said:

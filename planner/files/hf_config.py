@@ -21,7 +21,7 @@ glm4_moe, falcon). Others are refused, saying whether the architecture is one pa
 | deepseek_v2/v3: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace | num_experts, top_k, moe_ffn_hidden_size, num_shared_experts, first_k_dense_layers |
 | deepseek_v2/v3: q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim | mla (its latent norms: qk_norm true) |
 | deepseek_v3: num_nextn_predict_layers (absent: 0) | mtp_num_layers |
-| deepseek_v2/v3, glm4_moe: n_group, topk_group (ignored with topk_method greedy) | moe_router_num_groups, moe_router_group_topk |
+| deepseek_v3 (absent: 8, 4), glm4_moe (absent: 1, 1), deepseek_v2 only with topk_method group_limited_greedy: n_group, topk_group | moe_router_num_groups, moe_router_group_topk |
 | gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size, attention_bias, swiglu_limit (absent: 7.0) | num_experts, top_k, moe_ffn_hidden_size, linear_bias, glu_clamp; attention_sinks true (its `sinks`) |
 | sliding_window with layer_types (mistral, mixtral, gpt_oss; qwen2/3 with use_sliding_window and max_window_layers; qwen2_moe/qwen3_moe with use_sliding_window: by the file's transformers_version) | sliding_window, full_attention_interval (planner.files.hf_window) |
 | max_position_embeddings | seq_length = min(it, 4096) unless `seq_length` is given (absent: 4096) |

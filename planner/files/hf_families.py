@@ -36,7 +36,9 @@ from planner.files.hf_read import read_bool, read_dict, read_int, read_prob, rou
 
 FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
                 "olmo2", "olmoe", "starcoder2", "dbrx", "glm4_moe", "falcon")
-GEMMA3_VOCAB = 262_208  # transformers Gemma3TextConfig.vocab_size default
+# transformers Gemma3TextConfig's defaults for the shape keys (the 4B text_config gives no heads, the 12B no head_dim)
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}
 TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "starcoder2", "falcon")
 DEEPSEEK_KEYS = {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                  "num_shared_experts": "n_shared_experts", "first_k_dense_layers": "first_k_dense_replace",
@@ -77,8 +79,8 @@ def family_config(config: dict) -> dict:
     out = dict(config)
     if kind in TIED_BY_DEFAULT and out.get("tie_word_embeddings") is None:
         out["tie_word_embeddings"] = True
-    if kind == "gemma3_text" and "vocab_size" not in out:  # Gemma 3's published text_config leaves it out
-        out["vocab_size"] = GEMMA3_VOCAB
+    if kind == "gemma3_text":  # Gemma 3's published text_configs leave these out (4B: the heads; 12B: head_dim)
+        out = {**GEMMA3_TEXT_DEFAULTS, **out}
     if kind in ("gemma2", "gemma3_text"):
         if "sliding_window" not in out:
             out["sliding_window"] = 4096  # Gemma2Config / Gemma3TextConfig default

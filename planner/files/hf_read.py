@@ -68,14 +68,19 @@ def transformers_major(config: dict) -> Optional[int]:
     return int(head) if head.isascii() and head.isdigit() and len(head) < 4 else None
 
 
-GREEDY = "greedy"  # DeepSeek-V2's topk_method that ignores n_group (DeepSeek-V2-Lite)
+# model_type -> (n_group, topk_group) when the file leaves them out; DeepSeek-V2 restricts only under this topk_method
+ROUTER_GROUP_DEFAULTS = {"deepseek_v2": (1, 1), "deepseek_v3": (8, 4), "kimi_k2": (8, 4), "glm4_moe": (1, 1)}
+V2_GROUPED = "group_limited_greedy"
 
 
 def router_groups(config: dict) -> dict:
-    """Group-limited routing (ModelSpec.moe_router_num_groups, moe_router_group_topk) from n_group and topk_group:
-    DeepSeek-V2's group_limited_greedy, DeepSeek-V3's and GLM-4.5's noaux_tc; topk_method "greedy" (DeepSeek-V2-
-    Lite) routes over every expert whatever n_group says (transformers' DeepseekV2MoEGate)."""
-    if config.get("topk_method") == GREEDY:
+    """Group-limited routing (ModelSpec.moe_router_num_groups, moe_router_group_topk) from n_group and topk_group, as
+    transformers 5.24 routes: DeepseekV2MoEGate limits the groups only with topk_method "group_limited_greedy" (its
+    default is "greedy", every expert); DeepseekV3TopkRouter always does (topk_method unused; Kimi K2 is read as
+    it), defaults 8 and 4; Glm4MoeTopkRouter always does, defaults 1 and 1."""
+    kind = config.get("model_type")
+    if kind not in ROUTER_GROUP_DEFAULTS or (kind == "deepseek_v2" and config.get("topk_method", "greedy") != V2_GROUPED):
         return {}
-    groups = read_int(config, "n_group", 1)
-    return {"moe_router_num_groups": groups, "moe_router_group_topk": read_int(config, "topk_group", groups)}
+    groups_default, chosen_default = ROUTER_GROUP_DEFAULTS[kind]
+    groups = read_int(config, "n_group", groups_default)
+    return {"moe_router_num_groups": groups, "moe_router_group_topk": read_int(config, "topk_group", chosen_default)}

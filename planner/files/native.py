@@ -269,22 +269,27 @@ def _deepspeed(path: Path, text: str, model: Optional[str], cluster: Optional[st
     dp = clus.num_gpus // (pp * cp)
     micro, gas, total = dsc.ds_batch(cfg, path, dp)
     recompute, precision = dsc.ds_recompute(cfg, path), dsc.ds_precision(cfg, path)
+    if dsc.autocast_precision(cfg, path):
+        read.notes.append(f"torch_autocast: {precision} autocast over fp32 weights, priced as {precision} mixed "
+                          "precision (its activations and GEMMs; about the same 16 B of state per parameter)")
     if precision == "fp32" and flags.precision is None and not {"bf16", "bfloat16", "fp16"} & set(cfg):
         read.assumed.append("precision fp32: no bf16 or fp16 section, so DeepSpeed trains in the model's dtype (fp32 "
                             "unless the script loads it in bf16: then --precision bf16)")
     train = {"global_batch_size": total, "seq_length": spec.seq_length, "precision": precision,
              "optimizer": dsc.ds_optimizer(cfg, path), "stack": "deepspeed", **dsc.ds_offload(cfg, path, zero),
-             **dsc.ds_sub_group(cfg, path, _largest_weight(spec) / dp),
+             **dsc.ds_sub_group(cfg, path, _largest_weight_elements(spec) / dp),
              "overlap_grad_reduce": dsc.ds_overlap(cfg, path, zero, pp)}
     lay = _layout({"pp": pp, "cp": cp, "cp_comm": "a2a", "zero": zero, "mbs": micro, **recompute,
                    "num_microbatches": gas, "stage_layers": ds_stages(cfg, path, spec.num_layers, pp)}, str(path))
     return loading.Problem(spec, clus, _train(train, str(path)), lay)
 
 
-def _largest_weight(spec) -> float:
-    """Elements of the model's largest parameter tensor: the embedding (or head) matrix, or a dense MLP's
-    matrix (Hugging Face models keep gate, up and down projections apart)."""
-    return float(max(spec.vocab_size * spec.hidden_size, spec.hidden_size * spec.ffn_hidden_size))
+def _largest_weight_elements(spec) -> float:
+    """Elements of the model's largest parameter tensor: the embedding (or head) matrix, a dense MLP's matrix
+    (Hugging Face models keep gate, up and down projections apart), or an MoE layer's fused gate_up_proj of every
+    expert (transformers 5 keeps the experts in 3-D tensors, E x 2 f_e x h)."""
+    experts = spec.num_experts * 2 * spec.moe_ffn_hidden_size * spec.hidden_size if spec.is_moe else 0
+    return float(max(spec.vocab_size * spec.hidden_size, spec.hidden_size * spec.ffn_hidden_size, experts))
 
 
 # ---- torchtitan 0.2.x TOML ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from costmodels.hardware_spec import ClusterSpec
-from costmodels.layout import Layout, a2a_heads_ok
+from costmodels.layout import Layout, a2a_heads_ok, tp_fits
 from costmodels.model_spec import ModelSpec
 from costmodels.timing import Context
 from costmodels.train_spec import TrainSpec
@@ -141,9 +141,7 @@ def divisors(n: int) -> list[int]:
 def tp_choices(model: ModelSpec, cluster: ClusterSpec, opts: SpaceOptions) -> list[int]:
     """tp dividing heads and ffn, kv heads a multiple or divisor of tp, inside a node unless allowed."""
     limit = cluster.num_gpus if opts.tp_across_nodes else cluster.gpus_per_node
-    kv = model.num_kv_heads
-    return [t for t in divisors(limit) if cluster.num_gpus % t == 0 and model.num_attention_heads % t == 0
-            and model.ffn_hidden_size % t == 0 and (kv % t == 0 or t % kv == 0)]
+    return [t for t in divisors(limit) if cluster.num_gpus % t == 0 and tp_fits(model, t)]
 
 
 def expert_choices(model: ModelSpec, world: int, tp: int, pp: int) -> list[tuple[int, int]]:

@@ -106,19 +106,19 @@ def ds_offload(cfg: dict, path: Path, stage: int) -> dict:
     return out
 
 
-def ds_sub_group(cfg: dict, path: Path, largest_partition: float = 1.0) -> dict:
+def ds_sub_group(cfg: dict, path: Path, largest_partition_elements: float = 1.0) -> dict:
     """TrainSpec.zero_sub_group_mparams of zero_optimization.sub_group_size (elements per ZeRO-3 optimizer
     sub-group; DeepSpeed's default 1e9 when absent: runtime/zero/config.py, which allows 0). A sub-group closes
     once it holds sub_group_size elements (stage3.py _create_fp16_sub_groups), so 0 (axolotl's zero3_bf16.json)
-    makes each parameter its own sub-group: priced as `largest_partition` elements, the largest parameter's
-    ZeRO-3 partition on one GPU."""
+    makes each parameter its own sub-group: priced as `largest_partition_elements`, the largest parameter's ZeRO-3
+    partition on one GPU."""
     value = _ds_section(cfg, "zero_optimization", path).get("sub_group_size")
     if value is None:
         return {}
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e15:
         raise UserError(f"{path}: zero_optimization.sub_group_size={short(value)} must be a number of elements "
                         "from 0 to 1e15")
-    return {"zero_sub_group_mparams": max(float(value), largest_partition, 1.0) / 1e6}
+    return {"zero_sub_group_mparams": max(float(value), largest_partition_elements, 1.0) / 1e6}
 
 
 def ds_batch(cfg: dict, path: Path, dp: int) -> tuple[int, int, int]:
@@ -157,7 +157,25 @@ def ds_precision(cfg: dict, path: Path) -> str:
           if _ds_bool(_ds_section({k: sec}, k, path), "enabled", path, k)]
     if len(on) > 1:
         raise UserError(f"{path}: bf16.enabled and fp16.enabled are both true; DeepSpeed allows one")
-    return on[0] if on else "fp32"
+    return on[0] if on else autocast_precision(cfg, path) or "fp32"
+
+
+AUTOCAST_DTYPES = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
+                   "torch.float16": "fp16", "fp16": "fp16"}
+
+
+def autocast_precision(cfg: dict, path: Path) -> str | None:
+    """bf16 or fp16 for an enabled torch_autocast section (DeepSpeed 0.16+: torch.autocast over fp32 weights, dtype
+    default bfloat16), else None. Priced as that mixed precision: its 16-bit activations and GEMMs, and about the
+    same bytes of state per parameter (fp32 weights and gradients with Adam's two moments, 16, against the 16-bit
+    weights, gradients and fp32 master of bf16 training, 16 to 18)."""
+    section = _ds_section(cfg, "torch_autocast", path)
+    if not _ds_bool(section, "enabled", path, "torch_autocast"):
+        return None
+    dtype = section.get("dtype", "bfloat16")
+    if dtype not in AUTOCAST_DTYPES:
+        raise UserError(f"{path}: torch_autocast.dtype={short(dtype)}: expected bfloat16 or float16")
+    return AUTOCAST_DTYPES[dtype]
 
 
 TWO_MOMENTS = ("adam", "lamb")  # Adam, AdamW, OneBitAdam, ZeroOneAdam, MuAdam(W); Lamb, OneBitLamb

@@ -130,8 +130,8 @@ def moe_args(plan: ExportPlan) -> list:
         args.append(("--moe-layer-freq", freq))
     if m.num_shared_experts:
         args.append(("--moe-shared-expert-intermediate-size", m.num_shared_experts * m.moe_ffn_hidden_size))
-    if m.moe_router_group_topk < m.moe_router_num_groups:
-        args += [("--moe-router-num-groups", m.moe_router_num_groups), ("--moe-router-group-topk", m.moe_router_group_topk)]
+    if m.routed_groups < m.moe_router_num_groups:
+        args += [("--moe-router-num-groups", m.moe_router_num_groups), ("--moe-router-group-topk", m.routed_groups)]
     if m.capacity_factor is not None:
         args.append(("--moe-expert-capacity-factor", repr(float(m.capacity_factor))))
     if ep_overlap_applies(plan.train, plan.layout):

@@ -74,7 +74,7 @@ PRICED: dict[str, str] = {
 
 MODEL = {
     "--num-experts", "--moe-ffn-hidden-size", "--moe-layer-freq", "--moe-router-topk", "--moe-router-num-groups",
-    "--moe-router-group-topk",
+    "--moe-router-group-topk", "--moe-router-topk-limited-devices",
     "--moe-shared-expert-intermediate-size", "--swiglu", "--multi-latent-attention", "--q-lora-rank",
     "--kv-lora-rank", "--qk-layernorm", "--attention-dropout", "--hidden-dropout",
     # sliding window, sinks and the clamped GLU (planner.frameworks.megatron.attention_flags; megatron-core 0.19.2)
@@ -91,8 +91,7 @@ HARMLESS: dict[str, str] = {
     "--moe-aux-loss-coeff": "loss term", "--moe-z-loss-coeff": "loss term", "--moe-input-jitter-eps": "noise on inputs",
     "--moe-router-score-function": "softmax or sigmoid over the same logits", "--moe-router-pre-softmax": "order of ops",
     "--moe-router-topk-scaling-factor": "scalar",
-    "--moe-router-bias-update-rate": "scalar", 
-    "--moe-router-topk-limited-devices": "routing restriction",
+    "--moe-router-bias-update-rate": "scalar",
     "--moe-router-dtype": "router logits already priced in fp32", "--moe-router-fusion": "fused kernel",
     "--moe-per-layer-logging": "logging", "--moe-deepep-num-sms": "SM split", "--moe-hybridep-num-sms": "SM split",
     "--moe-enable-routing-replay": "replays routing decisions", "--moe-apply-probs-on-input": "where probs multiply",

@@ -237,6 +237,25 @@ def _zero(a: MegatronArgs, flag: str) -> bool:
         raise UserError(f"{flag} {a.str(flag)!r}: expected a number") from None
 
 
+def _router_groups(a: MegatronArgs) -> dict:
+    """Group-limited routing as megatron-core 0.16 TransformerConfig.__post_init__ sets it: --moe-router-group-topk
+    needs --moe-router-num-groups (without the first, the second restricts nothing); the deprecated
+    --moe-router-topk-limited-devices D, alone, becomes D groups of the EP size."""
+    if a.has("--moe-router-group-topk"):
+        if a.has("--moe-router-topk-limited-devices"):
+            raise UserError("--moe-router-topk-limited-devices with --moe-router-group-topk: Megatron refuses the "
+                            "pair (the first is deprecated and replaced by the second with --moe-router-num-groups)")
+        if not a.has("--moe-router-num-groups"):
+            raise UserError("--moe-router-group-topk without --moe-router-num-groups: Megatron refuses it ("
+                            "\"When using group limited routing, moe_router_num_groups must be specified\")")
+        return {"moe_router_num_groups": a.int("--moe-router-num-groups", 1, minimum=1),
+                "moe_router_group_topk": a.int("--moe-router-group-topk", minimum=1)}
+    if a.has("--moe-router-topk-limited-devices"):
+        return {"moe_router_num_groups": a.int("--expert-model-parallel-size", 1, minimum=1),
+                "moe_router_group_topk": a.int("--moe-router-topk-limited-devices", minimum=1)}
+    return {}
+
+
 def moe_data(a: MegatronArgs, layers: int) -> dict:
     if deepspeed_dialect.is_megatron_deepspeed(a):
         return deepspeed_dialect.moe_fields(a, ffn_width(a))
@@ -253,9 +272,7 @@ def moe_data(a: MegatronArgs, layers: int) -> dict:
         if shared % width:
             raise UserError(f"--moe-shared-expert-intermediate-size {shared}: not a multiple of the expert width {width}")
         data["num_shared_experts"] = shared // width
-    if a.has("--moe-router-group-topk"):  # TransformerConfig: without it --moe-router-num-groups restricts nothing
-        data["moe_router_num_groups"] = a.int("--moe-router-num-groups", 1)
-        data["moe_router_group_topk"] = a.int("--moe-router-group-topk")
+    data.update(_router_groups(a))
     if a.has("--moe-expert-capacity-factor"):
         try:
             data["capacity_factor"] = float(a.str("--moe-expert-capacity-factor"))
