@@ -160,6 +160,14 @@ def layout_option(text: Optional[str], default: Layout) -> Layout:
     return default if text is None else loading.parse_layout(text)
 
 
+def folder_option(value: str, option: str) -> Path:
+    """A folder option's path; an empty or blank value (an unset shell variable: --out "$OUTDIR") is refused rather
+    than read as the current folder."""
+    if not value.strip():
+        raise UserError(f"{option}: an empty folder name (an unset variable?); give a folder, or . for this one")
+    return Path(value)
+
+
 def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
     """The model, cluster (resized by --nodes/--gpus), and a plan file's train and layout."""
     from planner.files import loading
@@ -170,9 +178,9 @@ def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Pro
         if cluster:
             resized = loading.load_cluster(cluster, nodes, gpus)
         return loading.Problem(prob.model, resized, prob.train, prob.layout, model_notes=prob.model_notes)
+    spec, notes = loading.load_model_noted(model)  # first: an unreadable MODEL says why, whatever else is missing
     if not cluster:
         raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
-    spec, notes = loading.load_model_noted(model)
     return loading.Problem(spec, loading.load_cluster(cluster, nodes, gpus), None, model_notes=notes)
 
 

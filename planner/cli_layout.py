@@ -17,8 +17,8 @@ from planner.files import loading
 from planner.search import stage_split
 from planner import trainopts as to
 from planner.cli_common import (CLUSTER_OPT, GBS_OPT, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT, PREC_OPT, SEQ_OPT,
-                                TOKENS_OPT, err, layout_option, load_problem, make_train, out, print_json, report_export, show,
-                                user_errors)
+                                TOKENS_OPT, err, folder_option, layout_option, load_problem, make_train, out, print_json,
+                                report_export, show, user_errors)
 from planner.errors import UserError
 from planner.exporters import run_export
 from planner.files import check_overrides as co
@@ -121,7 +121,7 @@ def export_cmd(
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
                                       "all (default: the --framework's, else that of the framework whose stack "
                                       "priced the plan)."),
-    out_dir: Path = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
+    out_arg: str = typer.Option(..., "--out", help="Folder for the launch files (created if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files, and write files whose stack the "
                                "layout does not fit (else exit 1)."),
     as_json: bool = typer.Option(False, "--json", help="Also print what was written, left out and forced as JSON "
@@ -132,6 +132,7 @@ def export_cmd(
     step time and the `check` line that reproduces them). Layouts a target cannot express are refused with
     the reason (exit 2); a layout that does not fit under the target's stack exits 1 unless --force (with
     --format all, such formats are skipped with a note, exit 1 only when none fits)."""
+    out_dir = folder_option(out_arg, "--out")
     fw = fws.load(opts.framework)
     doc = to.apply_to_document(loading.read_mapping(plan), opts)
     if fmt is None and fw is None:

@@ -13,8 +13,9 @@ from costmodels.train_spec import TrainSpec
 from planner.search import frameworks as fws
 from planner.files import loading
 from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT,
-                                PREC_OPT, SEQ_OPT, TOKENS_OPT, err, load_problem, make_train, out, print_json,
-                                report_export, user_errors)
+                                PREC_OPT, SEQ_OPT, TOKENS_OPT, err, folder_option, load_problem, make_train, out,
+                                print_json, report_export, user_errors)
+from planner.exporters import check_format
 from planner.files.planfile import plan_document
 from planner.files.said import heard_notes
 from planner.plan_any import any_mode as plan_any_mode
@@ -43,7 +44,7 @@ def plan_cmd(
                                         "(stack x sharding x scale) is validated by held-out runs."),
     as_json: bool = JSON_OPT,
     save: Optional[Path] = typer.Option(None, "--save", help="Write the winning plan to this JSON file."),
-    export_dir: Optional[Path] = typer.Option(None, "--export", help="Write launch files for the winner here."),
+    export_arg: Optional[str] = typer.Option(None, "--export", help="Write launch files for the winner here."),
     fmt: Optional[str] = typer.Option(None, "--format", help="megatron, deepspeed, torchrun, torchtitan, slurm or "
                                       "all (default: the --framework's, else all)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write a self-contained HTML report here."),
@@ -61,6 +62,8 @@ def plan_cmd(
 
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
+    export_dir = None if export_arg is None else folder_option(export_arg, "--export")
+    fmt = check_format(fmt)
     with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
         prob = load_problem(model, cluster, nodes, gpus)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)

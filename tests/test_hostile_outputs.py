@@ -434,3 +434,30 @@ def test_ctrl_c_during_a_search_says_so_and_answers_json(monkeypatch):
     res = CliRunner().invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--framework", "megatron", "--json"])
     assert res.exit_code == 130 and res.stderr.startswith("parplan: error: interrupted")
     assert "--time-limit" in res.stderr and json.loads(res.stdout)["exit_code"] == 130
+
+
+def test_empty_folders_bad_formats_and_long_names_are_bad_input(tmp_path, monkeypatch):
+    """A new-user pass: `export --out ''` (an unset $OUTDIR) wrote into the current folder, `plan --format nope`
+    without --export passed with a warning, and a 300-byte --save name exited 4 (output failed) instead of 2."""
+    monkeypatch.chdir(tmp_path)
+    plan = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+    res = CliRunner().invoke(app, ["export", str(plan), "--out", "", "--format", "megatron"])
+    assert res.exit_code == 2 and "--out: an empty folder name" in res.stderr and not list(tmp_path.iterdir())
+    for args in (["--format", "nope"], ["--export", " "], ["--save", "y" * 300 + ".json"]):
+        res = CliRunner().invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--time-limit", "5", *args])
+        assert res.exit_code == 2, (args, res.stderr)
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_unreadable_model_file_says_why_before_asking_for_the_cluster(tmp_path):
+    """`estimate broken.json` said only "--cluster is required", hiding the file's own error (a new-user pass); a
+    plan file without its model is named as such, not as a model file."""
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "x", "num_layers": 32,}')
+    res = CliRunner().invoke(app, ["estimate", str(broken)])
+    assert res.exit_code == 2 and "invalid JSON" in res.stderr and "--cluster" not in res.stderr
+    plan = json.loads((Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json").read_text())
+    del plan["model"]
+    broken.write_text(json.dumps(plan))
+    res = CliRunner().invoke(app, ["estimate", str(broken)])
+    assert res.exit_code == 2 and "plan file lacks 'model'" in res.stderr

@@ -73,12 +73,15 @@ class Rendered:
     misfit_brief: dict[str, str] = field(default_factory=dict)
 
 
+def check_format(fmt: Optional[str]) -> Optional[str]:
+    """`fmt` when it names a format or "all" (None passes); else UserError naming the choices."""
+    if fmt is not None and fmt != "all" and fmt not in FORMATS:
+        raise UserError(f"--format {fmt[:40]!r} is not one of {', '.join(FORMATS)}, all")
+    return fmt
+
+
 def _formats(fmt: str) -> tuple[str, ...]:
-    if fmt == "all":
-        return FORMATS
-    if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}, all")
-    return (fmt,)
+    return FORMATS if check_format(fmt) == "all" else (fmt,)
 
 
 def render_formats(plan: ExportPlan, fmt: str) -> Rendered:

@@ -67,11 +67,17 @@ def check_folder(folder: Path, option: str, create: bool = False) -> None:
         raise UserError(f"{option}: cannot create folder {_q(folder)}: {_q(base)} is not writable")
 
 
+NAME_MAX_BYTES = 255  # NAME_MAX of ext4, XFS, btrfs, APFS and NTFS (in UTF-16 units there)
+
+
 def check_target(target: Target, force: bool, creates: Iterable[Path] = ()) -> None:
     """Refuse `target` (UserError) unless it may be written; `creates`: folders the command makes."""
     path, option = target.path, target.option
     if not path.name or path.name in (".", ".."):
         raise UserError(f"{option}: {_q(path)} names a folder, not a file")
+    if len(os.fsencode(path.name)) > NAME_MAX_BYTES:
+        raise UserError(f"{option}: a file name of {len(os.fsencode(path.name))} bytes: file systems take at most "
+                        f"{NAME_MAX_BYTES} (nothing was written)")
     check_folder(path.parent, option, create=path.parent in set(creates))
     if not os.path.lexists(path):
         return

@@ -378,11 +378,12 @@ def load_plan(path: Path) -> Problem:
 
 
 def is_plan_file(arg: str) -> bool:
-    """True when `arg` names an existing file whose top level has model/cluster/train."""
+    """True when `arg` names an existing file whose top level has two or more of a plan's model/cluster/train/layout
+    (one missing is the plan's own error, not a model file's)."""
     path = Path(arg)
     if not path.is_file() or path.suffix.lower() not in (".json", ".yaml", ".yml"):
         return False
     try:
-        return PLAN_KEYS - {"layout"} <= set(read_mapping(path))
+        return len(PLAN_KEYS & set(read_mapping(path))) >= 2
     except UserError:
         return False
