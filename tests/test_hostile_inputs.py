@@ -535,3 +535,18 @@ def test_a_tp_or_ep_that_does_not_divide_the_model_lists_those_that_do(tmp_path)
     path.write_text(json.dumps({**spec, "num_kv_heads": 40, "num_experts": 60, "top_k": 4}))
     res = CliRunner().invoke(app, ["estimate", str(path), "--cluster", "dgx-h100", "--layout", "ep=8"])
     assert res.exit_code == 2 and "ep that divide it on 8 GPUs with etp*pp=1: 1, 2, 4" in res.stderr
+
+
+def test_yaml_reads_scientific_notation_as_json_does(tmp_path):
+    """A cluster file's scale_up_gb_per_s: 4.5e2 was refused as text ('Input should be a valid number') although the
+    same number in JSON was read: PyYAML follows YAML 1.1, which wants 4.5e+2 (a new-user pass)."""
+    from planner.files.safe_read import parse_mapping  # noqa: PLC0415
+
+    assert parse_mapping("a: 4.5e2\nb: 5E-3\nc: 1.5e+3\nd: 12\ne: '4e2'\nf: 1e\n", tmp_path / "x.yaml") == {
+        "a": 450.0, "b": 0.005, "c": 1500.0, "d": 12, "e": "4e2", "f": "1e"}
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("name: sci\ngpu: h100-sxm\ngpus_per_node: 8\nnum_nodes: 1\nscale_up_gb_per_s: 4.5e2\n"
+                       "scale_out_gb_per_s: 5e1\n")
+    res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", str(cluster), "--layout", "tp=1,zero=3",
+                                   "--global-batch", "64", "--json"])
+    assert res.exit_code == 0, res.stderr

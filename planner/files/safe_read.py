@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Optional
@@ -194,8 +195,12 @@ class _GuardedLoader(_Guards, yaml.SafeLoader):
 _CGuardedLoader = type("_CGuardedLoader", (_Guards, yaml.CSafeLoader), {}) if yaml.__with_libyaml__ else None
 LOADER = _CGuardedLoader or _GuardedLoader
 PARSER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+# YAML 1.2 floats that YAML 1.1 (PyYAML) reads as strings: 4.5e2, 1e30, 5E-3 (1.1 wants a dot and a signed exponent,
+# 4.5e+2); the same numbers are numbers in JSON, so a cluster file's scale_up_gb_per_s: 4.5e2 was refused as text
+YAML12_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 for _loader in filter(None, (_GuardedLoader, _CGuardedLoader)):
     _loader.add_constructor("tag:yaml.org,2002:int", _Guards.construct_yaml_int)
+    _loader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+0123456789"))
 
 
 def _yaml_prescan(text: str, where: str) -> None:
