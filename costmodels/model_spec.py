@@ -341,18 +341,17 @@ def _check_interleave(m: "ModelSpec") -> None:
 
 def _check_groups(m: "ModelSpec") -> None:
     """Group-limited routing that means something: equal groups (Megatron-Core's TransformerConfig refuses
-    num_moe_experts not divisible by moe_router_num_groups), at most all groups per token, and top_k between the
-    groups a token uses (group_limited_topk scores each group by its top top_k // group_topk experts: 0 below it)
-    and the experts they hold (above it, torch.topk would pick masked experts); Megatron checks neither of the
-    last two."""
+    num_moe_experts not divisible by moe_router_num_groups), at most all groups per token, and no more experts per
+    token than the groups it may use hold (beyond them torch.topk would pick masked experts; Megatron does not
+    check it)."""
     groups, chosen = m.moe_router_num_groups, m.routed_groups
     if m.num_experts % groups:
         raise ValueError(f"moe_router_num_groups={groups} must divide num_experts={m.num_experts}")
     if chosen > groups:
         raise ValueError(f"moe_router_group_topk={chosen} must be at most moe_router_num_groups={groups}")
-    if groups > 1 and not chosen <= m.top_k <= chosen * m.num_experts // groups:
-        raise ValueError(f"top_k={m.top_k} must be between moe_router_group_topk={chosen} and the "
-                         f"{chosen * m.num_experts // groups} experts of the groups a token may use")
+    if m.top_k > chosen * m.num_experts // groups:
+        raise ValueError(f"top_k={m.top_k} must be at most the {chosen * m.num_experts // groups} experts of the "
+                         f"moe_router_group_topk={chosen} groups a token may use")
 
 
 def _check_window(m: "ModelSpec") -> None:

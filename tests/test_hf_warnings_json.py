@@ -148,3 +148,18 @@ def test_multi_token_prediction_layers_are_said_with_their_parameters(tmp_path):
     assert total_params(spec.model_copy(update={"mtp_num_layers": 0})) / 1e9 == pytest.approx(671.0, abs=0.1)
     assert not any("nextn" in w for w in hf_warnings({**v3, "num_nextn_predict_layers": 0},
                                                      model_from_hf_config({**v3, "num_nextn_predict_layers": 0})))
+
+
+def test_the_assumed_sequence_length_is_said(tmp_path):
+    """A Llama config.json with max_position_embeddings 131072 was priced at 4,096 tokens with nothing on stderr or in
+    the JSON warnings (a new-user pass); a context of at most 4,096 is taken as it is, unsaid."""
+    from planner.files.hf_config import model_from_hf_config  # noqa: PLC0415
+    from planner.files.hf_notes import hf_warnings  # noqa: PLC0415
+
+    config = {**TINY_QUANT, "max_position_embeddings": 131072}
+    del config["quantization_config"]
+    lines = hf_warnings(config, model_from_hf_config(config))
+    assert lines == ["sequence length 4,096 assumed (max_position_embeddings=131072 is the longest context it "
+                     "supports; a config.json does not say the training length): --seq-len sets the run's"]
+    short = {**config, "max_position_embeddings": 2048}
+    assert hf_warnings(short, model_from_hf_config(short)) == []

@@ -16,7 +16,7 @@ from typing import Any
 
 from costmodels.errors import MAX_NAME_CHARS
 from planner.files.hf_families import FALCON_PARALLEL
-from planner.files.hf_llama4 import llama4_warnings, vision_warning
+from planner.files.hf_llama4 import llama4_warnings, text_config, vision_warning
 from planner.files.hf_read import read_int, short, transformers_major
 
 ENCODER_DECODER = {"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "pegasus_x", "marian", "led", "plbart",
@@ -95,6 +95,9 @@ def hf_warnings(config: dict, spec: Any = None) -> list:
     kind = config.get("model_type")
     if spec is not None and spec.mtp_num_layers:
         lines.append(_mtp_line(spec))
+    longest = text_config(config).get("max_position_embeddings")
+    if spec is not None and not (isinstance(longest, int) and longest <= spec.seq_length):  # cut to 4096, or absent
+        lines.append(_sequence_line(longest, spec))
     if kind == "falcon" and config.get("parallel_attn", True) is not False:
         lines.append(FALCON_PARALLEL)
     if kind in ("qwen2_moe", "qwen3_moe") and config.get("use_sliding_window") and config.get("sliding_window"):
@@ -120,3 +123,12 @@ def _mtp_line(spec: Any) -> str:
             f"layer(s) trained beside the model, +{total / 1e9:.2f} B parameters ({active / 1e9:.2f} B active) over "
             "the main model's count; to price the main model alone, write it as a ModelSpec file with "
             "mtp_num_layers: 0")
+
+
+def _sequence_line(longest: Any, spec: Any) -> str:
+    """The training sequence length the reader took where it is not the config's max_position_embeddings (`longest`):
+    a config.json gives only the longest context the model supports, not the length it trains at."""
+    given = f"max_position_embeddings={short(longest)} is the longest context it supports" if longest is not None \
+        else "no max_position_embeddings"
+    return (f"sequence length {spec.seq_length:,} assumed ({given}; a config.json does not say the training "
+            "length): --seq-len sets the run's")
