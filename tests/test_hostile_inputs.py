@@ -550,3 +550,28 @@ def test_yaml_reads_scientific_notation_as_json_does(tmp_path):
     res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", str(cluster), "--layout", "tp=1,zero=3",
                                    "--global-batch", "64", "--json"])
     assert res.exit_code == 0, res.stderr
+
+
+@pytest.mark.parametrize("text,said", [
+    ("torchrun pretrain_gpt.py --num-layers 32 \\\r\n  --hidden-size 4096 --num-attention-heads 32\r\n",
+     "Windows line endings (CRLF)"),
+    ("torchrun pretrain_gpt.py --num-layers 32 \\ \n  --hidden-size 4096 --num-attention-heads 32\n",
+     "line 1 has a blank after its line-continuation backslash"),
+])
+def test_a_broken_continuation_is_named_when_flags_go_missing(tmp_path, text, said):
+    """CRLF endings or a blank after the backslash end the command on its first line (in bash too): the error said
+    only '--num-attention-heads is missing' (a new-user pass)."""
+    path = tmp_path / "train.sh"
+    path.write_bytes(text.encode())
+    res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100"])
+    assert res.exit_code == 2 and "is missing (Megatron needs it)" in res.stderr and said in res.stderr
+
+
+def test_two_training_launches_in_one_script_are_said(tmp_path):
+    path = tmp_path / "two.sh"
+    common = "--hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 " \
+             "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 32000"
+    path.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 {common}\n"
+                    f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 80 {common}\n")
+    res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
+    assert any("2 training launches" in w and "the first is priced" in w for w in json.loads(res.stdout)["warnings"])

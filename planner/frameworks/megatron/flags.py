@@ -84,8 +84,21 @@ class MegatronArgs:
     def require_int(self, flag: str) -> int:
         if flag not in self.flags:
             unset = f": {self.yaml} (--yaml-cfg) sets no {flag[2:].replace('-', '_')}" if self.yaml else ""
-            raise UserError(f"{flag} is missing (Megatron needs it){unset}")
+            raise UserError(f"{flag} is missing (Megatron needs it){unset}{self._broken_lines()}")
         return self.int(flag)
+
+    def _broken_lines(self) -> str:
+        """Why flags may have gone missing: line endings bash does not continue (CRLF, or a blank after the
+        backslash), which end the command where they stand, in bash as here."""
+        text = getattr(self.shell, "text", None) or ""
+        if "\r\n" in text:
+            return ("; the file has Windows line endings (CRLF): bash reads '\\' before '\\r' as no continuation, so "
+                    "the command ends on its first line (convert it: dos2unix)")
+        blank = next((n for n, line in enumerate(text.splitlines(), 1) if re.search(r"\\[ \t]+$", line)), None)
+        if blank is not None:
+            return (f"; line {blank} has a blank after its line-continuation backslash: bash ends the command there, "
+                    "and so does parplan")
+        return ""
 
 
 LAUNCHERS = ("torchrun", "deepspeed", "python", "python3")
@@ -120,6 +133,9 @@ def read_megatron(text: str, path=None) -> MegatronArgs:
     sh = read_script(text, path, every_branch=False)
     found = launches(sh)
     main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
+    if len(main) > 1:  # two trainings in one script (every_branch=False: an if/else counts once)
+        sh.warn(f"{len(main)} training launches ({', '.join(posixpath.basename(f[2]) for f in main)}): the first is "
+                "priced; check a script with one launch for each")
     for launcher, opts, script, args, prefix in main or sorted(found, key=lambda f: f[0] != "torchrun"):
         nemo_hydra.refuse(script, args)
         pairs = parse_flags(args, SWITCHES, LIST_FLAGS)
