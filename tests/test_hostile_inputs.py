@@ -575,3 +575,16 @@ def test_two_training_launches_in_one_script_are_said(tmp_path):
                     f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 80 {common}\n")
     res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
     assert any("2 training launches" in w and "the first is priced" in w for w in json.loads(res.stdout)["warnings"])
+
+
+def test_sbatch_nodes_and_the_launch_disagreeing_is_said(tmp_path):
+    """#SBATCH --nodes=4 above `torchrun --nnodes 2` was priced as 2 nodes without a word (a new-user pass)."""
+    path = tmp_path / "job.sh"
+    path.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gpus-per-node=8\n"
+                    "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                    "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+                    "--global-batch-size 16 --bf16 --vocab-size 32000\n")
+    res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["read"]["cluster"]["num_nodes"] == 2
+    assert any("#SBATCH allocates 4 node(s) but the launch starts 2" in w for w in doc["warnings"])

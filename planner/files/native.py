@@ -219,6 +219,9 @@ def _megatron(path: Path, text: str, model: Optional[str], cluster: Optional[str
     sbatch = _sbatch_nodes(options, path)
     if script_nodes is None and sbatch is not None:
         script_nodes = sbatch  # srun torchrun --nnodes $SLURM_NNODES: the allocation's size
+    elif script_nodes is not None and sbatch is not None and script_nodes != sbatch and nodes is None:
+        note(str(path), f"#SBATCH allocates {sbatch} node(s) but the launch starts {script_nodes}: the launch's "
+             f"{script_nodes} are priced (--nodes overrides)")
     if per_node is None and sbatch is not None:
         per_node = _sbatch_gpus(options, path)  # srun python: one task per GPU of the allocation
     clus = _cluster(_need_cluster(cluster, path, "Megatron"), nodes, per_node, script_nodes, str(path), gpus)
