@@ -247,7 +247,9 @@ def check_cmd(
             spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
-        train, lay = co.apply_batch(train, lay, clus, over)
+        with heard_notes() as batch_heard:  # a batch --grad-accum changes: said, and in --json's warnings
+            train, lay = co.apply_batch(train, lay, clus, over)
+        heard += batch_heard
     lay = co.apply_recompute(lay, over)
     lay, chosen = (lay, False) if is_native(path) else stage_split.complete(spec, clus, train, lay)
     result = co.estimate_of(config, spec, clus, train, lay)

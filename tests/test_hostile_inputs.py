@@ -588,3 +588,12 @@ def test_sbatch_nodes_and_the_launch_disagreeing_is_said(tmp_path):
     doc = json.loads(res.stdout)
     assert doc["read"]["cluster"]["num_nodes"] == 2
     assert any("#SBATCH allocates 4 node(s) but the launch starts 2" in w for w in doc["warnings"])
+
+
+def test_grad_accum_over_a_plan_says_the_batch_it_makes():
+    """`check plan.json --grad-accum 3` priced a global batch of 24 where the plan has 512, without a word."""
+    plan = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+    doc = json.loads(plan.read_text())
+    res = CliRunner().invoke(app, ["check", str(plan), "--grad-accum", "3", "--json"])
+    said = [w for w in json.loads(res.stdout)["warnings"] if w.startswith("--grad-accum: global batch")]
+    assert said and f"not the config's {doc['train']['global_batch_size']}" in said[0]

@@ -19,6 +19,7 @@ from costmodels.layout import Layout, LayoutError
 from costmodels.train_spec import TrainSpec
 from planner.errors import UserError
 from planner.files import loading
+from planner.files.said import note
 from planner.frameworks.deepspeed.auto import TrainerFlags
 
 
@@ -80,6 +81,10 @@ def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: Check
     lay = loading.validate(Layout, {**lay.model_dump(), "mbs": mbs, "num_microbatches": None}, "--micro-batch",
                            from_file=False)
     if gbs is not None:
+        if opts.global_batch is None and gbs != train.global_batch_size:  # derived from --grad-accum: said
+            note("--grad-accum", f"global batch {mbs} x dp {gbs // (mbs * opts.grad_accum)} x "
+                     f"{opts.grad_accum} = {gbs} sequences, not the config's {train.global_batch_size} (--global-batch "
+                     "keeps a batch)")
         data = {**train.model_dump(), "stack": train.stack, "global_batch_size": gbs}
         train = loading.validate(TrainSpec, data, "--global-batch/--grad-accum", from_file=False)
     return train, lay
