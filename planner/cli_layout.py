@@ -29,7 +29,7 @@ from planner.search.explain import short_layout
 from planner.report.html import render_html
 from planner.files.planfile import write_atomic
 from planner.safetext import plain
-from planner.report.data import build as build_report, report_json
+from planner.report.data import build as build_report, misfit_line, report_json
 from planner.runopts import CHECKPOINT_OPT, FAILURE_RATE_OPT, PRICE_OPT, RESTART_OPT, RunOptions, whole_run_of
 from planner.report.terminal import print_report
 from planner.trainopts import STACK_FILE_OPT, STACK_OPT, TrainOptions, with_train_options
@@ -181,6 +181,8 @@ def report_cmd(
     the step time with its held-out error band."""
     doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
     data = build_report(doc, tokens)
+    if misfit_line(data.plan):
+        err.print(plain(f"warning: {misfit_line(data.plan)}"), highlight=False, soft_wrap=True)
     if output is not None:
         write_atomic(output, render_html(data), force, option="--output")
         err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)

@@ -49,3 +49,19 @@ def test_report_json_with_html_writes_both(tmp_path: Path):
     res = CliRunner().invoke(app, ["report", str(EXAMPLE), "--json", "-o", str(html)])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["html"] == str(html) and html.read_text().startswith("<!")
+
+
+def test_report_of_a_plan_that_no_longer_fits_says_so(tmp_path):
+    """A plan file edited to a 10 GiB GPU drew 'allocated peak 58.0 of the 9.1 GiB' with no warning, and the timeline
+    said '24 micro-batches' of a plan with more (a new-user pass)."""
+    doc = json.loads(EXAMPLE.read_text())
+    doc["cluster"]["gpu"]["hbm_gib"] = 10  # the example's cluster is written out in full
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["report", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "warning: this layout does not fit" in res.stderr and "DOES NOT FIT" in res.stdout
+    total = json.loads(CliRunner().invoke(app, ["report", str(EXAMPLE), "--json"]).stdout)["plan"]["layout"]
+    if total["num_microbatches"] > 24:
+        assert f"24 of {total['num_microbatches']} micro-batches" in CliRunner().invoke(app, ["report",
+                                                                                             str(EXAMPLE)]).stdout

@@ -96,7 +96,8 @@ def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = No
     sentence = (f"{name} on {cluster.num_gpus:,} x {gpu}: {layout_text(plan.layout)}, "
                 f"allocated peak {mem.peak_bytes / 2**30:.1f} of the {mem.unhindered_usable_bytes / 2**30:.1f} GiB allocated "
                 f"budget, step "
-                f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}")
+                f"{plan.time.step_s:.2f} s{_band_short(plan)}, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}"
+                + ("" if plan.fits else ". DOES NOT FIT"))
     run = run if run is not None else RunSpec(tokens=float(tokens)) if tokens else None
     whole = whole_run(plan, model, cluster, train, run) if run is not None else None
     days = whole.days if whole is not None else None
@@ -116,6 +117,23 @@ def report_json(data: ReportData) -> dict:
             "drawn_microbatches": data.drawn_microbatches, "gpus_per_node": data.gpus_per_node,
             "num_nodes": data.num_nodes,
             "whole_run": data.whole_run.model_dump(mode="json") if data.whole_run is not None else None}
+
+
+def drawn_text(d: ReportData) -> str:
+    """'24 of 64 micro-batches' (the timeline simulates at most MAX_DRAWN_MICROBATCHES), '8 micro-batches'."""
+    total = d.plan.layout.num_microbatches
+    return (f"{d.drawn_microbatches} of {total} micro-batches" if total and total > d.drawn_microbatches
+            else f"{d.drawn_microbatches} micro-batches")
+
+
+def misfit_line(e: Estimate) -> str:
+    """'' when the plan fits, else why it does not (a plan file whose cluster or stack changed since it was saved)."""
+    if e.fits:
+        return ""
+    m = e.memory
+    return (f"this layout does not fit: {m.peak_bytes / 2**30:.1f} GiB at its peak against a "
+            f"{m.unhindered_usable_bytes / 2**30:.1f} GiB allocated budget (the plan file's cluster, stack or settings "
+            "differ from the search's, or it was written by hand)")
 
 
 def _band_short(e: Estimate) -> str:

@@ -8,7 +8,7 @@ from costmodels.outputs import UncertaintyOut
 from planner.search.explain import layout_text
 from planner.report.render import band_detail, band_text, band_warning, pct
 from planner.report.runblock import duration_text, money, whole_run_rows
-from planner.report.data import MAX_SIMULATED_STAGES, ReportData, picked, rank_coordinates
+from planner.report.data import MAX_SIMULATED_STAGES, ReportData, drawn_text, picked, rank_coordinates
 
 GIB = 2**30
 PARTS = [("weights_bytes", "weights", "#4e79a7"), ("grads_bytes", "grads", "#f28e2b"),
@@ -81,8 +81,8 @@ def _gantt_svg(name: str, blocks, d: ReportData) -> str:
                    f'chunk {b.chunk} on stage {b.rank}</title></rect>')
     if ranks <= 32:
         out += [f'<text x="{left - 6}" y="{r * row + row - 4}" text-anchor="end">stage {r}</text>' for r in range(ranks)]
-    out.append(f'<text x="{left}" y="{h - 6}">{escape(name)}: {end * 1e3:.1f} ms for {d.drawn_microbatches} '
-               f'micro-batches (forward solid, backward pale, idle grey)</text></svg>')
+    out.append(f'<text x="{left}" y="{h - 6}">{escape(name)}: {end * 1e3:.1f} ms for {drawn_text(d)} '
+               f'(forward solid, backward pale, idle grey)</text></svg>')
     return "".join(out)
 
 

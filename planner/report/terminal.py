@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from planner.report.render import band_text, band_warning
-from planner.report.data import MAX_SIMULATED_STAGES, ReportData, picked
+from planner.report.data import MAX_SIMULATED_STAGES, ReportData, drawn_text, picked
 
 GIB = 2**30
 WIDTH = 72  # the widest bar, in characters
@@ -78,7 +78,7 @@ def print_timeline(d: ReportData, console: Console) -> None:
         console.print(f"pipeline: not drawn for pp={d.plan.layout.pp:,} (more than {MAX_SIMULATED_STAGES} stages)")
         return
     name = next(iter(d.timelines))
-    console.print(f"pipeline, {name}, {d.drawn_microbatches} micro-batches (bold forward, plain backward, . idle):")
+    console.print(f"pipeline, {name}, {drawn_text(d)} (bold forward, plain backward, . idle):")
     for line in timeline_rows(d, bar_width(console.width)):
         console.print(line, no_wrap=True, crop=True)
 
