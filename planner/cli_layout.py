@@ -180,7 +180,7 @@ def report_cmd(
     """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown,
     the step time with its held-out error band."""
     doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
-    data = build_report(doc, tokens)
+    data = build_report(doc, tokens, where=str(plan))
     if misfit_line(data.plan):
         err.print(plain(f"warning: {misfit_line(data.plan)}"), highlight=False, soft_wrap=True)
     if output is not None:

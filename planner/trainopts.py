@@ -168,7 +168,8 @@ def check_choice(field: str, value: Optional[str]) -> None:
     words = choices(field)
     if value is None or not words or value in words:
         return
-    close = difflib.get_close_matches(str(value), words, n=2, cutoff=0.6)
+    close = [w for w in words if w == str(value).lower()] or difflib.get_close_matches(str(value), words, n=2,
+                                                                                        cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UserError(f"{OPTION_OF[field]} {str(value)[:40]!r}: expected {', '.join(words)}{hint}")
 

@@ -597,3 +597,18 @@ def test_grad_accum_over_a_plan_says_the_batch_it_makes():
     res = CliRunner().invoke(app, ["check", str(plan), "--grad-accum", "3", "--json"])
     said = [w for w in json.loads(res.stdout)["warnings"] if w.startswith("--grad-accum: global batch")]
     assert said and f"not the config's {doc['train']['global_batch_size']}" in said[0]
+
+
+def test_small_slips_get_the_fix_in_the_message(tmp_path):
+    """--precision FP8 offered no suggestion, stage_layers=30/2 did not show the list syntax, and report's errors
+    named 'plan:' instead of the file (a new-user pass)."""
+    res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--precision", "FP8"])
+    assert res.exit_code == 2 and "did you mean fp8?" in res.stderr
+    res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "-l", "pp=2,stage_layers=30/2"])
+    assert res.exit_code == 2 and "e.g. stage_layers=19:20:20:21" in res.stderr
+    plan = json.loads((Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json").read_text())
+    del plan["layout"]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(plan))
+    res = CliRunner().invoke(app, ["report", str(path)])
+    assert res.exit_code == 2 and f"{path}: a report needs a plan file with a 'layout'" in res.stderr

@@ -249,7 +249,10 @@ def _layout_value(key: str, value: str) -> Any:
     if key == "recompute_modules":
         return [v for v in value.replace(" ", ":").split(":") if v]
     if key in ("stage_layers", "chunk_layers"):
-        return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]
+        try:
+            return [_int(key, v) for v in value.replace(" ", ":").split(":") if v]
+        except UserError as err:
+            raise UserError(f"{err} (a list: whole numbers separated by ':', e.g. {key}=19:20:20:21)") from None
     if key == "sp" and value.lower() in ("true", "false", "on", "off"):
         return value.lower() in ("true", "on")
     return _int(key, value)

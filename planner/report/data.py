@@ -80,12 +80,13 @@ def _groups(lay, gpus_per_node: int) -> list[tuple[str, int, int, bool]]:
             for k in ("tp", "cp", "dp", "pp", "etp", "ep") if sizes[k] > 1]
 
 
-def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = None) -> ReportData:
+def build(doc: dict, tokens: Optional[float] = None, run: Optional[RunSpec] = None, where: str = "plan") -> ReportData:
     """Re-estimate the plan document's layout and gather what the pictures show; with a token budget
-    (`run`, else `tokens` with the default failure assumptions) the whole run too."""
-    prob = problem_from_plan(doc, "plan")
+    (`run`, else `tokens` with the default failure assumptions) the whole run too. `where`: the plan file's name,
+    for errors."""
+    prob = problem_from_plan(doc, where)
     if prob.layout is None:
-        raise UserError("plan: a report needs a plan file with a 'layout' (plan --save writes one)")
+        raise UserError(f"{where}: a report needs a plan file with a 'layout' (plan --save writes one)")
     model, cluster, train = prob.model, prob.cluster, prob.train
     plan = estimate(model, cluster, train, prob.layout)
     lay = resolve_layout(model, cluster, train, prob.layout)
