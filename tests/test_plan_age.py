@@ -53,3 +53,25 @@ def test_a_b200_plan_without_curve_gen_says_so(tmp_path: Path):
 def test_a_current_plan_says_nothing(tmp_path: Path):
     res = runner.invoke(app, ["estimate", str(_saved(tmp_path, "mi300x-node"))])
     assert res.exit_code == 0 and "is not in this plan file" not in res.stderr
+
+
+def test_a_deepseek_v3_plan_saved_before_routing_groups_says_so(tmp_path):
+    """A DeepSeek-V3 model saved before moe_router_num_groups reads as unrestricted routing, where today's preset
+    limits each token to 4 of 8 groups: said for both fields, never silently."""
+    import hardware_profiles as hp
+    from costmodels.estimate import estimate
+    from costmodels.layout import Layout
+    from costmodels.train_spec import TrainSpec
+    from planner.files.planfile import plan_document
+
+    model, clus = hp.load_model("deepseek-v3"), hp.load_cluster("dgx-h100", num_nodes=32)
+    train = hp.resolve_train(TrainSpec(global_batch_size=256))
+    lay = Layout(tp=2, pp=8, ep=32, mbs=1, zero=1, sp=True, stage_layers=[7, 7, 7, 8, 8, 8, 8, 8])
+    doc = json.loads(json.dumps(plan_document(model, clus, train, estimate(model, clus, train, lay))))
+    for field in ("moe_router_num_groups", "moe_router_group_topk"):
+        del doc["model"][field]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    res = runner.invoke(app, ["estimate", str(path), "--json"])
+    said = [w for w in json.loads(res.stdout)["warnings"] if "saved by an older parplan" in w]
+    assert len(said) == 2 and "today's deepseek-v3 preset says 8" in said[0]

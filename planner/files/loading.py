@@ -19,7 +19,7 @@ from costmodels.outputs import Estimate
 from planner.files import gpu_profile
 from planner.files.hf_config import hf_hint, model_from_hf_config
 from planner.files.hf_notes import hf_name, hf_warnings, located
-from planner.files.plan_age import older_cluster_notes
+from planner.files.plan_age import older_cluster_notes, older_model_notes
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -292,6 +292,7 @@ def problem_from_plan(data: dict, where: str) -> Problem:
         layout = validate(Layout, layout, f"{where}: layout")
     model, notes = model_noted(data["model"], f"{where}: model")
     older_cluster_notes(data["cluster"], f"{where}: cluster")
+    older_model_notes(data["model"], f"{where}: model")
     return Problem(
         model=model,
         cluster=cluster_from_data(data["cluster"], where=f"{where}: cluster"),

@@ -1,6 +1,7 @@
 """What a plan file saved by an older parplan leaves out: a spec field added since reads as its default, which
 may not be what today's preset of the same name says (an MI300X plan saved before `scale_up_topology` prices
-the node as a switch; one saved before `curve_gen` prices a B200 with H100 fractions). Each such field is said,
+the node as a switch; one saved before `curve_gen` prices a B200 with H100 fractions; a DeepSeek-V3 model saved
+before `moe_router_num_groups` routes every token over all nodes). Each such field is said,
 never silently replaced: the plan keeps the numbers it was saved with unless the user re-plans."""
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ def older_cluster_notes(raw: Any, where: str) -> None:
         eff = gpu.get("efficiency")
         if isinstance(eff, dict):
             _missing(eff, preset.gpu.efficiency, f"{where}.gpu.efficiency", preset.gpu.name)
+
+
+def older_model_notes(raw: Any, where: str) -> None:
+    """The same for an inline model named as a preset: a DeepSeek-V3 plan saved before moe_router_num_groups reads
+    as unrestricted routing where today's preset limits each token to 4 of 8 groups."""
+    if isinstance(raw, dict) and raw.get("name") in hp.list_models():
+        _missing(raw, hp.load_model(raw["name"]), where, raw["name"])
 
 
 def _missing(raw: dict, preset: BaseModel, where: str, name: str) -> None:
