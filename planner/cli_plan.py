@@ -15,7 +15,6 @@ from planner.files import loading
 from planner.cli_common import (CLUSTER_OPT, DEFAULT_PLAN_BATCH, GPUS_OPT, JSON_OPT, MODEL_ARG, NODES_OPT,
                                 PREC_OPT, SEQ_OPT, TOKENS_OPT, err, folder_option, load_problem, make_train, out,
                                 print_json, report_export, user_errors)
-from planner.exporters import check_format
 from planner.files.planfile import plan_document
 from planner.files.said import heard_notes
 from planner.plan_any import any_mode as plan_any_mode
@@ -63,7 +62,10 @@ def plan_cmd(
     MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     export_dir = None if export_arg is None else folder_option(export_arg, "--export")
-    fmt = check_format(fmt)
+    if fmt is not None:  # checked before the search (the exporters load only when a format is named)
+        from planner.exporters import check_format
+
+        check_format(fmt)
     with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
         prob = load_problem(model, cluster, nodes, gpus)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
