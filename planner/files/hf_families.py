@@ -11,6 +11,7 @@ differs from Llama (rmsnorm, SwiGLU, rope, no biases):
 | kimi_k2 | every key is DeepSeek-V3's (architectures DeepseekV3ForCausalLM): read as deepseek_v3 | none beyond deepseek_v3's |
 | internlm2 | Llama with fused wqkv (same matrices); `bias` (wqkv, wo) -> linear_bias | bias=true also counts MLP biases |
 | granite | Llama plus embedding/residual/attention/logit multipliers (scalars, no cost) | none |
+| granitemoe, granitemoeshared | granite's attention; num_local_experts SwiGLU experts intermediate_size wide, num_experts_per_tok per token on every layer; granitemoeshared's shared_intermediate_size as whole expert widths | the router counted as every MoE's (experts x hidden) |
 | phi3 | Llama with fused qkv_proj and gate_up_proj (same matrices); sliding_window on every layer | none |
 | gemma | head_dim 256, GeGLU (gate, up, down: priced as SwiGLU), tie_word_embeddings default true | none |
 | gemma2 | as gemma; layer_types (absent: layers 0, 2, ... windowed, 1, 3, ... full; sliding_window default 4096) | 2 more norms per layer (pre/post feed-forward: 2h) |
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 from planner.files.hf_read import read_bool, read_dict, read_int, read_prob, router_groups
 
-FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
+FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "granitemoe", "granitemoeshared", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
                 "olmo2", "olmoe", "starcoder2", "dbrx", "glm4_moe", "falcon")
 # transformers Gemma3TextConfig's defaults for the shape keys (the 4B text_config gives no heads, the 12B no head_dim)
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -48,6 +49,9 @@ DEEPSEEK_KEYS = {"num_experts": "n_routed_experts", "moe_ffn_hidden_size": "moe_
 FAMILY_FIELD_KEYS = {
     "glm4_moe": DEEPSEEK_KEYS,
     "phimoe": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
+    "granitemoe": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size"},
+    "granitemoeshared": {"num_experts": "num_local_experts", "moe_ffn_hidden_size": "intermediate_size",
+                         "num_shared_experts": "shared_intermediate_size"},
     "olmoe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "intermediate_size"},
     "qwen2_moe": {"num_experts": "num_experts", "moe_ffn_hidden_size": "moe_intermediate_size",
                   "num_shared_experts": "shared_expert_intermediate_size"},
@@ -151,6 +155,8 @@ def family_fields(config: dict, kind: str, num_layers: int, moe_layers: Callable
         return _experts(config, "num_local_experts", read_int(config, "intermediate_size"))
     if kind == "phimoe":
         return {"norm": "layernorm", **_experts(config, "num_local_experts", read_int(config, "intermediate_size"))}
+    if kind in ("granitemoe", "granitemoeshared"):
+        return _granite_moe(config, kind)
     if kind == "glm4_moe":
         return {**_glm4_moe(config), "qkv_bias": read_bool(config, "attention_bias")}
     if kind == "qwen2_moe":
@@ -159,6 +165,20 @@ def family_fields(config: dict, kind: str, num_layers: int, moe_layers: Callable
         return {"activation": "gelu", "norm": "layernorm", "linear_bias": read_bool(config, "bias"),
                 "position_embedding": "none" if read_bool(config, "alibi") else "rope"}
     return {}
+
+
+def _granite_moe(config: dict, kind: str) -> dict:
+    """GraniteMoeMoE: every layer's MLP is num_local_experts SwiGLU experts intermediate_size wide (input_linear
+    holds gate and up), num_experts_per_tok per token; granitemoeshared adds one shared MLP
+    shared_intermediate_size wide, read as whole expert widths (as qwen2_moe's)."""
+    width = read_int(config, "intermediate_size")
+    out = {"linear_bias": read_bool(config, "attention_bias"), **_experts(config, "num_local_experts", width)}
+    shared = read_int(config, "shared_intermediate_size", 0) if kind == "granitemoeshared" else 0
+    if width < 1 or shared < 0 or shared % width:
+        raise ValueError(f"config.json keys shared_intermediate_size={shared}, intermediate_size={width}: parplan "
+                         "prices a shared MLP as a whole number of expert widths (ModelSpec num_shared_experts x "
+                         "moe_ffn_hidden_size); write the model as a ModelSpec file with the closest width")
+    return {**out, "num_shared_experts": shared // width}
 
 
 def _experts(config: dict, key: str, width: int) -> dict:
