@@ -75,3 +75,13 @@ def test_a_deepseek_v3_plan_saved_before_routing_groups_says_so(tmp_path):
     res = runner.invoke(app, ["estimate", str(path), "--json"])
     said = [w for w in json.loads(res.stdout)["warnings"] if "saved by an older parplan" in w]
     assert len(said) == 2 and "today's deepseek-v3 preset says 8" in said[0]
+
+
+def test_a_plan_from_a_newer_parplan_is_said(tmp_path):
+    """parplan_version "99.0" was accepted without a word (a new-user pass): its saved numbers are another version's."""
+    doc = json.loads((Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json").read_text())
+    path = tmp_path / "new.json"
+    for version, said in (("99.0", True), ("0.0.1", False), ("dev", False)):
+        path.write_text(json.dumps({**doc, "parplan_version": version}))
+        warnings = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)["warnings"]
+        assert any("saved by a newer parplan" in w for w in warnings) is said, version

@@ -20,6 +20,8 @@ from planner.files import gpu_profile
 from planner.files.hf_config import hf_hint, model_from_hf_config
 from planner.files.hf_notes import hf_name, hf_warnings, located
 from planner.files.plan_age import older_cluster_notes, older_model_notes
+from planner.files.planfile import VERSION
+from planner.files.said import note
 from costmodels.layout import Layout
 from costmodels.model_spec import ModelSpec
 from costmodels.train_spec import TrainSpec
@@ -350,8 +352,23 @@ def check_plan_extras(data: dict, where: str) -> None:
     _saved_estimate(data.get("estimate"), where)
     if not isinstance(data.get("parplan_version", ""), str):
         raise UserError(f"{where}: parplan_version must be a string (got {_kind(data['parplan_version'])})")
+    _newer_version_note(data.get("parplan_version"), where)
     if not isinstance(data.get("search") or {}, dict):
         raise UserError(f"{where}: search must be a mapping (got {_kind(data['search'])})")
+
+
+def _version_tuple(text: str) -> Optional[tuple]:
+    parts = text.strip().split(".")
+    return tuple(int(p) for p in parts) if all(p.isascii() and p.isdigit() for p in parts) and parts else None
+
+
+def _newer_version_note(version: Optional[str], where: str) -> None:
+    """A note when the plan was saved by a newer parplan than this one: its cost model may have priced it otherwise
+    (the saved estimate is not this version's), and a field it added would be refused as an unknown key."""
+    saved, here = _version_tuple(version or ""), _version_tuple(VERSION)
+    if saved is not None and here is not None and saved > here:
+        note(where, f"parplan_version {version[:20]}: saved by a newer parplan than this {VERSION}; it is re-priced "
+                    "with this version's cost model (its saved estimate may differ)")
 
 
 def _saved_estimate(est: Any, where: str) -> None:
