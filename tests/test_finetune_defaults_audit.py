@@ -92,3 +92,9 @@ def test_llamafactory_fp8_is_named_unpriced(tmp_path):
     read = _load(tmp_path, {**LLAMAFACTORY, "bf16": True, "fp8": True, "fp8_backend": "torchao"})[1]
     assert any("fp8: true" in n and "torchao" in n and "--precision fp8" in n for n in read.notes)
     assert not any("fp8" in n for n in _load(tmp_path, {**LLAMAFACTORY, "bf16": True})[1].notes)
+
+
+def test_axolotl_reward_model_is_named(tmp_path):
+    # a new-user pass: qwen3/reward-model.yaml was priced with a vocabulary head's logits, unsaid
+    read = _load(tmp_path, {**AXOLOTL, "reward_model": True})[1]
+    assert any("reward_model: true" in n and "over-estimate" in n for n in read.notes)
