@@ -88,7 +88,9 @@ def bad_parameter_line(exc: Any, args: Sequence[str]) -> str:
     if value is None:
         return f"{name}: {rule}"
     if _not_finite(value):
-        rule = "must be a finite number"
+        digits = value.lstrip("+-")
+        rule = (f"a number of {len(digits):,} digits, beyond any this option takes" if digits.isascii()
+                and digits.isdigit() else "must be a finite number")
     return f"{name} {_shown(value)}: {rule}"
 
 

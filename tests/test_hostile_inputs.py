@@ -612,3 +612,9 @@ def test_small_slips_get_the_fix_in_the_message(tmp_path):
     path.write_text(json.dumps(plan))
     res = CliRunner().invoke(app, ["report", str(path)])
     assert res.exit_code == 2 and f"{path}: a report needs a plan file with a 'layout'" in res.stderr
+
+
+def test_an_option_of_thousands_of_digits_is_called_that():
+    """--nodes with 5,000 digits was called 'must be a finite number' (float() made it inf): a new-user pass."""
+    res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1" * 5000])
+    assert res.exit_code == 2 and "a number of 5,000 digits" in res.stderr
