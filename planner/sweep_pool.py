@@ -20,10 +20,11 @@ Done = Callable[[Point], None]
 
 
 def progress_bar(console: Console) -> Progress:
-    """'planning points ━━━━━━━━  5/12  0:00:09  eta 0:00:12' on stderr."""
+    """'planning points ━━━━━━━━  5/12  0:00:09  eta 0:00:12' on stderr, when it is a terminal (redirected, a bar
+    cannot redraw: it left a blank line in the log)."""
     return Progress(TextColumn("planning points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"),
-                    console=console, transient=True)
+                    console=console, transient=True, disable=not console.is_terminal)
 
 
 def run_points(jobs: Sequence[PointJob], workers: int, console: Console) -> tuple[list[Point], bool]:
