@@ -76,6 +76,7 @@ def hit_probability(experts: int, held: float, top_k: int, groups: int = 1, chos
     per_group = experts / groups
     if groups <= 1 or chosen >= groups:
         return 1 - miss_probability(experts, held, top_k)
+    chosen = min(chosen, top_k)  # k experts reach at most k of the chosen groups (k < M: Megatron scores them all 0)
     if held >= per_group and float(held / per_group).is_integer():  # whole groups: hit when one is chosen
         whole = int(held / per_group)
         return 1 - math.comb(groups - whole, chosen) / math.comb(groups, chosen)

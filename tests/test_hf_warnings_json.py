@@ -159,7 +159,8 @@ def test_the_assumed_sequence_length_is_said(tmp_path):
     config = {**TINY_QUANT, "max_position_embeddings": 131072}
     del config["quantization_config"]
     lines = hf_warnings(config, model_from_hf_config(config))
-    assert lines == ["sequence length 4,096 assumed (max_position_embeddings=131072 is the longest context it "
-                     "supports; a config.json does not say the training length): --seq-len sets the run's"]
+    assert lines == ["sequence length 4,096 taken as the model's (max_position_embeddings=131072 is the longest "
+                     "context it supports; a config.json does not say the training length): --seq-len, a plan's "
+                     "train.seq_length or a launch file's own length replaces it"]
     short = {**config, "max_position_embeddings": 2048}
     assert hf_warnings(short, model_from_hf_config(short)) == []

@@ -542,8 +542,8 @@ def test_yaml_reads_scientific_notation_as_json_does(tmp_path):
     same number in JSON was read: PyYAML follows YAML 1.1, which wants 4.5e+2 (a new-user pass)."""
     from planner.files.safe_read import parse_mapping  # noqa: PLC0415
 
-    assert parse_mapping("a: 4.5e2\nb: 5E-3\nc: 1.5e+3\nd: 12\ne: '4e2'\nf: 1e\n", tmp_path / "x.yaml") == {
-        "a": 450.0, "b": 0.005, "c": 1500.0, "d": 12, "e": "4e2", "f": "1e"}
+    assert parse_mapping("a: 4.5e2\nb: 5E-3\nc: 1.5e+3\nd: 12\ne: '4e2'\nf: 1e\ng: 3e45678\n", tmp_path / "x.yaml") == {
+        "a": 450.0, "b": 0.005, "c": 1500.0, "d": 12, "e": "4e2", "f": "1e", "g": "3e45678"}  # g: a commit hash
     cluster = tmp_path / "c.yaml"
     cluster.write_text("name: sci\ngpu: h100-sxm\ngpus_per_node: 8\nnum_nodes: 1\nscale_up_gb_per_s: 4.5e2\n"
                        "scale_out_gb_per_s: 5e1\n")
@@ -618,3 +618,16 @@ def test_an_option_of_thousands_of_digits_is_called_that():
     """--nodes with 5,000 digits was called 'must be a finite number' (float() made it inf): a new-user pass."""
     res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1" * 5000])
     assert res.exit_code == 2 and "a number of 5,000 digits" in res.stderr
+
+
+def test_an_echoed_launch_is_not_a_second_training(tmp_path):
+    """`echo $CMD` before `$CMD` was warned as '2 training launches' (a review); so were tools/ scripts."""
+    path = tmp_path / "echo.sh"
+    path.write_text('CMD="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 '
+                    '--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 '
+                    '--global-batch-size 16 --bf16 --vocab-size 32000"\necho $CMD\n$CMD\n'
+                    'python tools/checkpoint/convert.py --num-layers 32\n')
+    res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
+    assert not any("training launches" in w for w in json.loads(res.stdout)["warnings"])
+    res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--recompute", "Full"])
+    assert res.exit_code == 2 and "did you mean full?" in res.stderr

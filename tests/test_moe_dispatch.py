@@ -221,6 +221,8 @@ def test_deepseek_v3_node_limited_routing_hand_worked():
     assert out == pytest.approx(7 * (1 - math.comb(7, 4) / math.comb(8, 4)), rel=1e-12) == pytest.approx(3.5)
     assert out < copies_per_token("deepep", 64, 8, 256, 8)[0]
     assert copies_per_token("deepep", 64, 8, 256, 8, 8, 8) == copies_per_token("deepep", 64, 8, 256, 8)
+    # fewer experts than groups per token (k 2 < M 4, a review): they reach at most 2 groups, 2 / 8 of the nodes
+    assert copies_per_token("deepep", 64, 8, 64, 2, 8, 4)[0] == pytest.approx(7 * 2 / 8)
 
 
 @settings(max_examples=60, deadline=None)

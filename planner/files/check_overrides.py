@@ -83,8 +83,8 @@ def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: Check
     if gbs is not None:
         if opts.global_batch is None and gbs != train.global_batch_size:  # derived from --grad-accum: said
             note("--grad-accum", f"global batch {mbs} x dp {gbs // (mbs * opts.grad_accum)} x "
-                     f"{opts.grad_accum} = {gbs} sequences, not the config's {train.global_batch_size} (--global-batch "
-                     "keeps a batch)")
+                     f"{opts.grad_accum} = {gbs} sequences, not the config's {train.global_batch_size} (to keep a "
+                     "batch, give --global-batch with --micro-batch instead)")
         data = {**train.model_dump(), "stack": train.stack, "global_batch_size": gbs}
         train = loading.validate(TrainSpec, data, "--global-batch/--grad-accum", from_file=False)
     return train, lay
@@ -93,7 +93,8 @@ def apply_batch(train: TrainSpec, lay: Layout, cluster: ClusterSpec, opts: Check
 def _choice(option: str, value: str, allowed) -> str:
     """`value` when it is one of `allowed`, else one line naming the option, the value and the choices."""
     if value not in allowed:
-        raise UserError(f"{option} {value[:40]!r}: expected one of {', '.join(allowed)}")
+        hint = f"; did you mean {value.lower()}?" if value.lower() in allowed else ""
+        raise UserError(f"{option} {value[:40]!r}: expected one of {', '.join(allowed)}{hint}")
     return value
 
 

@@ -198,7 +198,8 @@ def _axolotl_unpriced(d: dict, read: ReadNotes) -> None:
     said += [f"{k}: true" for k in ("bfloat16", "float16", "fp8", "activation_offloading") if d.get(k) is True]
     if d.get("rl"):
         said.append(f"rl: {str(d['rl'])[:20]} (a reference model, where the method keeps one)")
-    said += [f"{k}: true (a score head of a few outputs: the vocabulary logits priced over-estimate it)"
+    said += [f"{k}: true (a score head of a few outputs: the vocabulary head priced, its weights, optimizer state "
+             "and logits, over-estimates it)"
              for k in ("reward_model", "process_reward_model") if d.get(k) is True]
     if said:
         read.notes.append("read but not priced: " + "; ".join(said))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from costmodels.errors import MAX_NAME_CHARS
-from planner.files.hf_families import FALCON_PARALLEL
+from planner.files.hf_families import FALCON_PARALLEL, family_config
 from planner.files.hf_llama4 import llama4_warnings, text_config, vision_warning
 from planner.files.hf_read import read_int, short, transformers_major
 
@@ -95,7 +95,7 @@ def hf_warnings(config: dict, spec: Any = None) -> list:
     kind = config.get("model_type")
     if spec is not None and spec.mtp_num_layers:
         lines.append(_mtp_line(spec))
-    longest = text_config(config).get("max_position_embeddings")
+    longest = family_config(text_config(config)).get("max_position_embeddings")  # DBRX: its max_seq_len
     if spec is not None and not (isinstance(longest, int) and longest <= spec.seq_length):  # cut to 4096, or absent
         lines.append(_sequence_line(longest, spec))
     if kind == "falcon" and config.get("parallel_attn", True) is not False:
@@ -130,5 +130,5 @@ def _sequence_line(longest: Any, spec: Any) -> str:
     a config.json gives only the longest context the model supports, not the length it trains at."""
     given = f"max_position_embeddings={short(longest)} is the longest context it supports" if longest is not None \
         else "no max_position_embeddings"
-    return (f"sequence length {spec.seq_length:,} assumed ({given}; a config.json does not say the training "
-            "length): --seq-len sets the run's")
+    return (f"sequence length {spec.seq_length:,} taken as the model's ({given}; a config.json does not say the "
+            "training length): --seq-len, a plan's train.seq_length or a launch file's own length replaces it")

@@ -180,6 +180,13 @@ class _Guards:
             seen.add(key)
         return super().construct_mapping(node, deep)
 
+    def construct_yaml12_float(self, node):
+        """A YAML 1.2 float (YAML12_FLOAT) as a number, unless it overflows: '3e45678' (an Axolotl
+        revision_of_model commit hash) stays the text it was under YAML 1.1."""
+        text = self.construct_scalar(node)
+        value = self.construct_yaml_float(node)
+        return value if math.isfinite(value) else text
+
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node)
         if len(text.lstrip("+-").replace("_", "")) > MAX_INT_DIGITS:
@@ -197,10 +204,12 @@ LOADER = _CGuardedLoader or _GuardedLoader
 PARSER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 # YAML 1.2 floats that YAML 1.1 (PyYAML) reads as strings: 4.5e2, 1e30, 5E-3 (1.1 wants a dot and a signed exponent,
 # 4.5e+2); the same numbers are numbers in JSON, so a cluster file's scale_up_gb_per_s: 4.5e2 was refused as text
+YAML12_TAG = "tag:parplan,2026:yaml12-float"  # its own tag: YAML 1.1 floats keep SafeLoader's constructor
 YAML12_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 for _loader in filter(None, (_GuardedLoader, _CGuardedLoader)):
     _loader.add_constructor("tag:yaml.org,2002:int", _Guards.construct_yaml_int)
-    _loader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+0123456789"))
+    _loader.add_implicit_resolver(YAML12_TAG, YAML12_FLOAT, list("-+0123456789"))
+    _loader.add_constructor(YAML12_TAG, _Guards.construct_yaml12_float)
 
 
 def _yaml_prescan(text: str, where: str) -> None:

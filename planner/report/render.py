@@ -53,7 +53,8 @@ def band_detail(u: UncertaintyOut) -> str:
     runs = f"{u.rows} held-out run{'s' if u.rows != 1 else ''}"
     p90 = f"p90 {pct(u.rel_error_p90)}, " if u.rel_error_p90 is not None else ""
     bias = f"bias {pct(u.bias, signed=True)}, " if u.bias is not None else ""
-    return f"± {pct(u.rel_error_p50)} ({p90}{bias}{runs}, {u.regime})"
+    where = u.regime if u.basis in (None, "regime") else f"borrowed: {u.regime} has none"
+    return f"± {pct(u.rel_error_p50)} ({p90}{bias}{runs}, {where})"
 
 
 def band_text(e: Estimate) -> str:

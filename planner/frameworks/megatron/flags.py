@@ -102,6 +102,7 @@ class MegatronArgs:
 
 
 LAUNCHERS = ("torchrun", "deepspeed", "python", "python3")
+PRINTERS = ("echo", "printf", "tee", "cat")
 TORCH_RUN = ("torch.distributed.run", "torch.distributed.launch")  # `python -m torch.distributed.run` = torchrun
 
 
@@ -110,6 +111,8 @@ def launches(sh: ShellScript) -> list[tuple[str, list[str], str, list[str], list
     of every command running a script."""
     found = []
     for words in sh.commands:
+        if words and words[0] in PRINTERS:  # `echo torchrun ... > cmd.txt` shows a launch, it runs none
+            continue
         for i, w in enumerate(words):
             launcher = w.rsplit("/", 1)[-1]
             if launcher not in LAUNCHERS:
@@ -133,9 +136,11 @@ def read_megatron(text: str, path=None) -> MegatronArgs:
     sh = read_script(text, path, every_branch=False)
     found = launches(sh)
     main = [f for f in found if posixpath.basename(f[2]).startswith("pretrain") or "--num-layers" in f[3]]
-    if len(main) > 1:  # two trainings in one script (every_branch=False: an if/else counts once)
-        sh.warn(f"{len(main)} training launches ({', '.join(posixpath.basename(f[2]) for f in main)}): the first is "
-                "priced; check a script with one launch for each")
+    trainings = [f for f in main if posixpath.basename(f[2]).startswith("pretrain")]  # not tools/ with --num-layers
+    if len(trainings) > 1:  # two trainings in one script (every_branch=False: an if/else counts once)
+        names = ", ".join(posixpath.basename(f[2]) for f in trainings)
+        sh.warn(f"{len(trainings)} training launches ({names}): the first is priced; check a script with one launch "
+                "for each")
     for launcher, opts, script, args, prefix in main or sorted(found, key=lambda f: f[0] != "torchrun"):
         nemo_hydra.refuse(script, args)
         pairs = parse_flags(args, SWITCHES, LIST_FLAGS)
