@@ -176,11 +176,16 @@ def report_cmd(
     stack_file: Optional[Path] = STACK_FILE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print what the pictures draw as JSON instead of the terminal "
                                  "pictures (parplan schema ReportOutput); with -o the HTML is written too."),
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
 ) -> None:
     """Pictures of a plan: memory per stage, the pipeline timeline, the device mesh, the breakdown,
-    the step time with its held-out error band."""
+    the step time with its held-out error band (and with --tokens the whole run: days, GPU-hours, cost)."""
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
-    data = build_report(doc, tokens, where=str(plan))
+    data = build_report(doc, tokens, run, where=str(plan))
     if misfit_line(data.plan):
         err.print(plain(f"warning: {misfit_line(data.plan)}"), highlight=False, soft_wrap=True)
     if output is not None:

@@ -67,3 +67,15 @@ def test_report_of_a_plan_that_no_longer_fits_says_so(tmp_path):
     assert drawn["drawn_microbatches"] < total
     shown = CliRunner().invoke(app, ["report", str(big)], terminal_width=200).stdout
     assert f"{drawn['drawn_microbatches']} of {total} micro-batches" in shown
+
+
+def test_report_tokens_prints_the_whole_run_in_the_terminal_with_a_price():
+    """report --tokens drew the whole run in HTML and JSON only, and the HTML's 'no price (--price-per-gpu-hour)'
+    named an option report did not have (a new-user pass)."""
+    res = CliRunner().invoke(app, ["report", str(EXAMPLE), "--tokens", "1e12", "--price-per-gpu-hour", "2"],
+                             terminal_width=140)
+    assert res.exit_code == 0, res.output
+    assert "Whole run" in res.stdout and "GPU-hours, $" in res.stdout
+    doc = json.loads(CliRunner().invoke(app, ["report", str(EXAMPLE), "--tokens", "1e12", "--price-per-gpu-hour", "2",
+                                              "--json"]).stdout)
+    assert doc["whole_run"]["cost_usd"] > 0

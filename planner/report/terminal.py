@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from planner.report.render import band_text, band_warning
+from planner.report.runblock import print_whole_run
 from planner.report.data import MAX_SIMULATED_STAGES, ReportData, drawn_text, picked
 
 GIB = 2**30
@@ -96,3 +97,4 @@ def print_report(d: ReportData, console: Console) -> None:
     print_timeline(d, console)
     console.print("C compute, R recompute, b bubble, T tp, X cp, E ep, P pp, D dp, O optimizer:")
     console.print(breakdown_bar(d, bar_width(console.width)), no_wrap=True, crop=True)
+    print_whole_run(d.whole_run, console)  # with --tokens: days, GPU-hours, cost, goodput (as estimate prints them)

@@ -120,8 +120,8 @@ def _batch_note(lay) -> list[str]:
 def _versus(win: Estimate, other: Estimate) -> str:
     """The runner-up's largest differences, part by part."""
     diffs = sorted(((getattr(other.time, k) - getattr(win.time, k), k) for k in TIME_PARTS), reverse=True)
-    worse = [f"{k.removesuffix('_s').replace('_', ' ')} +{d * 1e3:.1f} ms" for d, k in diffs[:2] if d > 0]
-    better = [f"{k.removesuffix('_s').replace('_', ' ')} {d * 1e3:.1f} ms" for d, k in diffs[-2:] if d < 0]
+    worse = [f"{k.removesuffix('_s').replace('_', ' ')} +{d * 1e3:.1f} ms" for d, k in diffs[:2] if d >= 5e-5]
+    better = [f"{k.removesuffix('_s').replace('_', ' ')} {d * 1e3:.1f} ms" for d, k in diffs[-2:] if d <= -5e-5]
     slower = other.time.step_s / win.time.step_s - 1
     if slower < 5e-4:
         return f"runner-up {short_layout(other)} ties with the winner (same predicted step time within 0.05%)"
