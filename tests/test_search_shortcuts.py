@@ -135,3 +135,19 @@ def test_cpsat_runs_without_importing_pandas():
                           cwd=Path(__file__).resolve().parents[1])
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"ortools": True, "pandas": False, "split": [1, 3], "models": 1, "real_pandas": True}
+
+
+def test_of_two_equally_fast_layouts_the_one_with_more_headroom_wins():
+    """DeepSpeed ZeRO-1 with 5 GiB to spare won over ZeRO-2 with 19 GiB at the same step time to the last digit (a
+    new-user pass): exact ties go to the smaller peak."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from planner.cli import app  # noqa: PLC0415
+
+    res = CliRunner().invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "2", "--framework",
+                                   "deepspeed", "--time-limit", "20", "--json"])
+    plans = json.loads(res.stdout)["plans"]
+    for a, b in zip(plans, plans[1:]):
+        if a["time"]["step_s"] == b["time"]["step_s"]:
+            assert a["memory"]["peak_bytes"] <= b["memory"]["peak_bytes"]
+    assert plans[0]["time"]["step_s"] == plans[1]["time"]["step_s"]  # the case the pass met: still a tie

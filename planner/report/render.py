@@ -284,7 +284,9 @@ def _plans_table(plans: list[Estimate], runs_on: list[list[str]] | None, left_ou
     if "±" not in left_out:
         caption += "; ± median held-out error of the layout's regime; * not validated"
     if runs_on and "on" not in left_out:
-        caption += "; runs on: " + ", ".join(f"{n[0].upper()} {n}" for n in FRAMEWORKS)
+        caption += ("; on: the frameworks that can express the layout (" + ", ".join(f"{n[0].upper()} {n}"
+                                                                              for n in FRAMEWORKS)
+                    + "); each prices it with its own stack, which may not fit it: export --format all says")
     table = Table(title="Best layouts (fastest first)", caption=caption, caption_justify="left", **COMPACT)
     degrees = ["tp", "pp", "dp"] + [k for k in ("cp", "ep", "vpp") if any(getattr(e.layout, k) > 1 for e in plans)]
     cols = [c for c in ("#", *degrees, "zero", "mbs", "recompute", "stage layers", "peak/budget", "step s", "±",
