@@ -186,8 +186,9 @@ def report_cmd(
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     doc = to.apply_to_document(loading.read_mapping(plan), TrainOptions(stack, stack_file))
     data = build_report(doc, tokens, run, where=str(plan))
-    if misfit_line(data.plan):
-        err.print(plain(f"warning: {misfit_line(data.plan)}"), highlight=False, soft_wrap=True)
+    misfit = misfit_line(data.plan)
+    if misfit:
+        err.print(plain(f"warning: {misfit}"), highlight=False, soft_wrap=True)
     if output is not None:
         write_atomic(output, render_html(data), force, option="--output")
         err.print(plain(f"wrote {output}"), highlight=False, soft_wrap=True)

@@ -23,6 +23,11 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 
+EXAMPLE_PLAN = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
+# a small GPT's model and batch flags for Megatron launch lines (the tests add --num-layers and the launcher)
+GPT_FLAGS = ("--hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 "
+             "--micro-batch-size 1 --global-batch-size 16 --bf16 --vocab-size 32000")
+
 runner = CliRunner()
 HANG_S = 120  # a guard against a run that never ends, not a speed bound
 REPO = Path(__file__).resolve().parents[1]
@@ -569,10 +574,8 @@ def test_a_broken_continuation_is_named_when_flags_go_missing(tmp_path, text, sa
 
 def test_two_training_launches_in_one_script_are_said(tmp_path):
     path = tmp_path / "two.sh"
-    common = "--hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 " \
-             "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 32000"
-    path.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 {common}\n"
-                    f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 80 {common}\n")
+    path.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 {GPT_FLAGS}\n"
+                    f"torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 80 {GPT_FLAGS}\n")
     res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
     assert any("2 training launches" in w and "the first is priced" in w for w in json.loads(res.stdout)["warnings"])
 
@@ -581,9 +584,7 @@ def test_sbatch_nodes_and_the_launch_disagreeing_is_said(tmp_path):
     """#SBATCH --nodes=4 above `torchrun --nnodes 2` was priced as 2 nodes without a word (a new-user pass)."""
     path = tmp_path / "job.sh"
     path.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gpus-per-node=8\n"
-                    "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
-                    "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
-                    "--global-batch-size 16 --bf16 --vocab-size 32000\n")
+                    f"torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-layers 32 {GPT_FLAGS}\n")
     res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
     doc = json.loads(res.stdout)
     assert doc["read"]["cluster"]["num_nodes"] == 2
@@ -592,9 +593,8 @@ def test_sbatch_nodes_and_the_launch_disagreeing_is_said(tmp_path):
 
 def test_grad_accum_over_a_plan_says_the_batch_it_makes():
     """`check plan.json --grad-accum 3` priced a global batch of 24 where the plan has 512, without a word."""
-    plan = Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json"
-    doc = json.loads(plan.read_text())
-    res = CliRunner().invoke(app, ["check", str(plan), "--grad-accum", "3", "--json"])
+    doc = json.loads(EXAMPLE_PLAN.read_text())
+    res = CliRunner().invoke(app, ["check", str(EXAMPLE_PLAN), "--grad-accum", "3", "--json"])
     said = [w for w in json.loads(res.stdout)["warnings"] if w.startswith("--grad-accum: global batch")]
     assert said and f"not the config's {doc['train']['global_batch_size']}" in said[0]
 
@@ -606,7 +606,7 @@ def test_small_slips_get_the_fix_in_the_message(tmp_path):
     assert res.exit_code == 2 and "did you mean fp8?" in res.stderr
     res = CliRunner().invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "-l", "pp=2,stage_layers=30/2"])
     assert res.exit_code == 2 and "e.g. stage_layers=19:20:20:21" in res.stderr
-    plan = json.loads((Path(__file__).resolve().parents[1] / "docs" / "examples" / "llama3-8b-plan.json").read_text())
+    plan = json.loads(EXAMPLE_PLAN.read_text())
     del plan["layout"]
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(plan))
@@ -623,9 +623,7 @@ def test_an_option_of_thousands_of_digits_is_called_that():
 def test_an_echoed_launch_is_not_a_second_training(tmp_path):
     """`echo $CMD` before `$CMD` was warned as '2 training launches' (a review); so were tools/ scripts."""
     path = tmp_path / "echo.sh"
-    path.write_text('CMD="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 '
-                    '--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 '
-                    '--global-batch-size 16 --bf16 --vocab-size 32000"\necho $CMD\n$CMD\n'
+    path.write_text(f'CMD="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 {GPT_FLAGS}"\necho $CMD\n$CMD\n'
                     'python tools/checkpoint/convert.py --num-layers 32\n')
     res = CliRunner().invoke(app, ["check", str(path), "--cluster", "dgx-h100", "--json"])
     assert not any("training launches" in w for w in json.loads(res.stdout)["warnings"])

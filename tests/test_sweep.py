@@ -245,11 +245,13 @@ def test_the_sweep_table_marks_a_band_that_is_not_validated():
     assert _cells({**point, "validated": True}, False, False)["step s"] == "1 ±3%"
 
 
-def test_a_redirected_sweep_leaves_stderr_empty(tmp_path):
+def test_a_redirected_sweep_leaves_stderr_empty():
     """The progress bar, drawn for a terminal, left a blank line in a redirected stderr (a new-user pass)."""
-    from planner.sweep_pool import progress_bar  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
     import io  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    from planner.sweep_pool import progress_bar  # noqa: PLC0415
 
     stream = io.StringIO()
     with progress_bar(Console(file=stream, force_terminal=False)) as bar:

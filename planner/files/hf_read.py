@@ -69,7 +69,7 @@ def transformers_major(config: dict) -> Optional[int]:
 
 
 # model_type -> (n_group, topk_group) when the file leaves them out; DeepSeek-V2 restricts only under this topk_method
-ROUTER_GROUP_DEFAULTS = {"deepseek_v2": (1, 1), "deepseek_v3": (8, 4), "kimi_k2": (8, 4), "glm4_moe": (1, 1)}
+ROUTER_GROUP_DEFAULTS = {"deepseek_v2": (1, 1), "deepseek_v3": (8, 4), "glm4_moe": (1, 1)}  # kimi_k2: as deepseek_v3
 V2_GROUPED = "group_limited_greedy"
 
 
