@@ -289,3 +289,28 @@ def test_a_few_hundred_splits_are_priced_one_by_one_not_left_to_the_solver(monke
     table = Coster(model, clus, train).table(ss.candidate(resolved))
     best, _ = best_split(model, table)
     assert table.objective(stage_counts(model, split, lay.vpp)) <= best * (1 + ss.TIE_REL)
+
+
+def test_equally_fast_splits_print_as_one():
+    """13 layers on pp=4: four splits take the same step to the last objective unit (2,4,4,3; 3,3,4,3; 3,4,3,3;
+    3,4,4,2), and CP-SAT's parallel workers returned any of them, so two identical `plan` runs printed different
+    splits (a workflow pass). Whichever the solver returns, the search reports the one a framework states most
+    simply: equal middle stages, the lighter end first."""
+    from planner.search import cpsat, engine  # noqa: PLC0415
+    from planner.search import stage_split as ss  # noqa: PLC0415
+    from planner.search.brute import splits  # noqa: PLC0415
+    from planner.search.costing import Coster  # noqa: PLC0415
+    from planner.search.tables import stage_counts  # noqa: PLC0415
+    from costmodels.layout import resolve_layout  # noqa: PLC0415
+
+    model = llama_like(512, 8, 2, 13, 1024, vocab=1024, seq=512)
+    clus, train = cluster(4, gpu=hp.load_gpu("h100-sxm")), hp.resolve_train(TrainSpec(global_batch_size=16))
+    resolved = resolve_layout(model, clus, train, Layout(pp=4, stage_layers=ss.even_split(13, 4)))
+    table = Coster(model, clus, train).table(ss.candidate(resolved))
+    priced = {tuple(s): table.objective(stage_counts(model, list(s))) for s in splits(13, 4, 1)}
+    best = min(priced.values())
+    ties = [list(s) for s, value in priced.items() if value == best]
+    assert len(ties) == 4
+    chosen = {tuple(engine._simplest_split(model, cpsat.Solution(0, table, s, best, True, best)).stage_layers)
+              for s in ties}
+    assert chosen == {(2, 4, 4, 3)}

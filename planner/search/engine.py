@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 from costmodels.uncertainty import band_gpu, sharding_class, uncertainty
-from planner.search import cpsat
+from planner.search import cpsat, stage_split
 from planner.search.costing import Coster, first_objective
 from planner.search.groups import Group, Keep, by_exact_bound, mark_split_free, restrict, split_free, split_groups
 from planner.search.memo import FieldMemo, mark_refusals, refusals_of
@@ -245,6 +246,7 @@ def _search(model, cluster, train, top, time_limit_s, opts, progress, keep, dead
     if time.perf_counter() > deadline and not optimal:
         stats.cut_short("solver")
     solutions = _in_time(solutions, deadline + RESERVE_S / 2, stats)
+    solutions = [_simplest_split(model, s) for s in solutions]
     plans = [_estimate(model, cluster, train, s) for s in solutions]
     solutions, plans = _safest_of_ties(solutions, plans)
     status = "infeasible" if not plans else ("optimal" if optimal and not stats.truncated else "feasible")
@@ -254,6 +256,18 @@ def _search(model, cluster, train, top, time_limit_s, opts, progress, keep, dead
         gap = None  # layouts never looked at: no bound on what they could reach
     return SearchResult(status, plans, [objective_seconds(s.objective) for s in solutions],
                         time.perf_counter() - start, stats, gap, [t for _, t, _ in survivors], coster, kept, keep)
+
+
+def _simplest_split(model: ModelSpec, sol: cpsat.Solution) -> cpsat.Solution:
+    """The solution with, of the stage splits exactly as fast as its own, the one the frameworks state most simply
+    (planner.search.stage_split.simplest_equal): CP-SAT's parallel workers return any of several equal splits, so
+    two identical `plan` runs printed different splits (a workflow pass). A framework's own partitioner's split
+    (fixed_stages) and pp = 1 stand."""
+    lay = sol.table.layout
+    if lay.pp == 1 or lay.fixed_stages is not None:
+        return sol
+    stages = stage_split.simplest_equal(model, sol.table, sol.objective, sol.stage_layers, rel=0.0)
+    return sol if stages == sol.stage_layers else dataclasses.replace(sol, stage_layers=stages)
 
 
 def _safest_of_ties(solutions: list, plans: list) -> tuple[list, list]:

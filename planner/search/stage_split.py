@@ -119,14 +119,14 @@ def ends_splits(num_layers: int, pp: int, vpp: int):
     return sorted(out, key=lambda s: (abs(s[0] - s[1]) + abs(s[-1] - s[1]), s[0] > s[-1]))
 
 
-def simplest_equal(model: ModelSpec, table: Table, value: int, stages: list[int]) -> list[int]:
+def simplest_equal(model: ModelSpec, table: Table, value: int, stages: list[int], rel: float = TIE_REL) -> list[int]:
     """The first of `ends_splits` (whole virtual chunks first) whose step time equals the optimum
-    `value` (within TIE_REL), else `stages` itself."""
+    `value` (within `rel`), else `stages` itself."""
     v = table.layout.vpp
     shaped = ends_splits(model.num_layers, table.layout.pp, v)
     shaped.sort(key=lambda s: any(n % v for n in s))  # stable: evenness order kept within each class
     for split in shaped:
         got = table.objective(stage_counts(model, split, v))
-        if got is not None and got <= value * (1 + TIE_REL):
+        if got is not None and got <= value * (1 + rel):
             return split
     return stages
