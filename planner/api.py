@@ -271,7 +271,7 @@ def search_with_reasons(prob, train: "TrainSpec", top: int, time_limit_s: float,
     if result.plans:
         return result, alternative, time_limit_note(result) + said + why_winner(result)
     return result, None, said + why_nothing_fits(model, clus, train, result, opts=space,
-                                                 validated_only=validated_only, deadline=deadline)
+                                                 validated_only=validated_only, deadline=deadline, keep=fw_keep)
 
 
 def _drop_extrapolated(result) -> int:

@@ -91,7 +91,8 @@ def plan_point(job: PointJob) -> Point:
     reason = None
     if best is None:
         space = fws.space_options(fw, job.model, job.cluster, train)
-        reasons = why_nothing_fits(job.model, job.cluster, train, result, opts=space, deadline=start)
+        reasons = why_nothing_fits(job.model, job.cluster, train, result, opts=space, deadline=start,
+                                   keep=fws.keep(fw, train, moe=job.model.is_moe))
         reason = (reasons or ["nothing fits"])[0]
     elif result.stats.cut:
         reason = time_limit_note(result)[0]

@@ -23,7 +23,7 @@ def test_the_safer_layout_is_named_when_the_winner_sits_inside_the_error():
     edge, roomy = estimate(MODEL, CLUSTER, TRAIN, EDGE), estimate(MODEL, CLUSTER, TRAIN, ROOMY)
     assert inside_error(edge.memory) and not inside_error(roomy.memory)
     [line] = _safer([edge, roomy])
-    assert line.startswith("safer: tp=4 pp=4 dp=4 vpp=7") and "outside the memory model's held-out error" in line
+    assert line.startswith("safer: tp=4 sp=1 pp=4 dp=4 vpp=7") and "outside the memory model's held-out error" in line
 
 
 def test_nothing_is_said_when_the_winner_has_room():

@@ -189,3 +189,30 @@ def test_sweep_point_is_not_optimal_when_another_search_was_cut(monkeypatch):
     assert point.status == "feasible" and point.cut == ["megatron enumeration"] and point.framework == "deepspeed"
     results["megatron"] = _result("infeasible")
     assert sweep.plan_point(job).status == "optimal"
+
+
+def test_suggestions_name_only_layouts_the_framework_runs():
+    """Llama 3 70B on one 8-GPU node with --framework fsdp: nothing fits, and the "more GPUs" suggestion named
+    tp=8 pp=4 (a Megatron layout plain FSDP cannot run) because the suggestions searched every framework's space.
+    With the framework's rules they name one FSDP runs: ZeRO-3 over 32 GPUs."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    import json  # noqa: PLC0415
+    from planner.cli import app  # noqa: PLC0415
+    from planner.files.loading import parse_layout  # noqa: PLC0415
+
+    out = CliRunner().invoke(app, ["plan", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "1", "--framework",
+                                   "fsdp", "--json"])
+    assert out.exit_code == 1, out.stderr
+    line = next(r for r in json.loads(out.stdout)["reasons"] if r.startswith("more GPUs"))
+    lay = parse_layout(re.search(r"\): (.*) fits at", line).group(1))
+    assert (lay.tp, lay.pp, lay.zero) == (1, 1, 3), line
+
+
+def test_min_memory_bound_keeps_to_the_framework():
+    """The least-memory layout of a keep that refuses context parallelism has cp = 1, where the unrestricted one
+    (ZeRO-3 over cp = 8) has more, and needs at least as much memory."""
+    model, clus = llama_like(1024, 8, 8, 8, 4096), cluster(8, gpu=H100)
+    free = min_memory_bound(model, clus, TRAIN, SpaceOptions())
+    kept = min_memory_bound(model, clus, TRAIN, SpaceOptions(), keep=lambda lay: lay.cp == 1)
+    assert free[1].cp > 1 and kept[1].cp == 1 and kept[0] >= free[0]

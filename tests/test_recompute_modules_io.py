@@ -4,6 +4,8 @@ Megatron's `--recompute-modules a b` written and read back, and the formats that
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hardware_profiles as hp
 from costmodels.framework import named_modules
@@ -100,3 +102,22 @@ def test_check_recompute_full_is_every_layer():
     some = Layout(recompute="full", recompute_num_layers=16, recompute_method="block")
     every = apply_recompute(some, CheckOptions(recompute="full"))
     assert (every.recompute, every.recompute_num_layers, every.recompute_method) == ("full", None, "uniform")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 8]), cp=st.sampled_from([1, 2, 4]), cp_comm=st.sampled_from(["p2p", "a2a", "allgather"]),
+       pp=st.sampled_from([1, 4]), vpp=st.sampled_from([1, 2]), dp=st.sampled_from([1, 4, 8]), zero=st.sampled_from([0, 1, 3]),
+       group=st.sampled_from([None, 2]), mbs=st.sampled_from([1, 2]), recompute=st.sampled_from(["none", "full"]))
+def test_printed_layout_reads_back_as_the_same_layout(tp, cp, cp_comm, pp, vpp, dp, zero, group, mbs, recompute):
+    """What plan, explain and the nothing-fits suggestions print (planner.search.explain.layout_text: blanks
+    between parts) is a --layout the reader takes back to the same choices: sp, a cp algorithm and an HSDP
+    shard group included (a workflow pass pasted 'tp=8 pp=1 dp=1 ...' and got 'not a whole number')."""
+    from planner.search.explain import layout_text  # noqa: PLC0415
+
+    group = group if zero and group and dp * cp % group == 0 else None
+    lay = Layout(tp=tp, sp=tp > 1, cp=cp, cp_comm=cp_comm if cp > 1 else "p2p", pp=pp, vpp=vpp if pp > 1 else 1, dp=dp,
+                 zero=zero, shard_group=group, mbs=mbs, recompute=recompute)
+    back = parse_layout(layout_text(lay))
+    names = ("tp", "sp", "cp", "cp_comm", "pp", "vpp", "dp", "zero", "mbs", "recompute")
+    assert {k: getattr(back, k) for k in names} == {k: getattr(lay, k) for k in names}
+    assert (back.shard_group or dp * cp) == (lay.shard_group or dp * cp)

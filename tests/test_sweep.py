@@ -226,7 +226,7 @@ def test_a_sweep_point_is_the_plan_of_that_point(example):
         lay = point["estimate"]["layout"]
         assert not (lay["zero"] >= 2 and lay["pp"] > 1 and point["framework"] == "megatron"), point["layout"]
     h100_8 = next(p for p in doc["points"] if p["cluster"] == "dgx-h100" and p["nodes"] == 8)
-    assert h100_8["layout"].startswith("tp=4 pp=1 dp=16 zero=3")
+    assert h100_8["layout"].startswith("tp=4 sp=1 pp=1 dp=16 zero=3")
     assert fws.load(h100_8["framework"]) is not None
 
 

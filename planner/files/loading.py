@@ -6,6 +6,7 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,7 +225,7 @@ def parse_layout(text: str) -> Layout:
     """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout; lists
     (stage_layers, chunk_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
     data: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in _layout_parts(text):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
@@ -237,6 +238,24 @@ def parse_layout(text: str) -> Layout:
     if not data:  # ",,,," or "" would silently mean the default layout
         raise UserError(f"--layout {text!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
     return validate(Layout, data, "layout", from_file=False)
+
+
+_LIST_KEYS = ("stage_layers", "chunk_layers", "recompute_modules")
+
+
+def _layout_parts(text: str) -> list[str]:
+    """The key=value parts of a --layout text, separated by commas or blanks (the way plan and explain print
+    a layout: "tp=8 pp=1 dp=1 zero=1 mbs=1"); blanks around '=' are allowed, and a blank-separated item after
+    a list key joins that list ("stage_layers=19 20 20 21"). A part without '=' is kept as it is, for the error."""
+    parts: list[str] = []
+    for token in re.split(r"[,\s]+", re.sub(r"\s*=\s*", "=", text.strip())):
+        if not token:
+            continue
+        if "=" not in token and parts and parts[-1].partition("=")[0] in _LIST_KEYS and parts[-1][-1] != "=":
+            parts[-1] += ":" + token
+        else:
+            parts.append(token)
+    return parts
 
 
 def _nearest_key(key: str) -> str:

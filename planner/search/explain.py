@@ -27,10 +27,18 @@ TIME_PARTS = ("compute_s", "recompute_s", "bubble_s", "tp_comm_s", "cp_comm_s", 
 
 
 def layout_text(lay) -> str:
-    """Degrees and choices of a layout in one compact string (degrees of 1 left out but tp, pp, dp)."""
-    parts = [f"tp={lay.tp}", f"pp={lay.pp}", f"dp={lay.dp}"]
+    """Degrees and choices of a layout in one compact string (degrees of 1 left out but tp, pp, dp), which
+    `--layout` reads back as the same layout: sp, a cp algorithm other than p2p and an HSDP shard group are
+    said where set (a workflow pass: two rows that differed only in shard_group printed alike, and a pasted
+    tp=8 line lost sequence parallelism)."""
+    parts = [f"tp={lay.tp}"] + (["sp=1"] if lay.sp else []) + [f"pp={lay.pp}", f"dp={lay.dp}"]
     parts += [f"{k}={getattr(lay, k)}" for k in ("cp", "ep", "etp", "vpp") if getattr(lay, k) > 1]
-    return " ".join(parts + [f"zero={lay.zero}", f"mbs={lay.mbs}", f"recompute={lay.recompute}"])
+    if lay.cp > 1 and lay.cp_comm != "p2p":
+        parts.append(f"cp_comm={lay.cp_comm}")
+    parts.append(f"zero={lay.zero}")
+    if lay.shard_group is not None and lay.shard_group != lay.dp * lay.cp:
+        parts.append(f"shard_group={lay.shard_group}")
+    return " ".join(parts + [f"mbs={lay.mbs}", f"recompute={lay.recompute}"])
 
 
 def short_layout(e: Estimate) -> str:
@@ -143,15 +151,17 @@ def least_memory_options(opts: SpaceOptions) -> SpaceOptions:
 
 
 def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, opts: SpaceOptions,
-                     deadline: Optional[float] = None):
+                     deadline: Optional[float] = None, keep=None):
     """(bytes, layout) of the smallest per-GPU memory lower bound over the whole space (over what was
-    enumerated before `deadline`, a time.perf_counter() value): searched where it lies
-    (least_memory_options), which is 10-20x fewer layouts."""
+    enumerated before `deadline`, a time.perf_counter() value; of the layouts `keep` accepts, if given):
+    searched where it lies (least_memory_options), which is 10-20x fewer layouts."""
     coster = Coster(model, cluster, train)
     best = None
     for n, lay in enumerate(enumerate_layouts(model, cluster, train, least_memory_options(opts))):
         if deadline is not None and n % 256 == 0 and time.perf_counter() > deadline:
             break
+        if keep is not None and not keep(lay):  # a layout the chosen framework cannot run
+            continue
         b = coster.memory_bound(lay)  # no layer time needed for memory
         if best is None or b < best[0]:
             best = (b, lay)
@@ -160,13 +170,15 @@ def min_memory_bound(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, o
 
 def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, result: SearchResult,
                      opts: SpaceOptions = SpaceOptions(), validated_only: bool = False,
-                     deadline: Optional[float] = None) -> list[str]:
+                     deadline: Optional[float] = None, keep=None) -> list[str]:
     """Numbers that explain infeasibility and the changes that would make a layout fit; with
     `validated_only` (plan --validated-only), first how many layouts that filter removed; when no layout
     could be formed at all, why (planner.search.explain_empty). When the time limit cut the search, that
     this is no proof, and what the layouts it did look at need (no suggestions: the one that would change
     the verdict is more time); past `deadline` the suggestions (which enumerate bigger clusters) are left
-    out, and the last line says so."""
+    out, and the last line says so. `keep`: the chosen framework's predicate (planner.search.frameworks.keep):
+    the suggestions name only layouts that framework runs (a workflow pass: --framework megatron was told to
+    try ZeRO-3)."""
     out = _time_limit_reason(result) + (_validated_only_reason(cluster, train, result) if validated_only else [])
     stats = result.stats
     if not stats.layouts_considered and not stats.truncated:  # nothing to fit: say why none was formed
@@ -175,7 +187,7 @@ def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, r
         return out
     if stats.truncated:
         return out + _cut_memory_reasons(model, cluster, train, result)
-    return out + _memory_reasons(model, cluster, train, result, opts, deadline)
+    return out + _memory_reasons(model, cluster, train, result, opts, deadline, keep)
 
 
 def _time_limit_reason(result: SearchResult) -> list[str]:
@@ -242,7 +254,7 @@ def _cut_memory_reasons(model, cluster, train, result: SearchResult) -> list[str
 
 
 def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOptions,
-                    deadline: Optional[float] = None) -> list[str]:
+                    deadline: Optional[float] = None, keep=None) -> list[str]:
     """Why nothing fits after a search that looked at every layout: the least memory any needs by its lower
     bound, the full price of that layout (every part of its peak), and the changes that would make a
     layout fit (_suggestions)."""
@@ -267,7 +279,7 @@ def _memory_reasons(model, cluster, train, result: SearchResult, opts: SpaceOpti
         out.append(f"that layout fits only under allocator pressure (allocated + context + NCCL "
                    f"{example.memory.floor_bytes / GIB:.1f} GiB): plan does not pick such layouts, which run only "
                    "while the caching allocator releases its cache; `parplan estimate` or `check` reports them")
-    out += _suggestions(model, cluster, train, need, opts, deadline, example.layout)
+    out += _suggestions(model, cluster, train, need, opts, deadline, example.layout, keep)
     return out
 
 
@@ -296,7 +308,8 @@ def _fits(mem) -> bool:
     return mem.host_fits and mem.unhindered_device_bytes <= mem.device_budget_bytes
 
 
-def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = None, example=None) -> list[str]:
+def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = None, example=None,
+                 keep=None) -> list[str]:
     """Changes that would make a layout fit, each shown to: a GPU with more usable memory on which `example`
     (a resolved layout; none named without it) fits, the fewest more GPUs (up to 64x) and half the sequence
     length with a layout that fits once priced in full (not only by its memory lower bound, which may miss:
@@ -313,7 +326,7 @@ def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = 
         if _late(deadline):
             return out + ["(suggestions cut short by the time limit)"]
         bigger_cluster = cluster.model_copy(update={"num_nodes": cluster.num_nodes * factor})
-        fit = _fitting_least(model, bigger_cluster, train, opts, deadline)
+        fit = _fitting_least(model, bigger_cluster, train, opts, deadline, keep)
         if fit is not None:
             out.append(f"more GPUs: {bigger_cluster.num_gpus} ({factor}x): {layout_text(fit.layout)} fits at "
                        f"{fit.memory.unhindered_device_bytes / GIB:.1f} GiB on the device")
@@ -322,7 +335,7 @@ def _suggestions(model, cluster, train, need, opts, deadline: Optional[float] = 
     if seq >= 256:
         if _late(deadline):
             return out + ["(suggestions cut short by the time limit)"]
-        fit = _fitting_least(model, cluster, train.model_copy(update={"seq_length": seq // 2}), opts, deadline)
+        fit = _fitting_least(model, cluster, train.model_copy(update={"seq_length": seq // 2}), opts, deadline, keep)
         if fit is not None:
             out.append(f"a shorter sequence: at {seq // 2} tokens {layout_text(fit.layout)} fits at "
                        f"{fit.memory.unhindered_device_bytes / GIB:.1f} GiB on the device")
@@ -351,10 +364,10 @@ def _bigger_gpus(model, cluster, train, need, example, deadline: Optional[float]
     return out
 
 
-def _fitting_least(model, cluster, train, opts, deadline: Optional[float]) -> Optional[Estimate]:
+def _fitting_least(model, cluster, train, opts, deadline: Optional[float], keep=None) -> Optional[Estimate]:
     """The layout of least memory lower bound on this problem, estimated with balanced stages, when its bound
     is within the budget and it fits once priced in full (_fits); else None."""
-    found = min_memory_bound(model, cluster, train, opts, deadline)
+    found = min_memory_bound(model, cluster, train, opts, deadline, keep)
     if found is None or found[0] > Coster(model, cluster, train).budget(found[1]) or _late(deadline):
         return None
     est = _example(model, cluster, train, found[1])
