@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from planner import trainopts as to
-from planner.cli_common import (GBS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
+from planner.cli_common import (GBS_OPT, GPUS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
                                 user_errors)
 from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOptions
 
@@ -19,6 +19,7 @@ def calibrate_cmd(
     model: str = typer.Option(..., "--model", "-m", help="The model the logs trained (preset, spec file, config.json)."),
     cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster preset or spec file the runs ran on."),
     nodes: Optional[int] = NODES_OPT,
+    gpus: Optional[int] = GPUS_OPT,
     layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Layout keys the logs do not state "
                                          "(torchtitan, DeepSpeed); over a Megatron log's argument dump."),
     global_batch: Optional[int] = GBS_OPT,
@@ -44,9 +45,10 @@ def calibrate_cmd(
 
     check_layout_text(layout)
 
-    opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes),
+    opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes, gpus),
                        cal.layout_keys(layout), global_batch, seq_len, precision,
-                       to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)))
+                       to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)),
+                       nodes is not None or gpus is not None)
     names = None if params is None else [p.strip() for p in params.split(",")]
     data = cal.calibrate(cal.Request(list(logs), opts, names, out_file, force))
     if as_json:

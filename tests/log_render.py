@@ -67,14 +67,14 @@ def torchtitan_step(step: int, loss: float, tps: float, rank=None) -> str:
 
 
 def torchtitan_log(*, local_batch, global_batch, seq, tps, steps=20, seed=0, params=8_030_261_248,
-                   name="llama3 8B", nan_at=(), ranks=(None,)) -> str:
+                   name="llama3 8B", nan_at=(), ranks=(None,), accum=1) -> str:
     """A torchtitan log: start-up lines, then one step line per step (the first three slower)."""
     rng = np.random.default_rng(seed)
     head = [f"[titan] 2025-06-01 12:00:00,000 - root - INFO - Building {name}",
             f"[titan] 2025-06-01 12:00:00,000 - root - INFO - {BLUE}Model {name} {RED}size: {params:,} total "
             f"parameters{RESET}",
             "[titan] 2025-06-01 12:00:00,000 - root - INFO - Trainer is initialized with local batch size "
-            f"{local_batch}, global batch size {global_batch}, gradient accumulation steps 1, sequence length {seq}, "
+            f"{local_batch}, global batch size {global_batch}, gradient accumulation steps {accum}, sequence length {seq}, "
             f"total steps {steps} (warmup 2)",
             f"[titan] 2025-06-01 12:00:00,000 - root - INFO - Training starts at step 1"]
     body = []
@@ -86,11 +86,12 @@ def torchtitan_log(*, local_batch, global_batch, seq, tps, steps=20, seed=0, par
 
 
 def deepspeed_log(*, train_batch, mbs, zero, samples_per_s, steps=20, seed=0, print_every=1, timers=False,
-                  step_ms=None) -> str:
-    """A DeepSpeed log: the engine's config dump, then ThroughputTimer lines (or timer lines)."""
+                  step_ms=None, dp=1) -> str:
+    """A DeepSpeed log of `dp` data-parallel ranks: the engine's config dump (accumulation steps = train batch /
+    (micro-batch x dp), as DeepSpeedConfig._batch_assertion holds), then ThroughputTimer lines (or timer lines)."""
     rng = np.random.default_rng(seed)
     pre = "[2025-06-01 12:00:00,000] [INFO] [config.py:1003:print] "
-    cfg = {"gradient_accumulation_steps": max(train_batch // mbs, 1), "train_batch_size": train_batch,
+    cfg = {"gradient_accumulation_steps": max(train_batch // (mbs * dp), 1), "train_batch_size": train_batch,
            "train_micro_batch_size_per_gpu": mbs, "zero_optimization_stage": zero, "fp16_enabled": False,
            "steps_per_print": print_every, "wall_clock_breakdown": timers}
     lines = [pre + "DeepSpeedEngine configuration:"]

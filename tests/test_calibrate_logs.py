@@ -175,7 +175,7 @@ def test_torchtitan_and_deepspeed_logs_calibrate_from_the_cli(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["stack_base"] == "torchtitan" and abs(data["runs"][0]["error_after"]) < 0.05
-    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0))
+    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0, dp=8))
     res = runner.invoke(app, ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100",
                               "--seq-len", "2048", "--layout", "recompute=full", "--json"])
     assert res.exit_code == 0, res.output
@@ -185,7 +185,7 @@ def test_torchtitan_and_deepspeed_logs_calibrate_from_the_cli(tmp_path):
 def test_an_assumed_layout_is_said_and_one_that_cannot_fit_is_refused(tmp_path):
     """A log that does not state its layout was fitted on Layout's defaults without a word; a default that needs
     159 GiB of an 80 GB GPU (mbs 8 without recompute) could not be the run's (a new-user pass)."""
-    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0))
+    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=8, zero=3, samples_per_s=40.0, dp=8))
     args = ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq-len", "2048"]
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "could not have used it; give the run's --layout" in res.stderr
@@ -248,3 +248,59 @@ def test_not_a_log_and_a_folder(tmp_path, specs):
     assert res.exit_code == 2 and "notes.txt" in res.output and "no training step line" in res.output
     res = _calibrate(tmp_path, specs, tmp_path)
     assert res.exit_code == 2 and "not a regular file" in res.output
+
+
+# ---- the GPUs a log states ---------------------------------------------------------------------
+
+def test_a_deepspeed_log_states_its_gpus_and_the_cluster_follows(tmp_path):
+    """train_batch_size 64 = micro-batch 2 x 2 accumulation steps x 16 data-parallel ranks
+    (DeepSpeedConfig._batch_assertion): the run used 16 GPUs. On a one-node preset the cluster is sized to 16 and
+    said; with --nodes 1 the two disagree and the error names both (the option was silently overridden)."""
+    ds = _write(tmp_path, "ds.log", deepspeed_log(train_batch=64, mbs=2, zero=3, samples_per_s=20.0, dp=16))
+    args = ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq-len", "2048",
+            "--layout", "recompute=full"]
+    res = runner.invoke(app, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    run = json.loads(res.stdout)["runs"][0]
+    assert run["gpus"] == 16 and ",dp=16," in run["layout"]
+    assert any("cluster sized to the 16 GPUs the log states" in note for note in run["notes"])
+    res = runner.invoke(app, args + ["--nodes", "1"])
+    assert res.exit_code == 2 and "the run used 16 GPUs" in res.stderr and "gives 8" in res.stderr
+
+
+def test_torchtitan_local_batch_is_the_micro_batch_under_accumulation(tmp_path):
+    """torchtitan fetches local_batch_size sequences per rank for each of its accumulation steps (trainer.py:
+    gradient_accumulation_steps = global // (local x batch degree)): local 4, global 64, 2 steps is micro-batch 4 on
+    8 ranks, not 4 // 2 = 2."""
+    tt = _write(tmp_path, "tt.log", torchtitan_log(local_batch=4, global_batch=64, seq=2048, tps=5000, accum=2))
+    res = runner.invoke(app, ["calibrate", str(tt), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"])
+    assert res.exit_code == 0, res.output
+    assert ",dp=8,mbs=4," in json.loads(res.stdout)["runs"][0]["layout"]
+
+
+def test_every_example_log_calibrates_as_examples_readme_says(monkeypatch):
+    """The commands of examples/README.md run from the repository root and fit (exit 0): the DeepSpeed example
+    log's config dump said 16 accumulation steps of one rank, so it could not be fitted on any layout (a workflow
+    pass)."""
+    import shlex  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    commands = [line for line in (root / "examples" / "README.md").read_text().splitlines()
+                if line.startswith("parplan calibrate ")]
+    assert len(commands) == 3
+    monkeypatch.chdir(root)
+    for line in commands:
+        res = runner.invoke(app, shlex.split(line)[1:] + ["--json"])
+        assert res.exit_code == 0, (line, res.output)
+        assert all(abs(run["error_after"]) < 0.1 for run in json.loads(res.stdout)["runs"]), line
+
+
+def test_a_megatron_world_size_against_nodes_is_an_error(tmp_path):
+    """A Megatron dump's world_size 8 with --nodes 2 (16 GPUs): the log's count was used and the option dropped
+    without a word; now the error names both. Without --nodes the log's count stands."""
+    text = megatron_log(tp=8, pp=1, dp=1, mbs=1, gbs=64, layers=32, hidden=4096, heads=32, seq=2048, step_ms=4000.0)
+    log = _write(tmp_path, "mg.log", text)
+    args = ["calibrate", str(log), "--model", "llama3-8b", "--cluster", "dgx-h100", "--layout", "recompute=full"]
+    res = runner.invoke(app, args + ["--nodes", "2"])
+    assert res.exit_code == 2 and "the run used 8 GPUs (world_size 8)" in res.stderr and "gives 16" in res.stderr
+    assert runner.invoke(app, args).exit_code == 0

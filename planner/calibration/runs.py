@@ -11,6 +11,8 @@ What each framework's log gives and what the options fill in:
   within PARAM_TOLERANCE.
 - DeepSpeed: batch, micro-batch, ZeRO stage and precision from the config dump; the rest from
   `--layout`; the sequence from `--seq-len` or the model.
+The cluster is sized to the GPUs the log states (stated_world: Megatron's world_size, else the batch
+arithmetic of torchtitan and DeepSpeed); a --nodes/--gpus that disagrees is an error.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Options:
     seq_len: Optional[int] = None
     precision: Optional[str] = None
     stack: Optional[Stack] = None
+    size_given: bool = False  # --nodes or --gpus given: a log stating another GPU count is an error, not a resize
 
 
 @dataclass(frozen=True)
@@ -125,12 +128,17 @@ STATED = ("tp", "pp", "cp", "ep", "mbs", "zero", "recompute")  # the layout keys
 MEGATRON_SOURCES = {"zero": ("distributed_optimizer",), "recompute": ("recompute", "checkpoint_activations")}
 
 
-def _base_layout(log: RunLog) -> dict:
+def _base_layout(log: RunLog, pp: int = 1) -> dict:
+    """The layout keys a torchtitan or DeepSpeed log states (Megatron's: _megatron_layout). torchtitan's local
+    batch is each accumulation step's batch per rank (torchtitan/trainer.py: gradient_accumulation_steps = global
+    // (local_batch_size x batch degree), and every accumulation step fetches local_batch_size sequences), so it
+    is the micro-batch without pipelining; with pipelining (`pp` > 1, from --layout) the micro-batch is
+    --parallelism.pipeline_parallel_microbatch_size, which the log does not print (default 1)."""
     s = log.settings
     if log.framework == "megatron":
         return {}
     if log.framework == "torchtitan":  # torchtitan's defaults: FSDP, selective activation checkpointing
-        mbs = s.get("local_batch", 1) // max(s.get("grad_accum") or 1, 1)
+        mbs = s.get("local_batch", 1) if pp == 1 else 1
         return {"zero": 3, "mbs": max(mbs, 1), "recompute": s.get("recompute") or "selective"}
     return {k: s[k] for k in ("zero", "mbs") if isinstance(s.get(k), int)}
 
@@ -143,7 +151,7 @@ def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
         read = {k for k in _megatron_layout(log.settings, opts.model)
                 if any(src in log.settings for src in MEGATRON_SOURCES.get(k, (k,)))}
     else:
-        read = set(_base_layout(log))
+        read = set(_base_layout(log, opts.layout.get("pp", 1)))
     keys = STATED if opts.model.is_moe else tuple(k for k in STATED if k != "ep")  # no experts: ep moot
     missing = [k for k in keys if k not in read and k not in opts.layout]
     if not missing:
@@ -167,16 +175,43 @@ def _short(lay: Layout) -> str:
     return ",".join(f"{k}={getattr(lay, k)}" for k in ("tp", "pp", "cp", "ep", "dp", "mbs", "zero", "recompute"))
 
 
-def _world(log: RunLog, cluster: ClusterSpec) -> ClusterSpec:
-    """The cluster sized to the run's world (Megatron's world_size; else the cluster as given)."""
-    world = log.settings.get("world_size")
-    if not world or world == cluster.num_gpus:
+def stated_world(log: RunLog, layout: dict) -> Optional[tuple[int, str, str]]:
+    """(GPUs, how the log states them, the setting's key) of the run, or None where the log does not say:
+    Megatron's world_size; torchtitan's and DeepSpeed's data-parallel degree, global batch / (per-rank batch x
+    accumulation steps), times the `layout`'s (--layout's) tp x pp x cp. Sources: torchtitan/trainer.py
+    (gradient_accumulation_steps = global_batch_size // (local_batch_size x batch degree), cp outside the batch
+    degree); deepspeed/runtime/config.py _batch_assertion (train_batch_size = micro-batch x accumulation x
+    data-parallel world, the world over model and sequence parallelism)."""
+    s = log.settings
+    if log.framework == "megatron":
+        return (s["world_size"], f"world_size {s['world_size']}", "world_size") if s.get("world_size") else None
+    per_rank = s.get("local_batch") if log.framework == "torchtitan" else s.get("mbs")
+    gbs, accum = s.get("global_batch"), s.get("grad_accum") or (1 if log.framework == "torchtitan" else None)
+    if not (per_rank and gbs and accum) or gbs % (per_rank * accum):
+        return None
+    dp = gbs // (per_rank * accum)
+    model_parallel = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", s.get("sp_size") or 1)
+    how = f"global batch {gbs} / ({per_rank} per rank x {accum} accumulation steps) = {dp} data-parallel ranks"
+    return dp * model_parallel, how + (f" x {model_parallel} model-parallel" if model_parallel > 1 else ""), \
+        "global_batch"
+
+
+def _world(log: RunLog, opts: Options) -> ClusterSpec:
+    """The cluster sized to the GPUs the run's log states (stated_world), else the cluster as given. Where --nodes
+    or --gpus was given and disagrees, an error names both (it was silently overridden)."""
+    cluster, stated = opts.cluster, stated_world(log, opts.layout)
+    if stated is None or stated[0] == cluster.num_gpus:
         return cluster
+    world, how, key = stated
+    if opts.size_given:
+        raise UserError(f"{log.where(key)}: the run used {world} GPUs ({how}), but --nodes/--gpus gives "
+                        f"{cluster.num_gpus}; drop the option, or give --layout's tp/pp/cp if they explain it")
     try:
-        return loading.resize_cluster(cluster, None, world)
+        resized = loading.resize_cluster(cluster, None, world)
     except UserError as err:
-        raise UserError(f"{log.where('world_size')}: world_size {world} does not fit cluster {cluster.name!r}: "
-                        f"{err}") from None
+        raise UserError(f"{log.where(key)}: {world} GPUs ({how}) do not fit cluster {cluster.name!r}: {err}") from None
+    log.notes.append(f"cluster sized to the {world} GPUs the log states ({how})")
+    return resized
 
 
 def _batch(log: RunLog, opts: Options, model: ModelSpec) -> tuple[int, int]:
@@ -207,7 +242,7 @@ def _default_stack(log: RunLog) -> Stack:
 def build(log: RunLog, opts: Options) -> Run:
     """The run of one parsed log: checked against --model, step times in seconds, layout resolved."""
     _check_model(log, opts.model)
-    cluster = _world(log, opts.cluster)
+    cluster = _world(log, opts)
     gbs, seq = _batch(log, opts, opts.model)
     if log.framework == "torchtitan":
         torchtitan.to_seconds(log, gbs, seq, cluster.num_gpus)
@@ -216,7 +251,7 @@ def build(log: RunLog, opts: Options) -> Run:
     check_step_times(log)
     summary = summarize(log)
     train = _train(log, opts, gbs, seq)
-    layout_data = {**_base_layout(log), **(_megatron_layout(log.settings, opts.model)
+    layout_data = {**_base_layout(log, opts.layout.get("pp", 1)), **(_megatron_layout(log.settings, opts.model)
                                            if log.framework == "megatron" else {}), **opts.layout}
     layout = loading.validate(Layout, layout_data, f"{log.path}: layout", from_file=False)
     try:
