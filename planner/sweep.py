@@ -171,11 +171,18 @@ def meets(point: Point, basis: str, deadline_s: Optional[float], budget_usd: Opt
     return budget_usd is None or (point.run.get("cost_usd") is not None and point.run["cost_usd"] <= budget_usd)
 
 
+COST_TIE_REL = 0.01  # costs within 1% of the cheapest count as equal: the step-time band is several times that
+
+
 def pick(points: list[Point], basis: str, deadline_s: Optional[float], budget_usd: Optional[float]) -> Optional[int]:
-    """The position (in `points`) of the cheapest point that meets deadline and budget, the faster on
-    a tie; None when none does."""
+    """The position (in `points`) of the cheapest point that meets deadline and budget, the fastest of those
+    within COST_TIE_REL of the cheapest (a workflow pass: 0.1% cheaper picked a run twice as long, a difference
+    far inside the time model's error); None when none does."""
     ok = [(cost_of(p, basis), wall_days(p), i) for i, p in enumerate(points) if meets(p, basis, deadline_s, budget_usd)]
-    return min(ok)[2] if ok else None
+    if not ok:
+        return None
+    cheapest = min(cost for cost, _, _ in ok)
+    return min((days, cost, i) for cost, days, i in ok if cost <= cheapest * (1 + COST_TIE_REL))[2]
 
 
 def why_no_pick(points: list[Point], basis: str, deadline_s: Optional[float], budget_usd: Optional[float]) -> str:

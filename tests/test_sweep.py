@@ -116,6 +116,8 @@ def test_pick_is_the_cheapest_that_meets_deadline_and_budget():
     assert "fits" in why_no_pick([points[3]], "cost_usd", None, None)
     tie = [_point(0, 40, 1000), _point(1, 20, 1000)]
     assert pick(tie, "cost_usd", None, None) == 1  # equal cost: the faster
+    near = [_point(0, 40, 1000), _point(1, 20, 1005), _point(2, 10, 1020)]
+    assert pick(near, "cost_usd", None, None) == 1  # 0.5% dearer and twice as fast; 2% dearer is not a tie
 
 
 def test_a_point_is_priced_by_the_whole_run_model():

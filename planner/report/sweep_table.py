@@ -116,8 +116,9 @@ def pick_lines(doc: dict) -> list[str]:
     p = doc["points"][doc["pick"]]
     days = p["days"]
     cost = f", {money(p['cost_usd'])}" if p["cost_usd"] is not None else ""
-    return [f"pick (cheapest by {basis} that {what}): {p['cluster']} x {p['nodes']} nodes ({p['gpus']:,} GPUs), "
-            f"{p['layout']}: {days:.1f} days, {big(p['gpu_hours'])} GPU-hours{cost}"]
+    # "within 1%": planner.sweep.COST_TIE_REL
+    return [f"pick (cheapest by {basis} that {what}, the fastest within 1% of it): {p['cluster']} x {p['nodes']} "
+            f"nodes ({p['gpus']:,} GPUs), {p['layout']}: {days:.1f} days, {big(p['gpu_hours'])} GPU-hours{cost}"]
 
 
 def print_sweep(doc: dict, console: Console) -> None:
