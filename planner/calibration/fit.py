@@ -2,7 +2,7 @@
 
 Objective: mean |predicted / measured - 1| over the runs (each run weighs the same), minimized by
 fitter.multi_start on log-parameters, each clipped to its bounds (the objective of
-benchmarks/calibrate.py). Only the stack is fitted; the GPU profile and the collective fit stay.
+benchmarks/calibrate.py), the parameters entering one at a time (nested_fit). Only the stack is fitted; the GPU profile and the collective fit stay.
 
 Which parameters (FREE, in this order; the first min(len, max(1, runs - 1)) unless --params names them):
 - gemm_scale: the GEMM speed of the user's GPUs/kernels (clocks, power caps, cuBLAS version) relative
@@ -101,20 +101,32 @@ def mean_error(runs: list[Run], predicted: list[float]) -> float:
 
 
 def fit(runs: list[Run], base: Stack, params: list[Free]) -> Fitted:
-    """Fit `params` of `base` to the runs; the stack that predicts them best."""
+    """Fit `params` of `base` to the runs; the stack that predicts them best. The parameters enter one at a
+    time (nested_fit), so a fit of more parameters is never worse than one of fewer."""
     start = [max(min(current(base, p, runs[0]), p.hi), p.lo) for p in params]
-
-    def objective(logx) -> float:
-        stack = with_values(base, params, np.exp(logx))
-        return mean_error(runs, [predict_s(r, stack) for r in runs])
-
-    best = multi_start(objective, np.log(start), STARTS)
-    after = with_values(base, params, np.exp(best.x))
+    after = with_values(base, params, np.exp(nested_fit(runs, base, params, np.log(start))))
     before_s = [predict_s(r, base) for r in runs]
     after_s = [predict_s(r, after) for r in runs]
     if mean_error(runs, after_s) > mean_error(runs, before_s):  # never worse than where it started
         after, after_s = base, before_s
     return Fitted(base, after, params, before_s, after_s)
+
+
+def nested_fit(runs: list[Run], base: Stack, params: list[Free], log_start: np.ndarray) -> np.ndarray:
+    """The log-values of `params` that minimize the mean error, found by fitting the first k parameters from the
+    best of the first k - 1 (the k-th at its start), k = 1 .. n, keeping a prefix's optimum when a longer fit
+    lands above it. The simplex in n dimensions from the start alone can stop above a fit of fewer parameters
+    (a workflow pass: three parameters fitted worse than two), which cannot be an optimum: the k-th at its
+    start reproduces the shorter fit exactly. The last fit takes STARTS starts, the prefixes one."""
+    best_x, best_f = np.empty(0), math.inf
+    for k in range(1, len(params) + 1):
+        def objective(logx, sub=params[:k]) -> float:
+            return mean_error(runs, [predict_s(r, with_values(base, sub, np.exp(logx))) for r in runs])
+
+        x0 = np.append(best_x, log_start[k - 1])
+        res = multi_start(objective, x0, STARTS if k == len(params) else 1)
+        best_x, best_f = (res.x, res.fun) if res.fun <= best_f else (x0, best_f)
+    return best_x
 
 
 def at_bound(fitted: Fitted) -> list[str]:
