@@ -461,3 +461,40 @@ def test_an_unreadable_model_file_says_why_before_asking_for_the_cluster(tmp_pat
     broken.write_text(json.dumps(plan))
     res = CliRunner().invoke(app, ["estimate", str(broken)])
     assert res.exit_code == 2 and "plan file lacks 'model'" in res.stderr
+
+
+CTRL_C_AFTER_A_SOLVE = """
+import os, signal, sys
+sys.path.insert(0, "tests")
+import hardware_profiles as hp
+from helpers import cluster, llama_like
+from costmodels.layout import Layout
+from costmodels.train_spec import TrainSpec
+from planner.search import cpsat
+from planner.search.stage_split import choose
+solves = []
+real = cpsat._run
+cpsat._run = lambda *a, **k: solves.append(1) or real(*a, **k)
+model = llama_like(512, 8, 2, 41, 1024, vocab=1024, seq=512)
+clus, train = cluster(8, gpu=hp.load_gpu("h100-sxm")), hp.resolve_train(TrainSpec(global_batch_size=16))
+choose(model, clus, train, Layout(pp=8), time_limit_s=5)  # 41 layers on 8 stages: CP-SAT, not enumeration
+assert solves, "no CP-SAT solve ran"
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+"""
+
+
+def test_ctrl_c_after_a_solver_run_is_pythons_to_handle():
+    """CP-SAT's own SIGINT handler, removed after a solve, left the default action behind, which kills the process:
+    a Ctrl-C in a sweep after its first search lost every point done, with no JSON (a contract pass). The solver
+    is told not to touch the signal, so Python's KeyboardInterrupt (the CLI's exit 130) stays."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", CTRL_C_AFTER_A_SOLVE], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "KeyboardInterrupt", (done.returncode, done.stderr)
