@@ -168,8 +168,9 @@ def folder_option(value: str, option: str) -> Path:
     return Path(value)
 
 
-def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Problem:
-    """The model, cluster (resized by --nodes/--gpus), and a plan file's train and layout."""
+def load_problem(model: str, cluster: Optional[str], nodes, gpus, seq_len: Optional[int] = None) -> loading.Problem:
+    """The model, cluster (resized by --nodes/--gpus), and a plan file's train and layout; `seq_len` (--seq-len)
+    for the Hugging Face reader's notes on the training length."""
     from planner.files import loading
 
     if loading.is_plan_file(model):
@@ -178,7 +179,7 @@ def load_problem(model: str, cluster: Optional[str], nodes, gpus) -> loading.Pro
         if cluster:
             resized = loading.load_cluster(cluster, nodes, gpus)
         return loading.Problem(prob.model, resized, prob.train, prob.layout, model_notes=prob.model_notes)
-    spec, notes = loading.load_model_noted(model)  # first: an unreadable MODEL says why, whatever else is missing
+    spec, notes = loading.load_model_noted(model, seq_len)  # first: an unreadable MODEL says why, whatever else is missing
     if not cluster:
         raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
     return loading.Problem(spec, loading.load_cluster(cluster, nodes, gpus), None, model_notes=notes)

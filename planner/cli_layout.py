@@ -62,7 +62,7 @@ def estimate_cmd(
     window's keys)."""
     run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
-        prob = load_problem(model, cluster, nodes, gpus)
+        prob = load_problem(model, cluster, nodes, gpus, seq_len)
     lay = layout_option(layout, prob.layout or Layout())
     train = make_train(prob.train, global_batch, seq_len, precision, lay, prob.cluster.num_gpus, opts)
     lay, chosen = stage_split.complete(prob.model, prob.cluster, train, lay)  # pp need not divide the layers
@@ -247,12 +247,13 @@ def check_cmd(
             prob = loading.load_plan(path)
             if prob.layout is None:
                 raise UserError(f"{config}: a plan file for check needs a 'layout'")
-            spec, noted = loading.load_model_noted(model) if model else (prob.model, prob.model_notes)
+            spec, noted = loading.load_model_noted(model, seq_len or prob.train.seq_length) if model else \
+                (prob.model, prob.model_notes)
             clus = loading.load_cluster(cluster, nodes) if cluster else \
                 loading.resize_cluster(prob.cluster, nodes, None)
         else:
             prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
-            spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model)  # --model: printed as read
+            spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model, seq_len or prob.train.seq_length)
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
         with heard_notes() as batch_heard:  # a batch --grad-accum changes: said, and in --json's warnings

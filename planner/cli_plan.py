@@ -67,7 +67,7 @@ def plan_cmd(
 
         check_format(fmt)
     with heard_notes() as heard:  # a cluster file's warning lines: on stderr, and in --json's "warnings"
-        prob = load_problem(model, cluster, nodes, gpus)
+        prob = load_problem(model, cluster, nodes, gpus, seq_len)
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons

@@ -164,3 +164,23 @@ def test_the_assumed_sequence_length_is_said(tmp_path):
                      "train.seq_length or a launch file's own length replaces it"]
     short = {**config, "max_position_embeddings": 2048}
     assert hf_warnings(short, model_from_hf_config(short)) == []
+
+
+def test_a_given_sequence_length_replaces_the_note_on_the_models(tmp_path):
+    """With --seq-len 16384 the note still said "sequence length 4,096 taken as the model's ... --seq-len replaces
+    it" while 16,384 was priced (a new-user pass): a given length is not the model's. One past the config's
+    max_position_embeddings is said instead (Yi 1.5 at 32,768 against 4,096 was silent)."""
+    config = {**TINY_QUANT, "max_position_embeddings": 8192}
+    del config["quantization_config"]
+    path = _write(tmp_path / "llama" / "config.json", config)
+    base = ["estimate", path, "--cluster", "dgx-h100", "--nodes", "1", "--layout", "tp=1,dp=8", "--global-batch", "8",
+            "--json"]
+    doc, err = _json(*base)
+    assert any("taken as the model's" in w for w in doc["warnings"])
+    doc, err = _json(*base, "--seq-len", "8192")
+    assert not any("sequence length" in w for w in doc["warnings"]) and "taken as the model's" not in err
+    doc, err = _json(*base, "--seq-len", "16384")
+    assert [w for w in doc["warnings"] if "sequence length" in w] == [
+        f"{path}: sequence length 16,384 is past max_position_embeddings=8,192, the longest context the model supports:"
+        " priced as given (extending a checkpoint's context, e.g. with RoPE scaling, costs the same per token); check "
+        "--seq-len if that is not the plan"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from costmodels.errors import MAX_NAME_CHARS
 from planner.files.hf_families import FALCON_PARALLEL, family_config
@@ -82,9 +82,11 @@ def located(where: Any, err: Any) -> str:
     return f"{where}: {msg}"
 
 
-def hf_warnings(config: dict, spec: Any = None) -> list:
+def hf_warnings(config: dict, spec: Any = None, seq_len: Optional[int] = None) -> list:
     """One line per thing the file sets that parplan prices otherwise than the checkpoint runs (none for a plain
-    Llama config). Call it after model_from_hf_config has accepted the file (`spec`, what it returned)."""
+    Llama config). Call it after model_from_hf_config has accepted the file (`spec`, what it returned). `seq_len`:
+    the training length the command was given, if any (then the line says whether it passes the model's context,
+    not that the model's length was taken)."""
     lines = list(llama4_warnings(config, read_int)) + vision_warning(config)
     quant = config.get("quantization_config")
     if isinstance(quant, dict) or quant:
@@ -96,7 +98,9 @@ def hf_warnings(config: dict, spec: Any = None) -> list:
     if spec is not None and spec.mtp_num_layers:
         lines.append(_mtp_line(spec))
     longest = family_config(text_config(config)).get("max_position_embeddings")  # DBRX: its max_seq_len
-    if spec is not None and not (isinstance(longest, int) and longest <= spec.seq_length):  # cut to 4096, or absent
+    if seq_len is not None:
+        lines += _beyond_context_line(longest, seq_len)
+    elif spec is not None and not (isinstance(longest, int) and longest <= spec.seq_length):  # cut to 4096, or absent
         lines.append(_sequence_line(longest, spec))
     if kind == "falcon" and config.get("parallel_attn", True) is not False:
         lines.append(FALCON_PARALLEL)
@@ -123,6 +127,17 @@ def _mtp_line(spec: Any) -> str:
             f"layer(s) trained beside the model, +{total / 1e9:.2f} B parameters ({active / 1e9:.2f} B active) over "
             "the main model's count; to price the main model alone, write it as a ModelSpec file with "
             "mtp_num_layers: 0")
+
+
+def _beyond_context_line(longest: Any, seq_len: int) -> list[str]:
+    """The line for a given training length past the config's max_position_embeddings (`longest`), or none: the
+    checkpoint was not trained that long, so continuing it there needs a context extension (RoPE scaling), which
+    costs no more per token than parplan prices; a mistyped --seq-len is the likelier cause."""
+    if not (isinstance(longest, int) and not isinstance(longest, bool)) or seq_len <= longest:
+        return []
+    return [f"sequence length {seq_len:,} is past max_position_embeddings={longest:,}, the longest context the model "
+            "supports: priced as given (extending a checkpoint's context, e.g. with RoPE scaling, costs the same per "
+            "token); check --seq-len if that is not the plan"]
 
 
 def _sequence_line(longest: Any, spec: Any) -> str:

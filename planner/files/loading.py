@@ -89,27 +89,28 @@ def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     return model_noted(data, where)[0]
 
 
-def model_noted(data: Any, where: str = "model") -> tuple[ModelSpec, list[str]]:
+def model_noted(data: Any, where: str = "model", seq_len: Optional[int] = None) -> tuple[ModelSpec, list[str]]:
     """model_from_data's spec and the warning lines of a Hugging Face config (hf_notes.hf_warnings, each
-    `WHERE: LINE`), printed on stderr as read; none for a preset or a parplan spec."""
+    `WHERE: LINE`), printed on stderr as read; none for a preset or a parplan spec. `seq_len`: the training
+    length the command was given (--seq-len, a plan's train.seq_length), which the notes on length speak of."""
     if isinstance(data, str):
         return _preset(hp.load_model, data), []
     hint = hf_hint(data, where)
     if hint:  # an empty or model_type-less config.json: name the Hugging Face keys, not parplan's
         raise UserError(hint)
     if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name
-        spec, notes = _hf_model(data, where)
+        spec, notes = _hf_model(data, where, seq_len)
         for line in notes:  # as the launch-file readers do (planner.files.native.note)
             print(f"parplan: warning: {line}", file=sys.stderr)
         return spec, notes
     return validate(ModelSpec, data, where), []
 
 
-def _hf_model(data: dict, where: str) -> tuple[ModelSpec, list[str]]:
+def _hf_model(data: dict, where: str, seq_len: Optional[int] = None) -> tuple[ModelSpec, list[str]]:
     """A Hugging Face config's spec and its warnings (`WHERE: LINE`); a bad file is a UserError located at `where`."""
     try:
         spec = model_from_hf_config(data, name=hf_name(data, where))
-        notes = hf_warnings(data, spec)
+        notes = hf_warnings(data, spec, seq_len)
     except ValueError as err:
         raise UserError(located(where, err)) from None
     return spec, [f"{where}: {line}" for line in notes]
@@ -120,8 +121,9 @@ def load_model(arg: str) -> ModelSpec:
     return load_model_noted(arg)[0]
 
 
-def load_model_noted(arg: str) -> tuple[ModelSpec, list[str]]:
-    """load_model's spec and a Hugging Face config's warning lines (model_noted), printed on stderr as read."""
+def load_model_noted(arg: str, seq_len: Optional[int] = None) -> tuple[ModelSpec, list[str]]:
+    """load_model's spec and a Hugging Face config's warning lines (model_noted, with the given `seq_len`),
+    printed on stderr as read."""
     if _is_preset_name(arg, hp.list_models()):
         try:
             return hp.load_model(arg), []
@@ -129,10 +131,10 @@ def load_model_noted(arg: str) -> tuple[ModelSpec, list[str]]:
             raise UserError(f"{err}; MODEL may also be a ModelSpec file (YAML/JSON, `parplan schema ModelSpec`) or "
                             "a Hugging Face config.json (parplan reads files only: download the config first)") from None
     path = Path(arg)
-    return model_noted(read_mapping(path), where=str(path))
+    return model_noted(read_mapping(path), where=str(path), seq_len=seq_len)
 
 
-def model_notes(arg: Optional[str]) -> list[str]:
+def model_notes(arg: Optional[str], seq_len: Optional[int] = None) -> list[str]:
     """The warning lines load_model_noted gives for `arg` (none for None or a preset), read again and NOT
     printed: for a reader that loaded the model and printed them itself (planner.files.native)."""
     if not isinstance(arg, str) or _is_preset_name(arg, hp.list_models()):
@@ -140,7 +142,7 @@ def model_notes(arg: Optional[str]) -> list[str]:
     path = Path(arg)
     data = read_mapping(path)
     if isinstance(data, dict) and "model_type" in data and not hf_hint(data, str(path)):
-        return _hf_model(data, str(path))[1]
+        return _hf_model(data, str(path), seq_len)[1]
     return []
 
 
@@ -311,7 +313,9 @@ def problem_from_plan(data: dict, where: str) -> Problem:
         layout = parse_layout(layout)
     elif layout is not None:
         layout = validate(Layout, layout, f"{where}: layout")
-    model, notes = model_noted(data["model"], f"{where}: model")
+    train = data.get("train")
+    seq_len = train.get("seq_length") if isinstance(train, dict) else None
+    model, notes = model_noted(data["model"], f"{where}: model", seq_len if isinstance(seq_len, int) else None)
     older_cluster_notes(data["cluster"], f"{where}: cluster")
     older_model_notes(data["model"], f"{where}: model")
     return Problem(
