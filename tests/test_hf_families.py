@@ -355,3 +355,42 @@ def test_granite_moe_is_read():
     assert shared.num_shared_experts == 2
     with pytest.raises(ValueError, match="shared_intermediate_size=1000"):
         model_from_hf_config({**GRANITE_MOE, "model_type": "granitemoeshared", "shared_intermediate_size": 1000})
+
+
+MISTRAL_TEXT = dict(model_type="mistral", num_hidden_layers=40, hidden_size=5120, num_attention_heads=32,
+                    num_key_value_heads=8, head_dim=128, intermediate_size=32768, vocab_size=131072,
+                    tie_word_embeddings=False)
+
+
+@pytest.mark.parametrize("wrapper", [
+    {"model_type": "mistral3", "vision_config": {"hidden_size": 1024}, "text_config": MISTRAL_TEXT},
+    {"model_type": "internvl_chat", "vision_config": {"hidden_size": 1024}, "llm_config": MISTRAL_TEXT},
+    {"model_type": "qwen2_5_vl", "vision_config": {"depth": 32}, **{**MISTRAL_TEXT, "model_type": "qwen2_5_vl"}},
+])
+def test_a_vision_language_wrapper_of_a_mapped_language_model_reads_that_model(wrapper):
+    """Mistral Small 3.1 (mistral3, text_config a Mistral), InternVL (llm_config) and Qwen2.5-VL (the language
+    model's keys at the top level) were refused, though their language model is a mapped family: its config alone
+    counted the same 23.57 B (a new-user pass). The language model is read, and the unpriced vision tower said."""
+    from costmodels.params import total_params  # noqa: PLC0415
+    from planner.files.hf_notes import hf_warnings  # noqa: PLC0415
+
+    spec = model_from_hf_config(wrapper)
+    alone = model_from_hf_config({**MISTRAL_TEXT, "model_type": "qwen2" if "qwen" in wrapper["model_type"]
+                                  else "mistral"})
+    assert total_params(spec) == total_params(alone) and total_params(spec) / 1e9 == pytest.approx(23.57, abs=0.01)
+    assert any("is a vision-language model: only its language model" in w for w in hf_warnings(wrapper, spec))
+
+
+@pytest.mark.parametrize("config, kind", [
+    ({"model_type": "minimax_text_01", "attn_type_list": [0, 0, 0, 1]}, "state-space or hybrid"),
+    ({"model_type": "some_new_hybrid", "mamba_d_state": 128}, "state-space or hybrid"),
+    ({"model_type": "other", "layer_types": ["linear_attention", "full_attention"]}, "state-space or hybrid"),
+    ({"model_type": "nemotron-nas", "block_configs": [{"attention": {"no_op": True}}]}, "layers differ in shape"),
+])
+def test_hybrids_and_uneven_layers_are_named_by_their_keys(config, kind):
+    """MiniMax's own model_types (lightning attention: 0 in attn_type_list), Phi-4-mini-flash's Mamba keys and
+    Nemotron-Ultra's per-layer block_configs were told "if it is a decoder-only transformer, write a ModelSpec"
+    (a new-user pass): what the file itself says about its layers names the architecture."""
+    with pytest.raises(ValueError) as err:
+        model_from_hf_config(config)
+    assert kind in str(err.value) and "not mapped yet" not in str(err.value)

@@ -54,13 +54,14 @@ from pydantic import ValidationError
 
 from costmodels.model_spec import MAX_LAYERS, ModelSpec
 from planner.files.hf_families import FAMILY_TYPES, family_config, family_fields, family_keys
-from planner.files.hf_llama4 import llama4_fields, text_config
+from planner.files.hf_llama4 import TEXT_TOWERS, llama4_fields, text_config, wrapped_tower
 from planner.files.hf_notes import hf_name, located, refusal
 from planner.files.hf_read import read_bool as _bool, read_int as _int, read_prob, router_groups, short as _short
 from planner.files.hf_window import window_fields
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
                          "gpt_oss", "llama4", "llama4_text", "gemma3", *FAMILY_TYPES)
+TOWER_TYPES = tuple(t for t in SUPPORTED_MODEL_TYPES if t not in TEXT_TOWERS)  # a wrapper's language model may be
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 DEFAULT_MAX_SEQ = 4096
 
@@ -159,9 +160,11 @@ def model_from_hf_config(config: dict, name: str = "hf-model", seq_length: Optio
     """
     if not isinstance(config, dict):
         raise ValueError(f"config must be a JSON object (dict), got {type(config).__name__}")
-    if config.get("model_type") not in SUPPORTED_MODEL_TYPES:
+    tower = wrapped_tower(config)  # a vision-language wrapper around a mapped language model: that model
+    if config.get("model_type") not in SUPPORTED_MODEL_TYPES and (tower is None or tower["model_type"] not in
+                                                                   TOWER_TYPES):
         raise ValueError(refusal(config, SUPPORTED_MODEL_TYPES))
-    config = text_config(config)  # llama4, gemma3: its language model (planner.files.hf_llama4)
+    config = text_config(config)  # llama4, gemma3, other wrappers: the language model (planner.files.hf_llama4)
     config = family_config(config)  # other families' keys and defaults as Llama's (planner.files.hf_families)
     model_type = config.get("model_type")
 

@@ -47,11 +47,31 @@ CHUNK_DEFAULT = 8192  # Llama4TextConfig.attention_chunk_size
 TEXT_TOWERS = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 
 
+# where a vision-language wrapper keeps its language model's config: transformers' LLaVA, Mistral 3, Qwen2.5-VL (5.x)
+# and most others under text_config; InternVL's remote code under llm_config
+TOWER_KEYS = ("text_config", "llm_config")
+# wrappers whose language model's keys sit at the top level (transformers 4.x Qwen2-VL, Qwen2.5-VL) -> its model_type
+INLINE_TOWERS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+
+
+def wrapped_tower(config: dict) -> Optional[dict]:
+    """The language model's config of a vision-language wrapper (a `vision_config` beside a `text_config` or
+    `llm_config` object with its own string model_type), or None (llama4 and gemma3: TEXT_TOWERS)."""
+    kind = config.get("model_type")
+    if kind in TEXT_TOWERS or "vision_config" not in config:
+        return None
+    tower = next((config[k] for k in TOWER_KEYS if isinstance(config.get(k), dict)), None)
+    if tower is None and kind in INLINE_TOWERS and "num_hidden_layers" in config:
+        return {**{k: v for k, v in config.items() if k != "vision_config"}, "model_type": INLINE_TOWERS[kind]}
+    return tower if tower is not None and isinstance(tower.get("model_type"), str) else None
+
+
 def text_config(config: dict) -> dict:
-    """The language model's config: `text_config` of a llama4 or gemma3 config, else the config itself."""
+    """The language model's config: `text_config` of a llama4 or gemma3 config, the tower of another vision-language
+    wrapper (wrapped_tower), else the config itself."""
     kind = config.get("model_type")
     if kind not in TEXT_TOWERS:
-        return config
+        return wrapped_tower(config) or config
     text = config.get("text_config")
     if not isinstance(text, dict):
         raise ValueError(f"config.json model_type {kind!r} needs a 'text_config' object (its language model)")
@@ -59,11 +79,17 @@ def text_config(config: dict) -> dict:
 
 
 def vision_warning(config: dict) -> list:
-    """Gemma 3's vision tower (a SigLIP encoder and its projector) left unpriced, said (Llama 4's: llama4_warnings)."""
-    if config.get("model_type") != "gemma3" or not isinstance(config.get("vision_config"), dict):
+    """A vision tower (Gemma 3's SigLIP, a wrapper's encoder) left unpriced, said (Llama 4's: llama4_warnings)."""
+    if config.get("model_type") == "gemma3" and isinstance(config.get("vision_config"), dict):
+        return ["vision_config: the vision encoder (SigLIP) and its projector are not priced: only the text tower "
+                "(text_config) is, its parameters, optimizer state, activations and time"]
+    tower = wrapped_tower(config)
+    if tower is None:
         return []
-    return ["vision_config: the vision encoder (SigLIP) and its projector are not priced: only the text tower "
-            "(text_config) is, its parameters, optimizer state, activations and time"]
+    key = next((k for k in TOWER_KEYS if config.get(k) is tower), "the top-level keys")
+    return [f"model_type {config.get('model_type')!r} is a vision-language model: only its language model ({key}, "
+            f"model_type {tower['model_type']!r}) is priced, its parameters, optimizer state, activations and time; "
+            "the vision encoder, its projector and the image tokens are not"]
 
 
 def llama4_fields(config: dict, num_layers: int, read_int: Callable[..., Any]) -> dict:

@@ -27,7 +27,13 @@ ENCODERS = {"bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "distilbert", "a
             "rembert", "roformer", "megatron-bert", "funnel", "canine", "esm", "luke", "mra", "nystromformer", "ibert"}
 STATE_SPACE = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "nemotron_h",
                "granitemoehybrid", "rwkv", "recurrent_gemma", "lfm2", "lfm2_moe", "qwen3_next", "kimi_linear",
-               "minimax", "olmo_hybrid", "xlstm"}
+               "minimax", "minimax_text_01", "minimax_m1", "phi4flash", "olmo_hybrid", "xlstm"}
+# model_types whose layers differ in shape from one another (Nemotron-NAS / DeciLM block_configs: per-layer attention
+# and FFN widths, some layers without attention or FFN): one ModelSpec describes layers that are all alike
+HETEROGENEOUS = {"nemotron-nas", "deci", "decilm"}
+# keys or layer kinds that say a config's layers are not all attention (Mamba, linear or lightning attention)
+HYBRID_KEY_PREFIXES = ("mamba_", "ssm_", "linear_attn", "linear_conv", "lightning_")
+HYBRID_LAYER_KINDS = ("mamba", "linear_attention", "linear", "lightning", "ssm", "recurrent", "conv")
 FIX = "as a ModelSpec file (fields: `parplan schema ModelSpec`) and pass that file instead of config.json"
 
 
@@ -51,13 +57,31 @@ def _unrepresentable(config: dict, kind: Any) -> str:
         return "an encoder-decoder model (an encoder stack plus a decoder with cross-attention)"
     if kind in ENCODERS:
         return "an encoder (bidirectional attention over the whole input, no causal decoder)"
-    if kind in STATE_SPACE:
+    if kind in STATE_SPACE or _hybrid_layers(config):
         return ("a state-space or hybrid model (Mamba, linear-attention or recurrent layers, which have no "
                 "counterpart in a transformer layer's cost)")
+    if kind in HETEROGENEOUS or "block_configs" in config:
+        return ("a model whose layers differ in shape (block_configs: each layer's attention and FFN widths, some "
+                "layers without one or the other), where a ModelSpec's layers are all alike: a ModelSpec of the "
+                "average layer prices its parameters and FLOPs, not each stage's own")
     if "vision_config" in config:
         return ("a vision-language model (vision_config: a vision encoder and projector in front of the language "
-                "model; only Llama 4's and Gemma 3's text towers are read)")
+                "model) whose language model parplan does not read: it reads Llama 4's and Gemma 3's, and a "
+                "text_config or llm_config object of a mapped model_type")
     return ""
+
+
+def _hybrid_layers(config: dict) -> bool:
+    """Whether the config says some layers are not attention: Mamba/SSM/linear-attention keys, MiniMax's
+    attn_type_list with a 0 (lightning attention), or layer_types / layers_block_type naming such layers."""
+    if any(isinstance(k, str) and k.startswith(HYBRID_KEY_PREFIXES) for k in config):
+        return True
+    kinds = config.get("attn_type_list")
+    if isinstance(kinds, list) and 0 in kinds:
+        return True
+    layers = [config.get(k) for k in ("layer_types", "layers_block_type")]
+    return any(isinstance(v, list) and any(isinstance(x, str) and x.lower().startswith(HYBRID_LAYER_KINDS) for x in v)
+               for v in layers)
 
 
 def hf_name(config: dict, where: Any = None) -> str:
