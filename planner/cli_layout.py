@@ -126,6 +126,10 @@ def export_cmd(
                                "layout does not fit (else exit 1)."),
     as_json: bool = typer.Option(False, "--json", help="Also print what was written, left out and forced as JSON "
                                  "(parplan schema ExportOutput)."),
+    tokens: Optional[float] = typer.Option(None, "--tokens", min=1, max=1e18, help="Token budget of the run (e.g. "
+                                           "15e12): sets the files' step count (Megatron --train-iters, torchtitan "
+                                           "training.steps) to the budget over one step's tokens, and each header "
+                                           "says it."),
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Write launch files for a plan, each priced with the stack that runs it (its header says the memory,
@@ -143,7 +147,7 @@ def export_cmd(
             lay, _ = stage_split.complete(prob.model, prob.cluster, prob.train, prob.layout)
             fws.require(fw, resolve_layout(prob.model, prob.cluster, prob.train, lay), prob.train, moe=prob.model.is_moe)
     fmt = fws.export_format(fw, fmt, "all")
-    result = run_export(doc, fmt, out_dir, force)
+    result = run_export(doc, fmt, out_dir, force, tokens=tokens)
     said = report_export(result)
     if as_json:
         print_json({"format": fmt, "out": str(out_dir), "written": [str(p) for p in result.written],
@@ -225,6 +229,11 @@ def check_cmd(
     seq_len: Optional[int] = SEQ_OPT,
     precision: Optional[str] = CHECK_PREC_OPT,
     recompute: Optional[str] = RECOMPUTE_OPT,
+    tokens: Optional[float] = TOKENS_OPT,
+    price: Optional[float] = PRICE_OPT,
+    failure_rate: Optional[float] = FAILURE_RATE_OPT,
+    restart_min: Optional[float] = RESTART_OPT,
+    checkpoint_gbps: Optional[float] = CHECKPOINT_OPT,
     opts: TrainOptions = TrainOptions(),  # the training options (with_train_options)
 ) -> None:
     """Does this configuration fit in GPU memory? Exit 0 fits, 1 does not fit, 2 bad input.
@@ -238,6 +247,7 @@ def check_cmd(
     unless its [model] flavor is a preset, e.g. llama3 8B). The stack follows the config (megatron-core, nemo with
     --tp-comm-overlap, deepspeed, torchtitan, torchtitan-eager without compile, fsdp) unless --stack is given."""
     path = Path(config)
+    run = RunOptions(tokens, price, failure_rate, restart_min, checkpoint_gbps).spec()
     over = co.CheckOptions(micro_batch, grad_accum, global_batch, seq_len, precision, recompute)
     read = ReadNotes()
     if not path.exists():
@@ -267,6 +277,6 @@ def check_cmd(
     print_read_notes(read, result)
     extra_warnings = [] if is_native(path) else fws.unrunnable(train, result.layout, moe=spec.is_moe)
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
-         warnings=list(prob.warnings) + extra_warnings, noted=list(noted) + heard,  # heard: on stderr already
+         whole_run_of(result, spec, clus, train, run), warnings=list(prob.warnings) + extra_warnings, noted=list(noted) + heard,  # heard: on stderr already
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train)})
     raise typer.Exit(0 if result.fits and not (strict and result.memory.allocator_pressure) else 1)

@@ -208,3 +208,23 @@ def test_run_options_need_tokens():
     result = runner.invoke(app, ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--layout", "tp=8",
                                  "--global-batch", "8", "--price-per-gpu-hour", "2"])
     assert result.exit_code == 2 and "needs --tokens" in result.output
+
+
+def test_check_and_export_take_tokens(tmp_path):
+    """DESIGN.md section 5 names --tokens on plan, estimate, check and export; check and export refused it (a
+    contract pass). check prices the whole run as estimate does; export sets the files' step count to the budget
+    over one step's tokens: 1e10 tokens of 64 x 2,048-token steps = 76,294 steps (rounded up)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"model": "llama3-8b", "cluster": "dgx-h100", "layout": "tp=1,dp=8,zero=3,mbs=1",
+                                "train": {"global_batch_size": 64, "seq_length": 2048}}))
+    checked = runner.invoke(app, ["check", str(plan), "--tokens", "1e10", "--json"])
+    assert checked.exit_code == 0, checked.output
+    whole = json.loads(checked.stdout)["whole_run"]
+    assert whole["steps"] == math.ceil(1e10 / (64 * 2048)) == 76294
+    out = tmp_path / "out"
+    done = runner.invoke(app, ["export", str(plan), "--format", "all", "--out", str(out), "--tokens", "1e10"])
+    assert done.exit_code == 0, done.output
+    assert "--train-iters 76294" in (out / "launch_megatron.sh").read_text()
+    assert "--training.steps 76294" in (out / "launch_torchtitan.sh").read_text()
+    assert "steps = 76294" in (out / "torchtitan_0.2.toml").read_text()
+    assert "Length: 1e+10 tokens = 76,294 steps" in (out / "launch_torchrun.sh").read_text()

@@ -21,6 +21,7 @@ Never planner.report or the CLI.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -144,10 +145,11 @@ def _keep(rendered: Rendered, fmt: str, force: bool) -> tuple[dict[str, tuple[st
     return {k: v for files in keep.values() for k, v in files.items()}, refused
 
 
-def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out", force: bool = False):
+def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out", force: bool = False,
+                   tokens: Optional[float] = None):
     """(the files an export would write (nothing touched yet), the formats that refused or do not fit,
     the formats kept by `force` although they do not fit)."""
-    plan = plan_from_doc(doc)
+    plan = dataclasses.replace(plan_from_doc(doc), tokens=tokens)
     check_names(plan)
     rendered = render_formats(plan, fmt)
     files, refused = _keep(rendered, fmt, force)
@@ -156,10 +158,12 @@ def export_targets(doc: dict, fmt: str, out_dir: Path, option: str = "--out", fo
     return targets, refused, (rendered.misfit if force else {})
 
 
-def run_export(doc: dict, fmt: str, out_dir: Path, force: bool, option: str = "--out") -> ExportResult:
+def run_export(doc: dict, fmt: str, out_dir: Path, force: bool, option: str = "--out",
+               tokens: Optional[float] = None) -> ExportResult:
     """Render, check every target path, then write (planner.files.guarded_write: all or nothing);
-    returns what was written, what refused or did not fit, and what was forced although it does not fit."""
-    targets, refused, forced = export_targets(doc, fmt, out_dir, option, force)
+    returns what was written, what refused or did not fit, and what was forced although it does not fit.
+    `tokens`: the run's token budget (export --tokens), which sets the files' step count."""
+    targets, refused, forced = export_targets(doc, fmt, out_dir, option, force, tokens)
     return ExportResult(written=write_all(targets, force, creates=[Path(out_dir)]), refused=refused, forced=forced)
 
 

@@ -9,6 +9,8 @@ printable characters so that no name can end a comment line early.
 
 from __future__ import annotations
 
+import math
+
 import shlex
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
@@ -43,6 +45,14 @@ class ExportPlan:
     step_s: float
     estimate: Optional[Estimate] = None  # under the stack that runs the file (planner.exporters.pricing)
     fmt: str = ""  # the format it was priced for ("" = the plan as saved)
+    tokens: Optional[float] = None  # export --tokens: the run's token budget, which sets its optimizer steps
+
+    @property
+    def train_steps(self) -> Optional[int]:
+        """Optimizer steps of a --tokens run: the budget over the tokens of one step, rounded up; None without."""
+        if self.tokens is None:
+            return None
+        return max(1, math.ceil(self.tokens / (self.train.global_batch_size * self.seq)))
 
     @property
     def fits(self) -> bool:
@@ -150,6 +160,9 @@ def header_lines(plan: ExportPlan, target: str, check_file: Optional[str] = None
         f"Batch: {plan.train.global_batch_size} sequences x {plan.seq} tokens, "
         f"precision {plan.train.precision}, optimizer {plan.train.optimizer}",
     ]
+    if plan.train_steps is not None:
+        head.append(f"Length: {plan.tokens:.4g} tokens = {plan.train_steps:,} steps of "
+                    f"{plan.train.global_batch_size * plan.seq:,} tokens (export --tokens)")
     if plan.estimate is not None:
         return head + priced_lines(plan, check_file)
     return head + [

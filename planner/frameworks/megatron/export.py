@@ -276,7 +276,7 @@ def training_args(plan: ExportPlan) -> list:
     elif train.precision != "fp16":
         args.append(("--grad-reduce-in-bf16", None))  # 16-bit gradients
     args += [("--optimizer", train.optimizer), ("--lr", "3.0e-4"), ("--min-lr", "3.0e-5"),
-             ("--lr-decay-style", "cosine"), ("--train-iters", 100), ("--log-interval", 1),
+             ("--lr-decay-style", "cosine"), ("--train-iters", plan.train_steps or 100), ("--log-interval", 1),
              ("--eval-iters", 0)]
     return args
 

@@ -196,6 +196,8 @@ def settings(plan: ExportPlan) -> dict[str, list[tuple[str, object]]]:
     training = [("enable_cpu_offload", bool(cpu_offload(plan))), ("local_batch_size", local_batch(plan)),
                 ("global_batch_size", plan.train.global_batch_size), ("seq_len", plan.seq),
                 ("dtype", "float32" if plan.train.master_weights else "bfloat16"), ("mixed_precision_param", "bfloat16")]
+    if plan.train_steps is not None:  # export --tokens
+        training.append(("steps", plan.train_steps))
     return {"parallelism": par, "training": training}
 
 
