@@ -85,6 +85,7 @@ def hardware_cmd(as_json: bool = JSON_OPT) -> None:
 def schema_cmd(
     name: Optional[str] = typer.Argument(None, help="Print this definition and the ones it refers to (e.g. "
                                          "Estimate, PlanFile)."),
+    as_json: bool = typer.Option(False, "--json", help="Accepted for uniformity: the schema is always JSON."),
 ) -> None:
     """Print the JSON Schema of spec files and of parplan's JSON output."""
     from planner.schema import json_schema
@@ -127,8 +128,10 @@ def sweep_cmd(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --report file."),
 ) -> None:
     """Plan every (cluster, node count) point: days, GPU-hours and cost of training on --tokens, the
-    Pareto front of time versus cost, and the cheapest point that meets --deadline and --budget
-    (exit 1 when none does; 130 when interrupted, after printing the points done)."""
+    Pareto front of time versus cost, and the cheapest point that meets --deadline and --budget, the fastest of
+    those within 1% of it (exit 1 when none does; 130 when interrupted, after printing the points done).
+
+    MFU counts model FLOPs only (PaLM/Korthikanti: no recompute, full attention scores)."""
     from planner.sweep_command import SweepArgs, run_sweep
     args = SweepArgs(model, cluster, nodes, tokens, deadline, budget, price, global_batch, seq_len, precision,
                      time_limit, jobs, as_json, report, force, TrainOptions(stack, stack_file, framework=framework))

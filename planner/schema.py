@@ -2,10 +2,12 @@
 
 `parplan schema` prints one document whose `$defs` hold ModelSpec, GPUProfile, ClusterSpec,
 TrainSpec, Stack (`--stack-file`), Layout (inputs), PlanFile (what --save writes and estimate/check/export/report read),
-Estimate (`estimate --json`; EstimateOutput with `--tokens`), CheckOutput (`check --json`), PlanOutput
-(`plan --json`), ExportOutput (`export --json`), ReportOutput (`report --json`), RunSpec
-and WholeRun (the whole run, costmodels.whole_run). It is generated from the Pydantic
-models, so it cannot drift from what the loaders accept.
+Estimate (one layout's estimate, as plan's `plans` hold them), EstimateOutput (`estimate --json`: an Estimate with
+`warnings`, and `whole_run` with `--tokens`), CheckOutput (`check --json`), PlanOutput (`plan --json`), ExportOutput
+(`export --json`), ReportOutput (`report --json`), SweepOutput (`sweep --json`), CalibrateOutput (`calibrate --json`),
+ErrorOutput (what any command prints under `--json` when it stops on an error), RunSpec and WholeRun (the whole
+run, costmodels.whole_run). It is generated from the Pydantic models, so it cannot drift from what the loaders
+accept.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from costmodels.model_spec import ModelSpec
 from costmodels.stack import Stack
 from costmodels.train_spec import TrainSpec
 from costmodels.whole_run import RunSpec, WholeRun
+from planner.schema_runs import CalibrateOutput, ErrorOutput, SweepOutput
 
 
 class ClusterPreset(BaseModel):
@@ -78,7 +81,7 @@ class PlanOutput(BaseModel):
 
 
 class EstimateOutput(Estimate):
-    """`estimate --json`: one Estimate, with `whole_run` when --tokens is given."""
+    """`estimate --json`: one Estimate with the warnings, and `whole_run` when --tokens is given."""
 
     whole_run: Optional[WholeRun] = Field(None, description="With --tokens: the whole run of this layout.")
     warnings: list[str] = Field(default_factory=list, description="Also on stderr: the Hugging Face config reader's "
@@ -95,6 +98,8 @@ class CheckOutput(EstimateOutput):
                              "or that it is not priced.")
     read: dict = Field(default_factory=dict, description="What was read: the model, cluster and training settings "
                        "priced.")
+    strict_fits: Optional[bool] = Field(None, description="With --strict: fits without allocator pressure (the exit "
+                                        "code's verdict; `fits` stays the memory model's).")
 
 
 class ExportOutput(BaseModel):
@@ -154,7 +159,7 @@ class ReportOutput(BaseModel):
 
 
 MODELS = [ModelSpec, GPUProfile, ClusterSpec, TrainSpec, Stack, Layout, PlanFile, Estimate, PlanOutput, EstimateOutput,
-          CheckOutput, ExportOutput, ReportOutput, RunSpec, WholeRun]
+          CheckOutput, ExportOutput, ReportOutput, SweepOutput, CalibrateOutput, ErrorOutput, RunSpec, WholeRun]
 
 
 def json_schema() -> dict:

@@ -288,11 +288,17 @@ def test_every_example_log_calibrates_as_examples_readme_says(monkeypatch):
     commands = [line for line in (root / "examples" / "README.md").read_text().splitlines()
                 if line.startswith("parplan calibrate ")]
     assert len(commands) == 3
+    import jsonschema  # noqa: PLC0415
+
+    from planner.schema import json_schema  # noqa: PLC0415
+
+    defs = json_schema()["$defs"]
     monkeypatch.chdir(root)
     for line in commands:
         res = runner.invoke(app, shlex.split(line)[1:] + ["--json"])
         assert res.exit_code == 0, (line, res.output)
         assert all(abs(run["error_after"]) < 0.1 for run in json.loads(res.stdout)["runs"]), line
+        jsonschema.validate(json.loads(res.stdout), {"$defs": defs, **defs["CalibrateOutput"]})  # parplan schema
 
 
 def test_a_megatron_world_size_against_nodes_is_an_error(tmp_path):

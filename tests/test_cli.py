@@ -189,6 +189,9 @@ def test_check_under_allocator_pressure_fits_unless_strict(tmp_path: Path):
     assert mem["allocator_pressure"] is True and mem["headroom_bytes"] == 0
     assert mem["floor_bytes"] <= mem["device_bytes"] == mem["hbm_bytes"] - mem["margin_bytes"] < mem["unhindered_device_bytes"]
     assert invoke("check", write(tmp_path, "ok.json", FIT_PLAN), "--strict").exit_code == 0
+    # --strict --json exited 1 beside "fits": true with nothing saying why (a contract pass)
+    doc = json.loads(invoke("check", path, "--strict", "--json").stdout)
+    assert doc["fits"] is True and doc["strict_fits"] is False and doc["warnings"][-1].startswith("--strict: ")
 
 
 def test_check_nodes_option_overrides_plan(tmp_path: Path):

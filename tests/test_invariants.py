@@ -50,6 +50,16 @@ def test_example_plan_files_validate(path: Path):
     _validate(json.loads(path.read_text()), "PlanFile")
 
 
+def test_an_error_under_json_validates_and_schema_takes_json():
+    """Any command's error document under --json has a definition (ErrorOutput), and `schema --json` is accepted
+    (it exited 2, "No such option", though its output is always JSON: a contract pass)."""
+    bad = runner.invoke(app, ["estimate", "no-such-model", "--cluster", "dgx-h100", "--json"])
+    assert bad.exit_code == 2
+    _validate(json.loads(bad.stdout), "ErrorOutput")
+    assert json.loads(runner.invoke(app, ["schema", "--json"]).stdout)["$defs"].keys() >= {"SweepOutput",
+                                                                                          "CalibrateOutput"}
+
+
 def test_cli_json_validates():
     est = runner.invoke(app, ["estimate", "mixtral-8x7b", "--cluster", "dgx-h100", "--nodes", "8", "--global-batch",
                               "64", "--layout", "tp=1,pp=4,ep=8,mbs=1,zero=1,recompute=full", "--json"])

@@ -259,3 +259,13 @@ def test_a_redirected_sweep_leaves_stderr_empty():
     with progress_bar(Console(file=stream, force_terminal=False)) as bar:
         bar.add_task("", total=2)
     assert stream.getvalue() == ""
+
+
+def test_sweep_json_validates_against_the_schema(example):
+    """`parplan schema` had no definition of sweep's JSON (a contract pass): SweepOutput holds a real one."""
+    import jsonschema  # noqa: PLC0415
+
+    from planner.schema import json_schema  # noqa: PLC0415
+
+    defs = json_schema()["$defs"]
+    jsonschema.validate(example[0], {"$defs": defs, **defs["SweepOutput"]})
