@@ -149,7 +149,7 @@ def check_layout_text(text: Optional[str]) -> None:
         raise UserError(f"--layout {text[:80]!r} names no key=value (e.g. tp=8,pp=4,mbs=1)")
     if not all(i.strip() for i in items) or not text.isprintable():
         raise UserError(f"--layout {text[:80]!r}: expected key=value items separated by single "
-                        "commas on one line, e.g. tp=8,pp=4,mbs=1")
+                        "commas or blanks on one line, e.g. tp=8,pp=4,mbs=1 or \"tp=8 pp=4 mbs=1\"")
 
 
 def layout_option(text: Optional[str], default: Layout) -> Layout:

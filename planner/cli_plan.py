@@ -71,7 +71,7 @@ def plan_cmd(
     base = prob.train or TrainSpec(global_batch_size=global_batch or DEFAULT_PLAN_BATCH)
     train = make_train(base, global_batch, seq_len, precision, None, prob.cluster.num_gpus, opts)
     deadline = time.perf_counter() + time_limit  # --time-limit bounds the search, the alternative, the reasons
-    outputs = PlanOutputs(save, export_dir, report, force)
+    outputs = PlanOutputs(save, export_dir, report, force, tokens)
     outputs.precheck()  # before the search: a refused path costs nothing
     fw = fws.load(opts.framework)
     if fmt is not None and export_dir is None:  # said first: a script expecting files learns why there are none

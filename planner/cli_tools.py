@@ -45,7 +45,7 @@ def calibrate_cmd(
 
     check_layout_text(layout)
 
-    opts = cal.Options(loading.load_model(model), loading.load_cluster(cluster, nodes, gpus),
+    opts = cal.Options(loading.load_model_noted(model, seq_len)[0], loading.load_cluster(cluster, nodes, gpus),
                        cal.layout_keys(layout), global_batch, seq_len, precision,
                        to.chosen_stack(TrainOptions(stack=stack, stack_file=stack_file)),
                        nodes is not None or gpus is not None)

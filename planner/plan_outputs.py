@@ -23,6 +23,7 @@ class PlanOutputs:
     export_dir: Optional[Path]
     report: Optional[Path]
     force: bool
+    tokens: Optional[float] = None  # plan --tokens: the exported files' step count (planner.exporters.common)
 
     @property
     def wanted(self) -> bool:
@@ -52,7 +53,8 @@ class PlanOutputs:
         if self.export_dir is not None:
             from planner.exporters import export_targets
 
-            files, refused, forced = export_targets(doc, fmt, Path(self.export_dir), "--export", self.force)
+            files, refused, forced = export_targets(doc, fmt, Path(self.export_dir), "--export", self.force,
+                                                    self.tokens)
             targets += files
         if self.report is not None:
             from planner.report.data import build as build_report

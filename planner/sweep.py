@@ -6,8 +6,8 @@ Pareto front of time versus cost and pick the cheapest point that meets the dead
 - The whole run of a point (`run_numbers`, costmodels.whole_run): days, GPU-hours and cost with the
   expected failures, restarts and checkpoints, and the goodput.
 - The front (`pareto_front`): points no other point beats on both days and cost (GPU-hours without
-  prices). The pick (`pick`): among points that fit and meet --deadline and --budget, the cheapest,
-  then the fastest.
+  prices). The pick (`pick`): among points that fit and meet --deadline and --budget, the fastest of
+  those within COST_TIE_REL (1%) of the cheapest.
 """
 
 from __future__ import annotations

@@ -53,12 +53,13 @@ class SweepArgs:
     opts: to.TrainOptions = to.TrainOptions()
 
 
-def _model_and_base(arg: str, global_batch: Optional[int]):
-    """The model, and the TrainSpec every point starts from (a plan file's, else the defaults)."""
+def _model_and_base(arg: str, global_batch: Optional[int], seq_len: Optional[int] = None):
+    """The model, and the TrainSpec every point starts from (a plan file's, else the defaults); `seq_len`
+    (--seq-len) for the Hugging Face reader's notes on the training length."""
     if loading.is_plan_file(arg):
         prob = loading.load_plan(Path(arg))
         return prob.model, prob.train
-    return loading.load_model(arg), TrainSpec(global_batch_size=global_batch or grid.DEFAULT_BATCH)
+    return loading.load_model_noted(arg, seq_len)[0], TrainSpec(global_batch_size=global_batch or grid.DEFAULT_BATCH)
 
 
 def _train(base: TrainSpec, batch: int, args: SweepArgs, cache: dict) -> TrainSpec:
@@ -74,7 +75,7 @@ def _train(base: TrainSpec, batch: int, args: SweepArgs, cache: dict) -> TrainSp
 def build_jobs(args: SweepArgs):
     """(jobs, model, prices by cluster argument) after every option is checked: nothing runs on bad input."""
     node_counts = grid.parse_nodes(args.nodes)
-    model, base = _model_and_base(args.model, args.global_batch)
+    model, base = _model_and_base(args.model, args.global_batch, args.seq_len)
     clusters = {arg: [loading.load_cluster(arg, n) for n in node_counts] for arg in grid.parse_clusters(args.clusters)}
     names = {arg: (arg, cs[0].name, cs[0].gpu_profile.name) for arg, cs in clusters.items()}
     prices = grid.parse_prices(args.price, names)

@@ -331,3 +331,32 @@ def test_more_parameters_never_fit_worse(tmp_path):
         assert res.exit_code == 0, res.output
         errors.append(json.loads(res.stdout)["mean_error_after"])
     assert errors[1] <= errors[0] + 1e-9, errors
+
+
+def test_a_blank_separated_layout_sets_every_key_it_names(tmp_path):
+    """calibrate's --layout "tp=2 pp=2" kept tp and dropped pp without a word (its key list split on commas
+    only, after the parser learned blanks): both spellings now fit the same layout."""
+    tt = _write(tmp_path, "tt.log", torchtitan_log(local_batch=2, global_batch=16, seq=8192, tps=5000))
+    runs = []
+    for text in ("tp=2,pp=2", "tp=2 pp=2"):
+        res = runner.invoke(app, ["calibrate", str(tt), "--model", "llama3-8b", "--cluster", "dgx-h100", "--layout",
+                                  text, "--json"])
+        assert res.exit_code == 0, res.output
+        runs.append(json.loads(res.stdout)["runs"][0])
+    assert runs[0]["layout"] == runs[1]["layout"] and runs[0]["gpus"] == runs[1]["gpus"] == 32
+    assert "tp=2,pp=2," in runs[0]["layout"]
+
+
+def test_deepspeed_ulysses_is_context_parallel_in_the_layout(tmp_path):
+    """A config dump with sequence_parallel_size 2 (DeepSpeed-Ulysses) counted the two sequence ranks in the GPUs
+    but not in the layout, so the batch arithmetic failed on a dp the user never gave (a review): it is cp=2
+    over all-to-all, and 16 data-parallel ranks make 32 GPUs."""
+    text = deepspeed_log(train_batch=32, mbs=2, zero=3, samples_per_s=13.0, dp=16).replace(
+        "  steps_per_print", "  sequence_parallel_size ....... 2\n[2025-06-01 12:00:00,000] [INFO] "
+        "[config.py:1003:print]   steps_per_print", 1)
+    ds = _write(tmp_path, "ds.log", text)
+    res = runner.invoke(app, ["calibrate", str(ds), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                              "--layout", "recompute=full", "--json"])
+    assert res.exit_code == 0, res.output
+    run = json.loads(res.stdout)["runs"][0]
+    assert run["gpus"] == 32 and ",cp=2," in run["layout"] and ",dp=16," in run["layout"]

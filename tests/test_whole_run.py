@@ -228,3 +228,9 @@ def test_check_and_export_take_tokens(tmp_path):
     assert "--training.steps 76294" in (out / "launch_torchtitan.sh").read_text()
     assert "steps = 76294" in (out / "torchtitan_0.2.toml").read_text()
     assert "Length: 1e+10 tokens = 76,294 steps" in (out / "launch_torchrun.sh").read_text()
+    # plan --tokens --export writes the same step count (it wrote --train-iters 100: a review)
+    planned = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "64", "--seq-len",
+                                  "2048", "--framework", "megatron", "--tokens", "1e10", "--export",
+                                  str(tmp_path / "p")])
+    assert planned.exit_code == 0, planned.output
+    assert "--train-iters 76294" in (tmp_path / "p" / "launch_megatron.sh").read_text()

@@ -102,7 +102,7 @@ def mean_error(runs: list[Run], predicted: list[float]) -> float:
 
 def fit(runs: list[Run], base: Stack, params: list[Free]) -> Fitted:
     """Fit `params` of `base` to the runs; the stack that predicts them best. The parameters enter one at a
-    time (nested_fit), so a fit of more parameters is never worse than one of fewer."""
+    time (nested_fit), so the fit never ends above the best fit of its first parameters found on the way."""
     start = [max(min(current(base, p, runs[0]), p.hi), p.lo) for p in params]
     after = with_values(base, params, np.exp(nested_fit(runs, base, params, np.log(start))))
     before_s = [predict_s(r, base) for r in runs]

@@ -78,7 +78,7 @@ def layout_keys(text: Optional[str]) -> dict:
     """The keys a --layout string sets (parsed and validated by the estimate parser)."""
     if not text:
         return {}
-    given = {part.split("=", 1)[0].strip() for part in text.split(",") if "=" in part}
+    given = {part.split("=", 1)[0] for part in loading.layout_parts(text) if "=" in part}  # blanks or commas
     return {k: v for k, v in loading.parse_layout(text).model_dump().items() if k in given}
 
 
@@ -140,7 +140,10 @@ def _base_layout(log: RunLog, pp: int = 1) -> dict:
     if log.framework == "torchtitan":  # torchtitan's defaults: FSDP, selective activation checkpointing
         mbs = s.get("local_batch", 1) if pp == 1 else 1
         return {"zero": 3, "mbs": max(mbs, 1), "recompute": s.get("recompute") or "selective"}
-    return {k: s[k] for k in ("zero", "mbs") if isinstance(s.get(k), int)}
+    out = {k: s[k] for k in ("zero", "mbs") if isinstance(s.get(k), int)}
+    if isinstance(s.get("sp_size"), int) and s["sp_size"] > 1:  # DeepSpeed-Ulysses: all-to-all over heads
+        out.update(cp=s["sp_size"], cp_comm="a2a")
+    return out
 
 
 def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
@@ -151,7 +154,8 @@ def _assumed(log: RunLog, opts: Options, layout: Layout) -> str:
         read = {k for k in _megatron_layout(log.settings, opts.model)
                 if any(src in log.settings for src in MEGATRON_SOURCES.get(k, (k,)))}
     else:
-        read = set(_base_layout(log, opts.layout.get("pp", 1)))
+        pp = opts.layout.get("pp", 1)
+        read = set(_base_layout(log, pp)) - ({"mbs"} if log.framework == "torchtitan" and pp > 1 else set())
     keys = STATED if opts.model.is_moe else tuple(k for k in STATED if k != "ep")  # no experts: ep moot
     missing = [k for k in keys if k not in read and k not in opts.layout]
     if not missing:
@@ -190,7 +194,8 @@ def stated_world(log: RunLog, layout: dict) -> Optional[tuple[int, str, str]]:
     if not (per_rank and gbs and accum) or gbs % (per_rank * accum):
         return None
     dp = gbs // (per_rank * accum)
-    model_parallel = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", s.get("sp_size") or 1)
+    ulysses = s.get("sp_size") if log.framework == "deepspeed" and isinstance(s.get("sp_size"), int) else 1
+    model_parallel = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", ulysses)
     how = f"global batch {gbs} / ({per_rank} per rank x {accum} accumulation steps) = {dp} data-parallel ranks"
     return dp * model_parallel, how + (f" x {model_parallel} model-parallel" if model_parallel > 1 else ""), \
         "global_batch"
@@ -209,7 +214,8 @@ def _world(log: RunLog, opts: Options) -> ClusterSpec:
     try:
         resized = loading.resize_cluster(cluster, None, world)
     except UserError as err:
-        raise UserError(f"{log.where(key)}: {world} GPUs ({how}) do not fit cluster {cluster.name!r}: {err}") from None
+        why = str(err).replace("--gpus ", "")  # the count is the log's, not an option the user gave
+        raise UserError(f"{log.where(key)}: {world} GPUs ({how}) do not fit cluster {cluster.name!r}: {why}") from None
     log.notes.append(f"cluster sized to the {world} GPUs the log states ({how})")
     return resized
 

@@ -162,7 +162,8 @@ def header_lines(plan: ExportPlan, target: str, check_file: Optional[str] = None
     ]
     if plan.train_steps is not None:
         head.append(f"Length: {plan.tokens:.4g} tokens = {plan.train_steps:,} steps of "
-                    f"{plan.train.global_batch_size * plan.seq:,} tokens (export --tokens)")
+                    f"{plan.train.global_batch_size * plan.seq:,} tokens (export --tokens: Megatron's --train-iters and "
+                    "torchtitan's training.steps are set to it; give other training scripts this step count)")
     if plan.estimate is not None:
         return head + priced_lines(plan, check_file)
     return head + [

@@ -56,9 +56,12 @@ INLINE_TOWERS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
 
 def wrapped_tower(config: dict) -> Optional[dict]:
     """The language model's config of a vision-language wrapper (a `vision_config` beside a `text_config` or
-    `llm_config` object with its own string model_type), or None (llama4 and gemma3: TEXT_TOWERS)."""
+    `llm_config` object with its own string model_type), or None: llama4 and gemma3 (TEXT_TOWERS), and any
+    model_type parplan maps itself (a mapped family's config is read as it is, whatever else it holds)."""
+    from planner.files.hf_config import SUPPORTED_MODEL_TYPES  # noqa: PLC0415 - hf_config imports this module
+
     kind = config.get("model_type")
-    if kind in TEXT_TOWERS or "vision_config" not in config:
+    if kind in TEXT_TOWERS or kind in SUPPORTED_MODEL_TYPES or "vision_config" not in config:
         return None
     tower = next((config[k] for k in TOWER_KEYS if isinstance(config.get(k), dict)), None)
     if tower is None and kind in INLINE_TOWERS and "num_hidden_layers" in config:

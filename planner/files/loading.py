@@ -227,7 +227,7 @@ def parse_layout(text: str) -> Layout:
     """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout; lists
     (stage_layers, chunk_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
     data: dict[str, Any] = {}
-    for part in _layout_parts(text):
+    for part in layout_parts(text):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
@@ -245,7 +245,7 @@ def parse_layout(text: str) -> Layout:
 _LIST_KEYS = ("stage_layers", "chunk_layers", "recompute_modules")
 
 
-def _layout_parts(text: str) -> list[str]:
+def layout_parts(text: str) -> list[str]:
     """The key=value parts of a --layout text, separated by commas or blanks (the way plan and explain print
     a layout: "tp=8 pp=1 dp=1 zero=1 mbs=1"); blanks around '=' are allowed, and a blank-separated item after
     a list key joins that list ("stage_layers=19 20 20 21"). A part without '=' is kept as it is, for the error."""

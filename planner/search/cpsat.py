@@ -411,7 +411,9 @@ def _run(built: _Built, model, tables, time_limit_s, workers) -> tuple[Optional[
     solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
     solver.parameters.num_workers = workers
     # CP-SAT's own SIGINT handler, once removed after a solve, leaves the default action, which kills the
-    # process: a Ctrl-C later in a sweep lost every point done and its JSON (a contract pass). Python keeps it.
+    # process: a Ctrl-C later in a sweep lost every point done and its JSON (a contract pass). Python keeps it;
+    # a Ctrl-C during a solve is acted on when the solve returns, within its time limit (stopping the solver from
+    # another thread aborted the interpreter at exit with OR-Tools 9.x).
     solver.parameters.catch_sigint_signal = False
     status = solver.Solve(built.m)
     if status == cp_model.MODEL_INVALID:  # a bug in the model building, never "nothing fits"
