@@ -112,9 +112,9 @@ def test_megatron_fsdp_main_grads_default_to_the_weights_dtype():
 def test_exported_megatron_fsdp_script_asks_for_the_fp32_grads_it_was_priced_with():
     from planner.frameworks.megatron.export import training_args
 
-    class Plan:  # the two fields training_args reads
+    class Plan:  # the fields training_args reads
         def __init__(self, p):
-            self.train, self.layout = p.train, p.layout
+            self.train, self.layout, self.train_steps = p.train, p.layout, None
 
     p = _read("--use-megatron-fsdp --ckpt-format fsdp_dtensor --megatron-fsdp-main-grads-dtype fp32")
     args = training_args(Plan(p))

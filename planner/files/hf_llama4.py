@@ -61,7 +61,9 @@ def wrapped_tower(config: dict) -> Optional[dict]:
     from planner.files.hf_config import SUPPORTED_MODEL_TYPES  # noqa: PLC0415 - hf_config imports this module
 
     kind = config.get("model_type")
-    if kind in TEXT_TOWERS or kind in SUPPORTED_MODEL_TYPES or "vision_config" not in config:
+    if not isinstance(kind, str) or kind in TEXT_TOWERS or kind in SUPPORTED_MODEL_TYPES:
+        return None  # a model_type that is no string is refused by the caller, naming the key
+    if "vision_config" not in config:
         return None
     tower = next((config[k] for k in TOWER_KEYS if isinstance(config.get(k), dict)), None)
     if tower is None and kind in INLINE_TOWERS and "num_hidden_layers" in config:
