@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -264,8 +265,11 @@ def check_cmd(
             clus = loading.load_cluster(cluster, nodes) if cluster else \
                 loading.resize_cluster(prob.cluster, nodes, None)
         else:
-            prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
+            with loading.notes_held():  # the launch file's own length is known only once it is read
+                prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
             spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model, seq_len or prob.train.seq_length)
+            for line in noted:  # as model_noted prints them
+                print(f"parplan: warning: {line}", file=sys.stderr)
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
         with heard_notes() as batch_heard:  # a batch --grad-accum changes: said, and in --json's warnings

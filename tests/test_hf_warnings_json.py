@@ -184,3 +184,19 @@ def test_a_given_sequence_length_replaces_the_note_on_the_models(tmp_path):
         f"{path}: sequence length 16,384 is past max_position_embeddings=8,192, the longest context the model supports:"
         " priced as given (extending a checkpoint's context, e.g. with RoPE scaling, costs the same per token); check "
         "--seq-len if that is not the plan"]
+
+
+def test_check_of_a_launch_file_says_the_length_it_priced(tmp_path):
+    """check of a DeepSpeed JSON with --model config.json and --seq-len 8192: the model reader printed "4,096
+    taken as the model's" on stderr while loading, before the length was known, though 8,192 was priced (the
+    JSON's warnings were right; a review). The notes are printed once the length is known."""
+    config = {**TINY_QUANT, "max_position_embeddings": 8192}
+    del config["quantization_config"]
+    hf = _write(tmp_path / "llama" / "config.json", config)
+    ds = _write(tmp_path / "ds_config.json", DS_JSON)
+    data, stderr = _json("check", ds, "--model", hf, "--cluster", "dgx-h100", "--nodes", "1", "--seq-len", "8192",
+                         "--json")
+    assert "taken as the model's" not in stderr and not any("sequence length" in w for w in data["warnings"])
+    data, stderr = _json("check", ds, "--model", hf, "--cluster", "dgx-h100", "--nodes", "1", "--json")
+    # without --seq-len the DeepSpeed reader's own line says the length it took, once
+    assert stderr.count("sequence length") == 1 and "assumed: sequence length 4096" in stderr

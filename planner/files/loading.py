@@ -6,11 +6,13 @@ yaml.safe_load only, size-capped, and YAML anchors/aliases are refused (no alias
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -89,6 +91,21 @@ def model_from_data(data: Any, where: str = "model") -> ModelSpec:
     return model_noted(data, where)[0]
 
 
+_HELD = contextvars.ContextVar("hf_notes_held", default=False)
+
+
+@contextlib.contextmanager
+def notes_held() -> Iterator[None]:
+    """Within the block, model_noted returns the Hugging Face notes without printing them: for a reader that
+    learns the training length only after it loaded the model (`check` of a launch file), which prints the notes
+    itself once it knows it (model_notes with that length)."""
+    token = _HELD.set(True)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
 def model_noted(data: Any, where: str = "model", seq_len: Optional[int] = None) -> tuple[ModelSpec, list[str]]:
     """model_from_data's spec and the warning lines of a Hugging Face config (hf_notes.hf_warnings, each
     `WHERE: LINE`), printed on stderr as read; none for a preset or a parplan spec. `seq_len`: the training
@@ -100,7 +117,7 @@ def model_noted(data: Any, where: str = "model", seq_len: Optional[int] = None) 
         raise UserError(hint)
     if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name
         spec, notes = _hf_model(data, where, seq_len)
-        for line in notes:  # as the launch-file readers do (planner.files.native.note)
+        for line in [] if _HELD.get() else notes:  # as the launch-file readers do (planner.files.native.note)
             print(f"parplan: warning: {line}", file=sys.stderr)
         return spec, notes
     return validate(ModelSpec, data, where), []
