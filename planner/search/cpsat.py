@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import time
 import types
 from dataclasses import dataclass
@@ -411,11 +412,9 @@ def _run(built: _Built, model, tables, time_limit_s, workers) -> tuple[Optional[
     solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
     solver.parameters.num_workers = workers
     # CP-SAT's own SIGINT handler, once removed after a solve, leaves the default action, which kills the
-    # process: a Ctrl-C later in a sweep lost every point done and its JSON (a contract pass). Python keeps it;
-    # a Ctrl-C during a solve is acted on when the solve returns, within its time limit (stopping the solver from
-    # another thread aborted the interpreter at exit with OR-Tools 9.x).
+    # process: a Ctrl-C later in a sweep lost every point done and its JSON (a contract pass). Python keeps it.
     solver.parameters.catch_sigint_signal = False
-    status = solver.Solve(built.m)
+    status = interruptible_solve(solver, built.m)
     if status == cp_model.MODEL_INVALID:  # a bug in the model building, never "nothing fits"
         raise RuntimeError(f"CP-SAT rejected the model: {built.m.Validate()}")
     if status == cp_model.INFEASIBLE:
@@ -428,6 +427,33 @@ def _run(built: _Built, model, tables, time_limit_s, workers) -> tuple[Optional[
     found = _Found(chosen, stages, solver.Value(built.Z), int(solver.BestObjectiveBound()),
                    status == cp_model.OPTIMAL)
     return found, found.optimal
+
+
+def interruptible_solve(solver, model) -> int:
+    """solver.Solve(model) on a worker thread while this one waits in short slices, so that a Ctrl-C stops the
+    search at once (StopSearch) and is raised here: a Ctrl-C reaches Python only between bytecodes, so during a
+    Solve on this thread it waited for the solve's time limit (up to --time-limit, a review). The wait is on an
+    Event: a KeyboardInterrupt inside Thread.join(timeout) left the thread's state such that the interpreter
+    aborted at exit (OR-Tools 9.15, CPython 3.11)."""
+    done, status = threading.Event(), []
+
+    def work() -> None:
+        try:
+            status.append(solver.Solve(model))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cp-sat", daemon=True).start()
+    try:
+        while not done.wait(0.05):
+            pass
+    except KeyboardInterrupt:
+        solver.StopSearch()
+        done.wait()
+        raise
+    if not status:
+        raise RuntimeError("CP-SAT's Solve ended without a status")
+    return status[0]
 
 
 def _solution(model, tables, found: _Found) -> Solution:
