@@ -114,14 +114,15 @@ def _options(options: dict):
     return TrainOptions(**options)
 
 
-def _model_noted(model: ModelArg) -> tuple["ModelSpec", list[str]]:
-    """The model and the Hugging Face reader's notes on it (planner.files.loading.load_model_noted; none for a spec)."""
+def _model_noted(model: ModelArg, seq_len: Optional[int] = None) -> tuple["ModelSpec", list[str]]:
+    """The model and the Hugging Face reader's notes on it (planner.files.loading.load_model_noted, with the
+    training length given; none for a spec)."""
     from costmodels.model_spec import ModelSpec
     from planner.files import loading
 
     if isinstance(model, ModelSpec):
         return model, []
-    spec, notes = loading.load_model_noted(str(model))
+    spec, notes = loading.load_model_noted(str(model), seq_len)
     return spec, list(notes)
 
 
@@ -167,7 +168,7 @@ def _train(base: Optional["TrainSpec"], global_batch, seq_len, precision, layout
     return make_train(base, global_batch, seq_len, precision, layout, world, opts)
 
 
-def _problem(model: ModelArg, cluster: Optional[ClusterArg], nodes, gpus):
+def _problem(model: ModelArg, cluster: Optional[ClusterArg], nodes, gpus, seq_len: Optional[int] = None):
     """(model, cluster, train or None, layout or None): a plan file given as `model` brings all four."""
     from planner.files import loading
 
@@ -178,7 +179,7 @@ def _problem(model: ModelArg, cluster: Optional[ClusterArg], nodes, gpus):
         return prob.model, clus, prob.train, prob.layout
     if cluster is None:
         raise UserError("cluster is required (a preset such as 'dgx-h100', a cluster spec file, or a ClusterSpec)")
-    return load_model(model), load_cluster(cluster, nodes, gpus), None, None
+    return _model_noted(model, seq_len)[0], load_cluster(cluster, nodes, gpus), None, None
 
 
 def estimate(model: ModelArg, cluster: Optional[ClusterArg] = None, layout: Union[None, str, dict, "Layout"] = None,
@@ -197,7 +198,7 @@ def estimate(model: ModelArg, cluster: Optional[ClusterArg] = None, layout: Unio
     from planner.search import stage_split
 
     opts = _options(options)
-    spec, clus, base, saved = _problem(model, cluster, nodes, gpus)
+    spec, clus, base, saved = _problem(model, cluster, nodes, gpus, seq_len)
     lay = _layout(layout) if layout is not None else (saved or _layout(None))
     train = _train(base, global_batch, seq_len, precision, lay, clus.num_gpus, opts)
     lay, _ = stage_split.complete(spec, clus, train, lay)
@@ -227,7 +228,7 @@ def plan(model: ModelArg, cluster: Optional[ClusterArg] = None, *, nodes: Option
     if not (0.1 <= float(time_limit_s) <= 3600):
         raise UserError(f"time_limit_s {time_limit_s!r}: expected 0.1 to 3600 seconds")
     opts = _options(options)
-    spec, clus, base, _ = _problem(model, cluster, nodes, gpus)
+    spec, clus, base, _ = _problem(model, cluster, nodes, gpus, seq_len)
     base = base or TrainSpec(global_batch_size=global_batch or DEFAULT_GLOBAL_BATCH)
     train = _train(base, global_batch, seq_len, precision, None, clus.num_gpus, opts)
     deadline = time.perf_counter() + time_limit_s
@@ -321,15 +322,18 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
         prob = loading.load_plan(path)
         if prob.layout is None:
             raise UserError(f"{config}: a plan file for check needs a 'layout'")
-        spec, read_warnings = _model_noted(model) if model is not None else (prob.model, list(prob.model_notes))
+        spec, read_warnings = _model_noted(model, seq_len or prob.train.seq_length) if model is not None else \
+            (prob.model, list(prob.model_notes))
         clus = load_cluster(cluster, nodes) if cluster is not None else loading.resize_cluster(prob.cluster, nodes, None)
     else:
         named = [str(a) if isinstance(a, Path) else a for a in (model, cluster)]  # names, files or specs
-        with redirect_stderr(io.StringIO()) as said:  # the reader's warning lines (planner.files.native.note)
-            prob = load_native(path, named[0], named[1], nodes, over.trainer_flags(), read)
+        with redirect_stderr(io.StringIO()) as said, loading.notes_held():  # the reader's warning lines
+            prob = load_native(path, named[0], named[1], nodes, over.trainer_flags(), read)  # (native.note)
         spec, clus = prob.model, prob.cluster
         read_warnings = [line.split(": ", 2)[-1] if line.startswith("parplan: warning:") else line
                          for line in said.getvalue().splitlines() if line.strip()]
+        if isinstance(named[0], str):  # the Hugging Face notes, with the length the launch file gives
+            read_warnings += loading.model_notes(named[0], seq_len or prob.train.seq_length)  # WHERE: LINE
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (native and config_kind(path) == "deepspeed"):
         train, lay = co.apply_batch(train, lay, clus, over)

@@ -200,3 +200,14 @@ def test_check_of_a_launch_file_says_the_length_it_priced(tmp_path):
     data, stderr = _json("check", ds, "--model", hf, "--cluster", "dgx-h100", "--nodes", "1", "--json")
     # without --seq-len the DeepSpeed reader's own line says the length it took, once
     assert stderr.count("sequence length") == 1 and "assumed: sequence length 4096" in stderr
+
+
+def test_the_python_api_check_of_a_launch_file_gives_the_notes_once_with_its_length(tmp_path):
+    """planner.api.check of a DeepSpeed JSON with a config.json model: the model notes as check --json gives them,
+    once, and with the given length (the API read them while loading, without it: a review)."""
+    from planner import api  # noqa: PLC0415
+
+    hf = _hf(tmp_path)  # quantization_config: one note; max_position_embeddings absent
+    ds = _write(tmp_path / "ds_config.json", DS_JSON)
+    warnings = api.check(ds, model=hf, cluster="dgx-h100", nodes=1, seq_len=2048).warnings
+    assert len(_noted(warnings, hf)) == 1 and not any("taken as the model's" in w for w in warnings)
