@@ -207,7 +207,7 @@ def test_the_python_api_check_of_a_launch_file_gives_the_notes_once_with_its_len
     once, and with the given length (the API read them while loading, without it: a review)."""
     from planner import api  # noqa: PLC0415
 
-    hf = _hf(tmp_path)  # quantization_config: one note; max_position_embeddings absent
+    hf = _write(tmp_path / "long" / "config.json", {**TINY_QUANT, "max_position_embeddings": 8192})
     ds = _write(tmp_path / "ds_config.json", DS_JSON)
     warnings = api.check(ds, model=hf, cluster="dgx-h100", nodes=1, seq_len=2048).warnings
     assert len(_noted(warnings, hf)) == 1 and not any("taken as the model's" in w for w in warnings)
