@@ -394,3 +394,21 @@ def test_hybrids_and_uneven_layers_are_named_by_their_keys(config, kind):
     with pytest.raises(ValueError) as err:
         model_from_hf_config(config)
     assert kind in str(err.value) and "not mapped yet" not in str(err.value)
+
+
+GRANITE4_MICRO = {"model_type": "granitemoehybrid", "hidden_size": 2560, "intermediate_size": 8192,
+                  "shared_intermediate_size": 8192, "num_local_experts": 0, "num_experts_per_tok": 0,
+                  "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 8,
+                  "layer_types": ["attention"] * 40, "position_embedding_type": "rope", "vocab_size": 100352,
+                  "tie_word_embeddings": True}
+
+
+def test_granite4_with_attention_layers_only_is_a_dense_granite():
+    """granite-4.0-micro (granitemoehybrid, every layer "attention", no experts) was refused as a Mamba hybrid by
+    its model_type (a new-user pass). Hand count: attention 2560 x (2560 + 512 + 512 + 2560) = 15,728,640, the
+    shared SwiGLU MLP 3 x 2560 x 8192 = 62,914,560, two norms 5,120; x 40, plus the tied 100,352 x 2,560 embedding
+    and the final norm: 3,402,836,480. One Mamba layer makes it the hybrid it is, refused."""
+    spec = model_from_hf_config(GRANITE4_MICRO)
+    assert total_params(spec) == 40 * (15_728_640 + 62_914_560 + 5_120) + 100_352 * 2560 + 2560 == 3_402_836_480
+    with pytest.raises(ValueError, match="state-space or hybrid"):
+        model_from_hf_config({**GRANITE4_MICRO, "layer_types": ["attention"] * 39 + ["mamba"]})

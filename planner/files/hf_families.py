@@ -11,6 +11,7 @@ differs from Llama (rmsnorm, SwiGLU, rope, no biases):
 | kimi_k2 | every key is DeepSeek-V3's (architectures DeepseekV3ForCausalLM): read as deepseek_v3 | none beyond deepseek_v3's |
 | internlm2 | Llama with fused wqkv (same matrices); `bias` (wqkv, wo) -> linear_bias | bias=true also counts MLP biases |
 | granite | Llama plus embedding/residual/attention/logit multipliers (scalars, no cost) | none |
+| granitemoehybrid (Granite 4.0) | when every `layer_types` entry is "attention" (granite-4.0-micro): read as granitemoeshared with experts, else as granite with shared_intermediate_size as its MLP width (GraniteMoeSharedMLP: SwiGLU); with any "mamba" layer refused as a hybrid | position_embedding_type nope changes no cost |
 | granitemoe, granitemoeshared | granite's attention; num_local_experts SwiGLU experts intermediate_size wide, num_experts_per_tok per token on every layer; granitemoeshared's shared_intermediate_size as whole expert widths | the router counted as every MoE's (experts x hidden) |
 | phi3 | Llama with fused qkv_proj and gate_up_proj (same matrices); sliding_window on every layer | none |
 | gemma | head_dim 256, GeGLU (gate, up, down: priced as SwiGLU), tie_word_embeddings default true | none |
@@ -35,7 +36,7 @@ from typing import Any, Callable
 
 from planner.files.hf_read import read_bool, read_dict, read_int, read_prob, router_groups
 
-FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "granitemoe", "granitemoeshared", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
+FAMILY_TYPES = ("kimi_k2", "internlm2", "granite", "granitemoe", "granitemoeshared", "granitemoehybrid", "phi3", "phimoe", "qwen2_moe", "gemma", "gemma2", "gemma3_text",
                 "olmo2", "olmoe", "starcoder2", "dbrx", "glm4_moe", "falcon")
 # transformers Gemma3TextConfig's defaults for the shape keys (the 4B text_config gives no heads, the 12B no head_dim)
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -80,6 +81,8 @@ def family_config(config: dict) -> dict:
         return _dbrx(config)
     if kind == "falcon":
         return _falcon(config)
+    if kind == "granitemoehybrid":
+        return _granite_hybrid(config)
     out = dict(config)
     if kind in TIED_BY_DEFAULT and out.get("tie_word_embeddings") is None:
         out["tie_word_embeddings"] = True
@@ -128,6 +131,24 @@ def _falcon(config: dict) -> dict:
             "max_position_embeddings": read_int(config, "max_position_embeddings", 2048),
             "tie_word_embeddings": read_bool(config, "tie_word_embeddings", True),
             "attention_dropout": 0.1 if dropout else 0.0}
+
+
+def _granite_hybrid(config: dict) -> dict:
+    """A Granite 4.0 (granitemoehybrid) config whose layers are all attention, as the family it then is: its MLP is
+    GraniteMoeSharedMLP (SwiGLU, shared_intermediate_size wide) beside num_local_experts experts, none in the
+    dense models. A config with Mamba layers is refused as the hybrid it is."""
+    kinds = config.get("layer_types")
+    if kinds is None:
+        kinds = config.get("layers_block_type")
+    if not isinstance(kinds, list) or any(k != "attention" for k in kinds):
+        mamba = sum(k == "mamba" for k in kinds) if isinstance(kinds, list) else "unknown"
+        raise ValueError(f"config.json model_type 'granitemoehybrid' with layer_types other than 'attention' ({mamba} "
+                         "mamba layers) is a state-space or hybrid model (Mamba layers have no counterpart in a "
+                         "transformer layer's cost), which parplan's cost model cannot represent; to price a "
+                         "decoder-only approximation, write it as a ModelSpec file (`parplan schema ModelSpec`)")
+    if read_int(config, "num_local_experts", 0) > 0:
+        return {**config, "model_type": "granitemoeshared"}
+    return {**config, "model_type": "granite", "intermediate_size": read_int(config, "shared_intermediate_size")}
 
 
 def family_fields(config: dict, kind: str, num_layers: int, moe_layers: Callable[..., dict]) -> dict:

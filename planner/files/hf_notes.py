@@ -26,7 +26,7 @@ ENCODERS = {"bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "distilbert", "a
             "deberta-v2", "modernbert", "camembert", "mpnet", "ernie", "xlm", "big_bird", "longformer", "nomic_bert",
             "rembert", "roformer", "megatron-bert", "funnel", "canine", "esm", "luke", "mra", "nystromformer", "ibert"}
 STATE_SPACE = {"mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "nemotron_h",
-               "granitemoehybrid", "rwkv", "recurrent_gemma", "lfm2", "lfm2_moe", "qwen3_next", "kimi_linear",
+               "rwkv", "recurrent_gemma", "lfm2", "lfm2_moe", "qwen3_next", "kimi_linear",
                "minimax", "minimax_text_01", "minimax_m1", "phi4flash", "olmo_hybrid", "xlstm"}
 # model_types whose layers differ in shape from one another (Nemotron-NAS / DeciLM block_configs: per-layer attention
 # and FFN widths, some layers without attention or FFN): one ModelSpec describes layers that are all alike
