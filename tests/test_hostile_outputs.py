@@ -542,3 +542,15 @@ def test_ctrl_c_during_a_solve_stops_it_at_once():
     assert proc.returncode == 0, (proc.returncode, err)
     seconds = float(out.split("interrupted after ")[1].split(" s")[0])
     assert seconds < 10, out
+
+
+def test_an_error_inside_a_solve_is_raised_where_it_was_asked(capsys):
+    """An exception inside Solve on the worker thread printed "Exception in thread cp-sat" and surfaced as a bare
+    "ended without a status" (a review): it is raised on the calling thread, as it was before the thread."""
+    from ortools.sat.python import cp_model  # noqa: PLC0415
+
+    from planner.search.cpsat import interruptible_solve  # noqa: PLC0415
+
+    with pytest.raises(AttributeError):
+        interruptible_solve(cp_model.CpSolver(), "not a model")
+    assert "Exception in thread" not in capsys.readouterr().err

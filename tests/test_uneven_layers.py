@@ -295,7 +295,7 @@ def test_equally_fast_splits_print_as_one():
     """13 layers on pp=4: four splits take the same step to the last objective unit (2,4,4,3; 3,3,4,3; 3,4,3,3;
     3,4,4,2), and CP-SAT's parallel workers returned any of them, so two identical `plan` runs printed different
     splits (a workflow pass). Whichever the solver returns, the search reports the one a framework states most
-    simply within stage_split.TIE_REL, as estimate chooses it: equal stages but the last."""
+    simply: equal middle stages, the lighter end first."""
     from planner.search import cpsat, engine  # noqa: PLC0415
     from planner.search import stage_split as ss  # noqa: PLC0415
     from planner.search.brute import splits  # noqa: PLC0415
@@ -313,20 +313,21 @@ def test_equally_fast_splits_print_as_one():
     assert len(ties) == 4
     chosen = {tuple(engine._simplest_split(model, cpsat.Solution(0, table, s, best, True, best)).stage_layers)
               for s in ties}
-    # one answer, estimate's: 3,3,3,4 is within stage_split.TIE_REL of them and a framework says it most simply
-    assert chosen == {tuple(choose(model, clus, train, Layout(pp=4)))} == {(3, 3, 3, 4)}
+    assert chosen == {(2, 4, 4, 3)}  # one answer: of the exact ties, the one a framework states most simply
 
 
-def test_the_searched_split_is_the_one_estimate_chooses():
-    """The split plan reports for a layout is the one `estimate` of that layout (which does not print the split)
-    chooses: Llama 3.1 405B's vpp=6 row printed 8,...,8,6 at 19.245 s, its estimate 7,8,...,8,7 at 19.258 s (a
-    review): the search now reports its split by the same rule, simplest within stage_split.TIE_REL."""
+def test_estimate_of_a_searched_layout_is_within_the_tie_of_its_split():
+    """The search reports the exact optimum's split; `estimate` of the same layout (which prints no split) takes
+    the simplest within stage_split.TIE_REL: never slower than that (a review found 8,...,8,6 at 19.245 s in a plan,
+    7,8,...,8,7 at 19.258 s in its estimate, 0.07% apart)."""
+    from costmodels.estimate import estimate  # noqa: PLC0415
     from planner.search import search  # noqa: PLC0415
+    from planner.search.stage_split import TIE_REL  # noqa: PLC0415
 
     model = llama_like(512, 8, 2, 13, 1024, vocab=1024, seq=512)
     clus, train = cluster(4, gpu=hp.load_gpu("h100-sxm")), hp.resolve_train(TrainSpec(global_batch_size=16))
     found = search(model, clus, train, top=3, time_limit_s=20, keep=lambda lay: lay.pp == 4)
     assert found.plans
     for plan in found.plans:
-        lay = plan.layout.model_copy(update={"stage_layers": None, "num_microbatches": None})
-        assert choose(model, clus, train, lay) == plan.layout.stage_layers
+        lay = plan.layout.model_copy(update={"stage_layers": choose(model, clus, train, plan.layout)})
+        assert estimate(model, clus, train, lay).time.step_s <= plan.time.step_s * (1 + TIE_REL) + 1e-12

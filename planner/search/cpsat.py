@@ -434,26 +434,42 @@ def interruptible_solve(solver, model) -> int:
     search at once (StopSearch) and is raised here: a Ctrl-C reaches Python only between bytecodes, so during a
     Solve on this thread it waited for the solve's time limit (up to --time-limit, a review). The wait is on an
     Event: a KeyboardInterrupt inside Thread.join(timeout) left the thread's state such that the interpreter
-    aborted at exit (OR-Tools 9.15, CPython 3.11)."""
-    done, status = threading.Event(), []
+    aborted at exit (OR-Tools 9.15, CPython 3.11); for the same reason the worker is always waited for, however
+    many interrupts follow. An exception inside Solve is raised here."""
+    done, outcome = threading.Event(), {}
 
     def work() -> None:
         try:
-            status.append(solver.Solve(model))
+            outcome["status"] = solver.Solve(model)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
         finally:
             done.set()
 
-    threading.Thread(target=work, name="cp-sat", daemon=True).start()
+    worker = threading.Thread(target=work, name="cp-sat", daemon=True)
     try:
+        worker.start()
         while not done.wait(0.05):
             pass
-    except KeyboardInterrupt:
-        solver.StopSearch()
-        done.wait()
+    except BaseException:
+        _stop(solver, worker, done)
         raise
-    if not status:
-        raise RuntimeError("CP-SAT's Solve ended without a status")
-    return status[0]
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["status"]
+
+
+def _stop(solver, worker: threading.Thread, done: threading.Event) -> None:
+    """Stop the search and wait until the worker has left Solve (a worker never started has nothing to stop),
+    through any further Ctrl-C."""
+    while True:
+        try:
+            solver.StopSearch()
+            while worker.ident is not None and not done.wait(0.05):
+                pass
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _solution(model, tables, found: _Found) -> Solution:

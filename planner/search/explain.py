@@ -30,8 +30,8 @@ def layout_text(lay) -> str:
     """Degrees and choices of a layout in one compact string (degrees of 1 left out but tp, pp, dp), which
     `--layout` reads back as the same choices: sp, a cp algorithm other than p2p and an HSDP shard group are
     said where set (a workflow pass: two rows that differed only in shard_group printed alike, and a pasted
-    tp=8 line lost sequence parallelism). The stage split is not printed: `estimate` chooses it by the rule the
-    search reports it by (planner.search.engine._simplest_split)."""
+    tp=8 line lost sequence parallelism). The stage split is not printed: `estimate` chooses one, the simplest
+    within 0.1% of the best (planner.search.stage_split), where the search reports the best exactly."""
     parts = [f"tp={lay.tp}"] + (["sp=1"] if lay.sp else []) + [f"pp={lay.pp}", f"dp={lay.dp}"]
     parts += [f"{k}={getattr(lay, k)}" for k in ("cp", "ep", "etp", "vpp") if getattr(lay, k) > 1]
     if lay.cp > 1 and lay.cp_comm != "p2p":
