@@ -173,7 +173,7 @@ def _problem(model: ModelArg, cluster: Optional[ClusterArg], nodes, gpus, seq_le
     from planner.files import loading
 
     if isinstance(model, (str, Path)) and loading.is_plan_file(str(model)):
-        prob = loading.load_plan(Path(model))
+        prob = loading.load_plan(Path(model), seq_len)
         clus = load_cluster(cluster, nodes, gpus) if cluster is not None else \
             loading.resize_cluster(prob.cluster, nodes, gpus)
         return prob.model, clus, prob.train, prob.layout
@@ -319,7 +319,7 @@ def check(config: Union[str, Path], *, cluster: Optional[ClusterArg] = None, nod
     read = ReadNotes()
     native, read_warnings = is_native(path), []
     if not native:
-        prob = loading.load_plan(path)
+        prob = loading.load_plan(path, seq_len, model_replaced=model is not None)
         if prob.layout is None:
             raise UserError(f"{config}: a plan file for check needs a 'layout'")
         spec, read_warnings = _model_noted(model, seq_len or prob.train.seq_length) if model is not None else \

@@ -174,7 +174,7 @@ def load_problem(model: str, cluster: Optional[str], nodes, gpus, seq_len: Optio
     from planner.files import loading
 
     if loading.is_plan_file(model):
-        prob = loading.load_plan(Path(model))
+        prob = loading.load_plan(Path(model), seq_len)
         resized = loading.resize_cluster(prob.cluster, nodes, gpus)
         if cluster:
             resized = loading.load_cluster(cluster, nodes, gpus)

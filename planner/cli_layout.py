@@ -257,7 +257,7 @@ def check_cmd(
         raise UserError(f"config file {config!r} does not exist")
     with heard_notes() as heard:  # the readers' and cluster files' warning lines: on stderr, and in --json
         if not is_native(path):
-            prob = loading.load_plan(path)
+            prob = loading.load_plan(path, seq_len, model_replaced=model is not None)
             if prob.layout is None:
                 raise UserError(f"{config}: a plan file for check needs a 'layout'")
             spec, noted = loading.load_model_noted(model, seq_len or prob.train.seq_length) if model else \

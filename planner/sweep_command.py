@@ -57,7 +57,7 @@ def _model_and_base(arg: str, global_batch: Optional[int], seq_len: Optional[int
     """The model, and the TrainSpec every point starts from (a plan file's, else the defaults); `seq_len`
     (--seq-len) for the Hugging Face reader's notes on the training length."""
     if loading.is_plan_file(arg):
-        prob = loading.load_plan(Path(arg))
+        prob = loading.load_plan(Path(arg), seq_len)
         return prob.model, prob.train
     return loading.load_model_noted(arg, seq_len)[0], TrainSpec(global_batch_size=global_batch or grid.DEFAULT_BATCH)
 

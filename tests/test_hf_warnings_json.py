@@ -211,3 +211,18 @@ def test_the_python_api_check_of_a_launch_file_gives_the_notes_once_with_its_len
     ds = _write(tmp_path / "ds_config.json", DS_JSON)
     warnings = api.check(ds, model=hf, cluster="dgx-h100", nodes=1, seq_len=2048).warnings
     assert len(_noted(warnings, hf)) == 1 and not any("taken as the model's" in w for w in warnings)
+
+
+def test_a_plan_files_inline_model_notes_speak_of_the_model_and_length_priced(tmp_path):
+    """A plan file with an inline config.json (max_position_embeddings 2048): --seq-len 8192 said nothing of the
+    length, and --model llama3-8b still printed the inline model's quantization note, for a model not priced (a
+    review). The notes follow the length given and the model priced."""
+    plan = _write(tmp_path / "plan.json", {"model": TINY_QUANT, "cluster": "dgx-h100", "train": TRAIN,
+                                           "layout": LAYOUT})
+    longer = runner.invoke(app, ["check", plan, "--seq-len", "8192", "--json"])
+    assert longer.exit_code in (0, 1), longer.stderr
+    assert any("sequence length 8,192 is past max_position_embeddings=2,048" in w
+               for w in json.loads(longer.stdout)["warnings"])
+    other = runner.invoke(app, ["check", plan, "--model", "llama3-8b", "--json"])  # 8B on ZeRO-0 dp=8: too big
+    assert other.exit_code in (0, 1), other.stderr
+    assert json.loads(other.stdout)["warnings"] == [] and "quantization_config" not in other.stderr

@@ -321,8 +321,10 @@ def train_from_data(data: Any, where: str = "train") -> TrainSpec:
     return resolve_train(validate(TrainSpec, data, where), where=where)
 
 
-def problem_from_plan(data: dict, where: str) -> Problem:
-    """A plan file's mapping: model, cluster, train, layout (each a preset name or inline spec)."""
+def problem_from_plan(data: dict, where: str, seq_len: Optional[int] = None, model_replaced: bool = False) -> Problem:
+    """A plan file's mapping: model, cluster, train, layout (each a preset name or inline spec). The Hugging Face
+    notes of an inline config speak of `seq_len` (--seq-len) over the plan's own train.seq_length, and are
+    neither printed nor kept when `model_replaced` (--model prices another model)."""
     _plan_keys(data, where)
     check_plan_extras(data, where)
     layout = data.get("layout")
@@ -331,8 +333,11 @@ def problem_from_plan(data: dict, where: str) -> Problem:
     elif layout is not None:
         layout = validate(Layout, layout, f"{where}: layout")
     train = data.get("train")
-    seq_len = train.get("seq_length") if isinstance(train, dict) else None
-    model, notes = model_noted(data["model"], f"{where}: model", seq_len if isinstance(seq_len, int) else None)
+    own = train.get("seq_length") if isinstance(train, dict) else None
+    seq_len = seq_len or (own if isinstance(own, int) and not isinstance(own, bool) else None)
+    with notes_held() if model_replaced else contextlib.nullcontext():
+        model, notes = model_noted(data["model"], f"{where}: model", seq_len)
+    notes = [] if model_replaced else notes
     older_cluster_notes(data["cluster"], f"{where}: cluster")
     older_model_notes(data["model"], f"{where}: model")
     return Problem(
@@ -433,9 +438,9 @@ def _kind(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def load_plan(path: Path) -> Problem:
-    """Read a plan file (JSON or YAML)."""
-    return problem_from_plan(read_mapping(path), str(path))
+def load_plan(path: Path, seq_len: Optional[int] = None, model_replaced: bool = False) -> Problem:
+    """Read a plan file (JSON or YAML); `seq_len` and `model_replaced` as problem_from_plan's."""
+    return problem_from_plan(read_mapping(path), str(path), seq_len, model_replaced)
 
 
 def is_plan_file(arg: str) -> bool:
