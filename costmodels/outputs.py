@@ -142,7 +142,10 @@ class UncertaintyOut(_Out):
     rel_error_p50: Optional[float] = Field(..., description="Median |relative error| of held-out runs; null = none.")
     rel_error_p90: Optional[float] = Field(..., description="90th percentile |relative error| of held-out runs.")
     bias: Optional[float] = Field(..., description="Median signed error (negative: predictions too fast).")
-    rows: int = Field(..., description="Held-out published runs behind the band, each counted once.")
+    rows: int = Field(..., description="Held-out published runs behind the band, each counted once: the regime's "
+                      "own, or those of the pool `basis` names where the band is borrowed.")
+    regime_rows: Optional[int] = Field(None, description="Held-out runs in this very regime (0 where the band is "
+                                       "borrowed from a pool: `rows` then counts that pool); null = not looked up.")
     samples: Optional[int] = Field(None, description="Out-of-sample errors behind the band's quantiles (a run "
                                    "predicted by the shipped profiles and by leave-one-regime-out refits counts "
                                    "once per prediction); null = rows.")

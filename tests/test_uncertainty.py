@@ -234,3 +234,16 @@ def test_a_step_the_network_sets_beyond_the_runs_behind_its_band_is_extrapolated
     a, b = estimate(model, fast, train, lay), estimate(model, slow, train, lay)
     assert comm_share(b.time) > 0.8 and "exposed communication" in b.uncertainty.extrapolated
     assert not b.uncertainty.validated and a.uncertainty.extrapolated is None
+
+
+def test_a_borrowed_band_says_the_regime_has_no_rows_of_its_own():
+    """`rows` of a borrowed band counts the pool it comes from (1,402 for an MI300X estimate, read as the regime's
+    own: a contract pass); regime_rows says how many the regime itself has: 0 there, `rows` for its own band."""
+    base = hp.load_stack("megatron-core")
+    lay = Layout(zero=1, dp=8)
+    chain = {"zero1-2/*": _err(7, 0.2), "zero1-2/<=64": _err(3, 0.05), "all-stacks": _err(300, 0.09)}
+    own = uncertainty(base.model_copy(update={"held_out": chain}), lay, 8)
+    assert (own.basis, own.rows, own.regime_rows) == ("regime", 3, 3)
+    del chain["zero1-2/<=64"]
+    borrowed = uncertainty(base.model_copy(update={"held_out": chain}), lay, 8)
+    assert borrowed.basis != "regime" and (borrowed.rows, borrowed.regime_rows) == (7, 0)
