@@ -503,7 +503,7 @@ def test_ctrl_c_after_a_solver_run_is_pythons_to_handle():
 CTRL_C_DURING_A_SOLVE = """
 import os, signal, sys, threading, time
 from ortools.sat.python import cp_model
-from planner.search.cpsat import interruptible_solve
+from planner.search.solve_thread import interruptible_solve
 m = cp_model.CpModel()
 xs = [m.NewIntVar(0, 1000, f"x{i}") for i in range(60)]
 for i in range(59):
@@ -549,7 +549,7 @@ def test_an_error_inside_a_solve_is_raised_where_it_was_asked(capsys):
     "ended without a status" (a review): it is raised on the calling thread, as it was before the thread."""
     from ortools.sat.python import cp_model  # noqa: PLC0415
 
-    from planner.search.cpsat import interruptible_solve  # noqa: PLC0415
+    from planner.search.solve_thread import interruptible_solve  # noqa: PLC0415
 
     with pytest.raises(AttributeError):
         interruptible_solve(cp_model.CpSolver(), "not a model")

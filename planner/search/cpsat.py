@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
 import time
 import types
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 
 from costmodels.model_spec import ModelSpec
 from planner.search.cpsat_stages import StageGroup
+from planner.search.solve_thread import interruptible_solve
 from planner.search.settled import Settled
 from planner.search.tables import (OBJ_PER_TIME, Table, capacity_bound, lower_bound, only_split, stage_capacities,
                                    stage_counts)
@@ -427,49 +427,6 @@ def _run(built: _Built, model, tables, time_limit_s, workers) -> tuple[Optional[
     found = _Found(chosen, stages, solver.Value(built.Z), int(solver.BestObjectiveBound()),
                    status == cp_model.OPTIMAL)
     return found, found.optimal
-
-
-def interruptible_solve(solver, model) -> int:
-    """solver.Solve(model) on a worker thread while this one waits in short slices, so that a Ctrl-C stops the
-    search at once (StopSearch) and is raised here: a Ctrl-C reaches Python only between bytecodes, so during a
-    Solve on this thread it waited for the solve's time limit (up to --time-limit, a review). The wait is on an
-    Event: a KeyboardInterrupt inside Thread.join(timeout) left the thread's state such that the interpreter
-    aborted at exit (OR-Tools 9.15, CPython 3.11); for the same reason the worker is always waited for, however
-    many interrupts follow. An exception inside Solve is raised here."""
-    done, outcome = threading.Event(), {}
-
-    def work() -> None:
-        try:
-            outcome["status"] = solver.Solve(model)
-        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="cp-sat", daemon=True)
-    try:
-        worker.start()
-        while not done.wait(0.05):
-            pass
-    except BaseException:
-        _stop(solver, worker, done)
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["status"]
-
-
-def _stop(solver, worker: threading.Thread, done: threading.Event) -> None:
-    """Stop the search and wait until the worker has left Solve (a worker never started has nothing to stop),
-    through any further Ctrl-C."""
-    while True:
-        try:
-            solver.StopSearch()
-            while worker.ident is not None and not done.wait(0.05):
-                pass
-            return
-        except KeyboardInterrupt:
-            continue
 
 
 def _solution(model, tables, found: _Found) -> Solution:
