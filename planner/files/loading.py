@@ -152,8 +152,9 @@ def load_model_noted(arg: str, seq_len: Optional[int] = None) -> tuple[ModelSpec
 
 
 def model_notes(arg: Optional[str], seq_len: Optional[int] = None) -> list[str]:
-    """The warning lines load_model_noted gives for `arg` (none for None or a preset), read again and NOT
-    printed: for a reader that loaded the model and printed them itself (planner.files.native)."""
+    """The warning lines load_model_noted gives for `arg` with `seq_len` (none for None or a preset), read again
+    and NOT printed: for a command that loaded the model with its notes held (notes_held) until it knew the
+    training length, and prints or returns them itself (check of a launch file)."""
     if not isinstance(arg, str) or _is_preset_name(arg, hp.list_models()):
         return []
     path = Path(arg)
@@ -241,8 +242,9 @@ def load_cluster(arg: str, nodes: Optional[int] = None, gpus: Optional[int] = No
 
 
 def parse_layout(text: str) -> Layout:
-    """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout; lists
-    (stage_layers, chunk_layers, recompute_modules=layernorm:moe_act) are colon-separated."""
+    """`"tp=8,pp=4,dp=2,mbs=1,zero=1,recompute=selective,sp=1,stage_layers=19:20:20:21"` -> Layout, the parts
+    separated by commas or blanks (layout_parts); lists (stage_layers, chunk_layers,
+    recompute_modules=layernorm:moe_act) are colon-separated."""
     data: dict[str, Any] = {}
     for part in layout_parts(text):
         key, sep, value = part.partition("=")
