@@ -412,3 +412,19 @@ def test_granite4_with_attention_layers_only_is_a_dense_granite():
     assert total_params(spec) == 40 * (15_728_640 + 62_914_560 + 5_120) + 100_352 * 2560 + 2560 == 3_402_836_480
     with pytest.raises(ValueError, match="state-space or hybrid"):
         model_from_hf_config({**GRANITE4_MICRO, "layer_types": ["attention"] * 39 + ["mamba"]})
+
+
+def test_deepseek_sparse_attention_keys_are_said_unpriced():
+    """A deepseek_v3 config carrying V3.2's indexer keys (index_topk, index_n_heads) was read as dense MLA with
+    nothing said (a new-user pass): the sparse attention and the indexer's weights are named as not priced."""
+    from planner.files.hf_notes import hf_warnings  # noqa: PLC0415
+
+    v3 = {"model_type": "deepseek_v3", "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
+          "intermediate_size": 2048, "moe_intermediate_size": 256, "n_routed_experts": 8, "n_shared_experts": 1,
+          "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": 256, "kv_lora_rank": 128,
+          "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64, "vocab_size": 4096,
+          "max_position_embeddings": 4096, "n_group": 1, "topk_group": 1}
+    assert not any("index_topk" in w for w in hf_warnings(v3, model_from_hf_config(v3)))
+    sparse = {**v3, "index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128}
+    assert any(w.startswith("index_topk=2048: DeepSeek Sparse Attention") for w in
+               hf_warnings(sparse, model_from_hf_config(sparse)))

@@ -128,6 +128,10 @@ def hf_warnings(config: dict, spec: Any = None, seq_len: Optional[int] = None) -
         lines.append(_sequence_line(longest, spec))
     if kind == "falcon" and config.get("parallel_attn", True) is not False:
         lines.append(FALCON_PARALLEL)
+    if kind in ("deepseek_v3", "kimi_k2") and any(k in config for k in ("index_topk", "index_n_heads")):
+        lines.append(f"index_topk={short(config.get('index_topk'))}: DeepSeek Sparse Attention (V3.2's lightning "
+                     "indexer picking the keys each query attends to) is not priced: attention is priced dense over "
+                     "the whole sequence, and the indexer's weights are not counted")
     if kind in ("qwen2_moe", "qwen3_moe") and config.get("use_sliding_window") and config.get("sliding_window"):
         old = (transformers_major(config) or 5) < 5
         rule = ("transformers 4.x (the file's transformers_version): layers i >= max_window_layers use the window"
