@@ -366,6 +366,8 @@ MISTRAL_TEXT = dict(model_type="mistral", num_hidden_layers=40, hidden_size=5120
     {"model_type": "mistral3", "vision_config": {"hidden_size": 1024}, "text_config": MISTRAL_TEXT},
     {"model_type": "internvl_chat", "vision_config": {"hidden_size": 1024}, "llm_config": MISTRAL_TEXT},
     {"model_type": "qwen2_5_vl", "vision_config": {"depth": 32}, **{**MISTRAL_TEXT, "model_type": "qwen2_5_vl"}},
+    {"model_type": "qwen2_5_vl", "vision_config": {"depth": 32},  # transformers 5: the tower's own type
+     "text_config": {**MISTRAL_TEXT, "model_type": "qwen2_5_vl_text"}},
 ])
 def test_a_vision_language_wrapper_of_a_mapped_language_model_reads_that_model(wrapper):
     """Mistral Small 3.1 (mistral3, text_config a Mistral), InternVL (llm_config) and Qwen2.5-VL (the language

@@ -52,6 +52,8 @@ TEXT_TOWERS = {"llama4": "llama4_text", "gemma3": "gemma3_text"}
 TOWER_KEYS = ("text_config", "llm_config")
 # wrappers whose language model's keys sit at the top level (transformers 4.x Qwen2-VL, Qwen2.5-VL) -> its model_type
 INLINE_TOWERS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+# a tower's own model_type that names a mapped family's text model (Qwen-VL's multimodal RoPE costs what RoPE does)
+TOWER_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3"}
 
 
 def wrapped_tower(config: dict) -> Optional[dict]:
@@ -66,6 +68,8 @@ def wrapped_tower(config: dict) -> Optional[dict]:
     if "vision_config" not in config:
         return None
     tower = next((config[k] for k in TOWER_KEYS if isinstance(config.get(k), dict)), None)
+    if tower is not None and tower.get("model_type") in TOWER_ALIASES:
+        tower = {**tower, "model_type": TOWER_ALIASES[tower["model_type"]]}
     if tower is None and kind in INLINE_TOWERS and "num_hidden_layers" in config:
         return {**{k: v for k, v in config.items() if k != "vision_config"}, "model_type": INLINE_TOWERS[kind]}
     return tower if tower is not None and isinstance(tower.get("model_type"), str) else None
@@ -91,7 +95,7 @@ def vision_warning(config: dict) -> list:
     tower = wrapped_tower(config)
     if tower is None:
         return []
-    key = next((k for k in TOWER_KEYS if config.get(k) is tower), "the top-level keys")
+    key = next((k for k in TOWER_KEYS if isinstance(config.get(k), dict)), "the top-level keys")
     return [f"model_type {config.get('model_type')!r} is a vision-language model: only its language model ({key}, "
             f"model_type {tower['model_type']!r}) is priced, its parameters, optimizer state, activations and time; "
             "the vision encoder, its projector and the image tokens are not"]
