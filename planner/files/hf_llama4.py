@@ -68,7 +68,7 @@ def wrapped_tower(config: dict) -> Optional[dict]:
     if "vision_config" not in config:
         return None
     tower = next((config[k] for k in TOWER_KEYS if isinstance(config.get(k), dict)), None)
-    if tower is not None and tower.get("model_type") in TOWER_ALIASES:
+    if tower is not None and isinstance(tower.get("model_type"), str) and tower["model_type"] in TOWER_ALIASES:
         tower = {**tower, "model_type": TOWER_ALIASES[tower["model_type"]]}
     if tower is None and kind in INLINE_TOWERS and "num_hidden_layers" in config:
         return {**{k: v for k, v in config.items() if k != "vision_config"}, "model_type": INLINE_TOWERS[kind]}
