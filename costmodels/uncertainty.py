@@ -194,15 +194,15 @@ def uncertainty(stack: Stack, lay, num_gpus: int, gpu: str | None = None, moe: b
         return UncertaintyOut(rel_error_p50=None, rel_error_p90=None, bias=None, rows=0, regime=key,
                               validated=False, basis=basis, regime_rows=0)
     beyond = extrapolation(err, seq_len, comm)
-    own = err.rows if basis == "regime" else _own_rows(stack.held_out, sharding, scale, gen, moe)
+    own = _own_rows(stack.held_out, sharding, scale, gen, moe)
     return UncertaintyOut(rel_error_p50=err.p50, rel_error_p90=err.p90, bias=err.bias, rows=err.rows, regime=key,
                           validated=basis == "regime" and validated(err) and beyond is None, basis=basis,
                           mean=err.mean, samples=err.samples, extrapolated=beyond, regime_rows=own)
 
 
 def _own_rows(held: dict, sharding: str, scale: str, gen: str | None, moe: bool) -> int:
-    """Held-out runs of the regime's own entry (0 when it has none): what `rows` means where the band is the
-    regime's, said apart where the band is borrowed (a contract pass: `rows` 1,402 read as the regime's)."""
+    """Held-out runs of the regime's own entry (0 when it has none): `rows` itself where the band is the regime's,
+    said apart where the band is borrowed (a contract pass: `rows` 1,402 read as the regime's)."""
     bare = f"{gen}/{sharding}/{scale}" if gen else f"{sharding}/{scale}"
     entry = held.get(MOE_PREFIX + bare if moe else bare)
     return entry.rows if entry is not None else 0

@@ -179,7 +179,7 @@ def load_problem(model: str, cluster: Optional[str], nodes, gpus, seq_len: Optio
         if cluster:
             resized = loading.load_cluster(cluster, nodes, gpus)
         return loading.Problem(prob.model, resized, prob.train, prob.layout, model_notes=prob.model_notes)
-    spec, notes = loading.load_model_noted(model, seq_len)  # first: an unreadable MODEL says why, whatever else is missing
+    spec, notes = loading.load_model_noted(model, seq_len)  # first: an unreadable MODEL says why
     if not cluster:
         raise UserError("--cluster is required (a preset such as dgx-h100, or a cluster spec file)")
     return loading.Problem(spec, loading.load_cluster(cluster, nodes, gpus), None, model_notes=notes)

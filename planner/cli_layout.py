@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -268,8 +267,7 @@ def check_cmd(
             with loading.notes_held():  # the launch file's own length is known only once it is read
                 prob = load_native(path, model, cluster, nodes, over.trainer_flags(), read)
             spec, clus, noted = prob.model, prob.cluster, loading.model_notes(model, seq_len or prob.train.seq_length)
-            for line in noted:  # as model_noted prints them
-                print(f"parplan: warning: {line}", file=sys.stderr)
+            loading.say_notes(noted)
     train, lay = to.apply(co.apply_train(prob.train, over), opts), prob.layout
     if not (is_native(path) and config_kind(path) == "deepspeed"):
         with heard_notes() as batch_heard:  # a batch --grad-accum changes: said, and in --json's warnings
@@ -287,7 +285,8 @@ def check_cmd(
         extra_warnings.append("--strict: it fits only under allocator pressure (the caching allocator must release "
                               "its cache to stay within the GPU): exit 1")
     show(result, as_json, f"{config} (stack {train.stack_spec.name})", chosen,
-         whole_run_of(result, spec, clus, train, run), warnings=list(prob.warnings) + extra_warnings, noted=list(noted) + heard,  # heard: on stderr already
+         whole_run_of(result, spec, clus, train, run), warnings=list(prob.warnings) + extra_warnings,
+         noted=list(noted) + heard,  # heard: on stderr already
          extra={"assumed": read.assumed, "notes": read.notes, "read": read_echo(spec, clus, train),
                 **({"strict_fits": not pressed and result.fits} if strict else {})})
     raise typer.Exit(0 if result.fits and not pressed else 1)

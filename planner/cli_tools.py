@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from planner import trainopts as to
-from planner.cli_common import (GBS_OPT, GPUS_OPT, check_layout_text, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, err, fail, out, print_json,
-                                user_errors)
+from planner.cli_common import (GBS_OPT, GPUS_OPT, JSON_OPT, NODES_OPT, PREC_OPT, SEQ_OPT, check_layout_text, err, fail,
+                                out, print_json, user_errors)
 from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOptions
 
 

@@ -2,7 +2,8 @@
 
 Objective: mean |predicted / measured - 1| over the runs (each run weighs the same), minimized by
 fitter.multi_start on log-parameters, each clipped to its bounds (the objective of
-benchmarks/calibrate.py), the parameters entering one at a time (nested_fit). Only the stack is fitted; the GPU profile and the collective fit stay.
+benchmarks/calibrate.py), the parameters entering one at a time (nested_fit). Only the stack is fitted;
+the GPU profile and the collective fit stay.
 
 Which parameters (FREE, in this order; the first min(len, max(1, runs - 1)) unless --params names them):
 - gemm_scale: the GEMM speed of the user's GPUs/kernels (clocks, power caps, cuBLAS version) relative

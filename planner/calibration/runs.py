@@ -212,10 +212,9 @@ def _world(log: RunLog, opts: Options) -> ClusterSpec:
         raise UserError(f"{log.where(key)}: the run used {world} GPUs ({how}), but --nodes/--gpus gives "
                         f"{cluster.num_gpus}; drop the option, or give --layout's tp/pp/cp if they explain it")
     try:
-        resized = loading.resize_cluster(cluster, None, world)
+        resized = loading.resize_cluster(cluster, None, world, gpus_from="the GPU count")
     except UserError as err:
-        why = str(err).replace("--gpus ", "")  # the count is the log's, not an option the user gave
-        raise UserError(f"{log.where(key)}: {world} GPUs ({how}) do not fit cluster {cluster.name!r}: {why}") from None
+        raise UserError(f"{log.where(key)}: {world} GPUs ({how}) do not fit cluster {cluster.name!r}: {err}") from None
     log.notes.append(f"cluster sized to the {world} GPUs the log states ({how})")
     return resized
 

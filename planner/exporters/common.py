@@ -10,7 +10,6 @@ printable characters so that no name can end a comment line early.
 from __future__ import annotations
 
 import math
-
 import shlex
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
@@ -162,8 +161,8 @@ def header_lines(plan: ExportPlan, target: str, check_file: Optional[str] = None
     ]
     if plan.train_steps is not None:
         head.append(f"Length: {plan.tokens:.4g} tokens = {plan.train_steps:,} steps of "
-                    f"{plan.train.global_batch_size * plan.seq:,} tokens (export --tokens: Megatron's --train-iters and "
-                    "torchtitan's training.steps are set to it; give other training scripts this step count)")
+                    f"{plan.train.global_batch_size * plan.seq:,} tokens (export --tokens: Megatron's --train-iters "
+                    "and torchtitan's training.steps are set to it; give other training scripts this step count)")
     if plan.estimate is not None:
         return head + priced_lines(plan, check_file)
     return head + [

@@ -117,10 +117,16 @@ def model_noted(data: Any, where: str = "model", seq_len: Optional[int] = None) 
         raise UserError(hint)
     if isinstance(data, dict) and "model_type" in data:  # named as hf_notes.hf_name
         spec, notes = _hf_model(data, where, seq_len)
-        for line in [] if _HELD.get() else notes:  # as the launch-file readers do (planner.files.native.note)
-            print(f"parplan: warning: {line}", file=sys.stderr)
+        if not _HELD.get():
+            say_notes(notes)
         return spec, notes
     return validate(ModelSpec, data, where), []
+
+
+def say_notes(lines: list[str]) -> None:
+    """The model reader's warning lines on stderr, as the launch-file readers print theirs (planner.files.native.note)."""
+    for line in lines:
+        print(f"parplan: warning: {line}", file=sys.stderr)
 
 
 def _hf_model(data: dict, where: str, seq_len: Optional[int] = None) -> tuple[ModelSpec, list[str]]:
@@ -192,10 +198,12 @@ def _over_preset(data: dict, where: str) -> dict:
     return {**base, **{k: v for k, v in data.items() if k != "preset"}}
 
 
-def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int]) -> ClusterSpec:
+def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[int],
+                   gpus_from: str = "--gpus") -> ClusterSpec:
     """Apply --nodes or --gpus (a whole number of nodes, fewer GPUs on one node, or, where a node's NVLink domain
     spans hosts, the fewest domains of whole hosts: _partial_domains; on a full-mesh node those
-    keep only the links among them, so a 2-GPU share of an 8-GPU MI300X node has one 64 GB/s link, not 448)."""
+    keep only the links among them, so a 2-GPU share of an 8-GPU MI300X node has one 64 GB/s link, not 448).
+    `gpus_from` names where the GPU count came from, for the error (calibrate: a log's)."""
     if nodes is not None and gpus is not None:
         raise UserError(f"give --nodes or --gpus, not both (--nodes {nodes}, --gpus {gpus})")
     update: dict = {}
@@ -210,7 +218,8 @@ def resize_cluster(cluster: ClusterSpec, nodes: Optional[int], gpus: Optional[in
         elif gpus % per:
             each = _partial_domains(cluster, gpus)
             if each is None:
-                raise UserError(f"--gpus {gpus} is not a whole number of {per}-GPU nodes of cluster {cluster.name!r}")
+                raise UserError(f"{gpus_from} {gpus} is not a whole number of {per}-GPU nodes of cluster "
+                                f"{cluster.name!r}")
             update.update(num_nodes=gpus // each, gpus_per_node=each)
         else:
             update["num_nodes"] = gpus // per
