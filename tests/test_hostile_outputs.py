@@ -501,7 +501,6 @@ def test_ctrl_c_after_a_solver_run_is_pythons_to_handle():
 
 
 CTRL_C_DURING_A_SOLVE = """
-import os, signal, sys, threading, time
 from ortools.sat.python import cp_model
 from planner.search.solve_thread import interruptible_solve
 m = cp_model.CpModel()
@@ -511,22 +510,23 @@ for i in range(59):
 m.AddAllDifferent(xs)
 m.Maximize(sum((i % 7 + 1) * x for i, x in enumerate(xs)))  # not proven optimal within 30 s on one worker
 solver = cp_model.CpSolver()
-solver.parameters.max_time_in_seconds, solver.parameters.num_workers = 30, 1
+solver.parameters.max_time_in_seconds, solver.parameters.num_workers = 3600, 1
 solver.parameters.catch_sigint_signal = False
 print("solving", flush=True)
-start = time.perf_counter()
 try:
     interruptible_solve(solver, m)
     print("finished")
 except KeyboardInterrupt:
-    print(f"interrupted after {time.perf_counter() - start:.1f} s")
+    print("interrupted")
 """
 
 
 def test_ctrl_c_during_a_solve_stops_it_at_once():
     """A Ctrl-C during a CP-SAT solve waited for the solve's time limit (up to --time-limit) before Python saw it:
-    the solve runs on a worker thread, and the interrupt stops it (a review). 30 s limit, SIGINT after the solve
-    starts: interrupted within a few seconds, and the interpreter exits cleanly (0, not an abort)."""
+    the solve runs on a worker thread, and the interrupt stops it (a review). A one-hour limit, SIGINT after the
+    solve starts: interrupted, and the interpreter exits cleanly (0, not an abort). Without the worker thread the
+    process would sit in the solve for the hour, and the hang guard (communicate's timeout) fails the test; no
+    time is asserted."""
     import signal  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
@@ -538,10 +538,11 @@ def test_ctrl_c_during_a_solve_stops_it_at_once():
     assert proc.stdout.readline().strip() == "solving"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, (proc.returncode, err)
-    seconds = float(out.split("interrupted after ")[1].split(" s")[0])
-    assert seconds < 10, out
+    try:
+        out, err = proc.communicate(timeout=120)  # a hang guard
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and out.strip() == "interrupted", (proc.returncode, out, err)
 
 
 def test_an_error_inside_a_solve_is_raised_where_it_was_asked(capsys):
