@@ -23,6 +23,20 @@ def visible(text: object, keep_newlines: bool = False) -> str:
     return "".join(c if c.isprintable() or (keep_newlines and c == "\n") else _escaped(c) for c in s)
 
 
+def clipped(word: str, limit: int = 160) -> str:
+    """`word` (a path or name from a user's file) for a message: whole up to `limit` characters; longer, cut in
+    the middle ("...") with the file name kept whole where it leaves room. A plain cut at the end once showed a
+    missing 'missing.sh' as 'missing.' under a long folder."""
+    word = str(word)
+    if len(word) <= limit:
+        return word
+    folder, name = word.rsplit("/", 1) if "/" in word else ("", word)
+    if not folder or len(name) > limit - 8:
+        return f"{word[:limit // 2]}...{word[len(word) - limit // 2:]}"
+    keep = limit - len(name) - 4
+    return f"{folder[:keep // 2]}...{folder[len(folder) - (keep - keep // 2):]}/{name}"
+
+
 def control_chars(text: object) -> list[str]:
     """The escapes of the non-printable characters in `text`, in order, each once."""
     seen: list[str] = []

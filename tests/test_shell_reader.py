@@ -261,3 +261,21 @@ def test_script_without_any_launch_says_so(tmp_path):
     path.write_text("source ./settings.sh\nsbatch --nodes=2 job.sh\n")
     with pytest.raises(UserError, match="no Megatron launch found.*see the warnings above"):
         load_native(path, None, "dgx-h100", None)
+
+
+def test_a_long_sourced_path_keeps_its_file_name_whole(tmp_path):
+    deep = tmp_path / ("d" * 150)
+    deep.mkdir()
+    script = deep / "run.sh"
+    sh = read_script("source $(dirname $0)/missing.sh\n", script, every_branch=False)
+    assert len(sh.warnings) == 1 and "/missing.sh'" in sh.warnings[0] and "..." in sh.warnings[0]
+
+
+def test_clipped_keeps_short_words_and_the_file_name_of_long_paths():
+    from planner.safetext import clipped
+
+    assert clipped("/a/b/missing.sh") == "/a/b/missing.sh"
+    long_path = "/" + "d" * 200 + "/missing.sh"
+    shown = clipped(long_path, limit=40)
+    assert len(shown) == 40 and shown.endswith("d/missing.sh") and shown.startswith("/ddd") and "..." in shown
+    assert clipped("x" * 100, limit=20) == "x" * 10 + "..." + "x" * 10

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from planner.errors import UserError, closest
+from planner.safetext import clipped
 from planner.files.accelerate_yaml_parallel import parallelism
 from planner.files.safe_read import first_file, parse_json
 from planner.frameworks.deepspeed.auto import HF_GRAD_ACCUM, HF_MICRO_BATCH, ReadNotes, TrainerFlags, seq_note
@@ -146,9 +147,9 @@ def config_file(name: str, path: Path, extra: tuple = ()) -> Path:
     the YAML `path`, then in `extra` folders; a UserError naming every place tried when it is in none."""
     tried = [Path(name)] if Path(name).is_absolute() else [Path.cwd() / name, path.parent / name,
                                                              *(Path(d) / name for d in extra)]
-    found = first_file(tried, f"{path}: deepspeed_config.deepspeed_config_file={name[:80]!r}")
+    found = first_file(tried, f"{path}: deepspeed_config.deepspeed_config_file={clipped(name)!r}")
     if found is None:
-        raise UserError(f"{path}: deepspeed_config.deepspeed_config_file={name[:80]!r} is not a regular file in "
+        raise UserError(f"{path}: deepspeed_config.deepspeed_config_file={clipped(name)!r} is not a regular file in "
                         f"any of {', '.join(str(p) for p in dict.fromkeys(tried))} (accelerate opens it from the "
                         "current directory)")
     return found

@@ -7,6 +7,7 @@ import posixpath
 from pathlib import Path
 
 from planner.errors import UserError
+from planner.safetext import clipped
 
 
 def source(sh, args: list[str], word, run):
@@ -22,7 +23,7 @@ def source(sh, args: list[str], word, run):
             sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {name!r}: read {path.name!r} beside the "
                     "script (the same name under the script's prefix)")
     if path is None or not path.is_file():
-        sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {args[0][:80]!r}, not found beside the script; "
+        sh.warn(f"{sh.line(getattr(word, 'pos', None))}: sources {clipped(args[0])!r}, not found beside the script; "
                 "the settings it makes are not read")
         return None
     from planner.files.safe_read import read_text

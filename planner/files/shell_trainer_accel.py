@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
+from planner.safetext import clipped
 from planner.files import accelerate_yaml, shell_trainer
 from planner.files.safe_read import parse_json, parse_yaml, read_text
 
@@ -77,14 +78,14 @@ def from_config_file(launch, where: str) -> Optional[tuple[dict, Path]]:
     name = opts.get("--config_file")
     if launch.launcher != "accelerate" or not name:
         return None
-    said = f"{where}: accelerate launch --config_file {name[:80]}"
+    said = f"{where}: accelerate launch --config_file {clipped(name)}"
     found = shell_trainer.find_file(launch, name, what=said)
     if found is None:
         raise UserError(f"{said}: not written by the script and not found beside it or in the current directory")
     text, path = found
     cfg = parse_yaml(text, str(path))
     if not isinstance(cfg, dict) or "distributed_type" not in cfg and not any(f in opts for f in TYPES):
-        raise UserError(f"{where}: accelerate launch --config_file {name[:80]}: {path} is not an Accelerate config "
+        raise UserError(f"{where}: accelerate launch --config_file {clipped(name)}: {path} is not an Accelerate config "
                         "(no distributed_type)")
     return overlay(cfg, opts), path
 
@@ -137,13 +138,13 @@ def _fsdp_json(launch, where: str) -> dict:
     if name.lstrip().startswith("{"):
         conf = parse_json(name, "--fsdp_config")
     else:
-        said = f"{where}: --fsdp_config {name[:80]}"
+        said = f"{where}: --fsdp_config {clipped(name)}"
         found = shell_trainer.find_file(launch, name, what=said)
         if found is None:
             raise UserError(f"{said}: not written by the script and not found beside it or in the current directory")
         conf = parse_json(found[0], str(found[1]))
     if not isinstance(conf, dict):
-        raise UserError(f"{where}: --fsdp_config {name[:80]}: expected a JSON object")
+        raise UserError(f"{where}: --fsdp_config {clipped(name)}: expected a JSON object")
     return {k[5:] if k.startswith("fsdp_") else k: v for k, v in conf.items()}
 
 
