@@ -77,7 +77,7 @@ def _off_profile(tmp: Path) -> Path:
 
 def test_calibrating_on_half_lowers_the_error_on_the_other_half(tmp_path, specs):
     model, cluster = specs
-    rows = vtrain_rows(24)
+    rows = vtrain_rows(12)
     fit_logs = [_write(tmp_path, f"fit{i}.log", vtrain_log(r, i)) for i, r in enumerate(rows[0::2])]
     held_logs = [_write(tmp_path, f"held{i}.log", vtrain_log(r, 100 + i)) for i, r in enumerate(rows[1::2])]
     out, off = tmp_path / "my-cluster.yaml", _off_profile(tmp_path)
