@@ -63,6 +63,17 @@ def split_debug(args: Sequence[str]) -> tuple[list[str], bool]:
     return kept + args[end:], len(kept) < end
 
 
+def hoist_json(args: list[str]) -> list[str]:
+    """The arguments with a `--json` written before the command (`parplan --json models`) moved after the command's
+    name, where every command takes it; before, Click refused it as an option of the group."""
+    end = args.index("--") if "--" in args else len(args)
+    first = next((i for i, a in enumerate(args[:end]) if not a.startswith("-")), None)
+    if first is None or "--json" not in args[:first]:
+        return args
+    before = [a for a in args[:first] if a != "--json"]
+    return [*before, args[first], "--json", *args[first + 1:]]
+
+
 def _subcommand(group: Any, args: Sequence[str]) -> Any:
     """The command the line names (the first word not an option), or None."""
     for arg in args:
@@ -152,6 +163,7 @@ class ParplanGroup(TyperGroup):
     def main(self, args: Optional[Sequence[str]] = None, prog_name: Optional[str] = None,
              complete_var: Optional[str] = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv, STATE["debug"] = split_debug(sys.argv[1:] if args is None else args)
+        argv = hoist_json(argv)
         STATE["json"] = "--json" in argv[:argv.index("--") if "--" in argv else len(argv)]
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)

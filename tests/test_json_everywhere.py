@@ -79,3 +79,19 @@ def test_report_tokens_prints_the_whole_run_in_the_terminal_with_a_price():
     doc = json.loads(CliRunner().invoke(app, ["report", str(EXAMPLE), "--tokens", "1e12", "--price-per-gpu-hour", "2",
                                               "--json"]).stdout)
     assert doc["whole_run"]["cost_usd"] > 0
+
+
+def test_json_before_the_command_is_read_as_the_commands():
+    """`parplan --json models` was refused ("No such option: --json"): the flag is moved after the command's
+    name, where every command takes it; the answer is the same as `parplan models --json`."""
+    from planner.cli_main import hoist_json
+
+    est = ["estimate", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "8",
+           "--layout", "tp=8,pp=1,mbs=1"]
+    for args in (["models"], ["hardware"], est):
+        before, after = CliRunner().invoke(app, ["--json", *args]), CliRunner().invoke(app, [*args, "--json"])
+        assert before.exit_code == after.exit_code == 0, before.output
+        assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert hoist_json(["--json", "--debug", "plan", "x"]) == ["--debug", "plan", "--json", "x"]
+    assert hoist_json(["plan", "--", "--json"]) == ["plan", "--", "--json"]
+    assert hoist_json(["--json"]) == ["--json"]
