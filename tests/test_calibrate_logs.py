@@ -287,7 +287,7 @@ def test_every_example_log_calibrates_as_examples_readme_says(monkeypatch):
     root = Path(__file__).resolve().parent.parent
     commands = [line for line in (root / "examples" / "README.md").read_text().splitlines()
                 if line.startswith("parplan calibrate ")]
-    assert len(commands) == 3
+    assert len(commands) == 4
     import jsonschema  # noqa: PLC0415
 
     from planner.schema import json_schema  # noqa: PLC0415
@@ -299,6 +299,32 @@ def test_every_example_log_calibrates_as_examples_readme_says(monkeypatch):
         assert res.exit_code == 0, (line, res.output)
         assert all(abs(run["error_after"]) < 0.1 for run in json.loads(res.stdout)["runs"]), line
         jsonschema.validate(json.loads(res.stdout), {"$defs": defs, **defs["CalibrateOutput"]})  # parplan schema
+
+
+def test_a_megatron_bridge_log_reads_as_the_megatron_lm_log_of_the_same_run():
+    """Megatron-Bridge prints Megatron-LM's iteration lines but, instead of the argument dump, the values that
+    differ from Megatron Core's defaults (ConfigContainer.log_non_default_values, 0.3.1): its layout, batch and
+    switches are read from that summary, an unprinted degree is Megatron Core's default (pp=1, cp=1), and the
+    GPU count and sequence length it does not state are said to be assumed. The same run as Megatron-LM logs it
+    is priced within 1% (the dump also states flash attention, which the summary leaves at its default)."""
+    from planner.files.logs import read_log  # noqa: PLC0415
+
+    logs = Path(__file__).resolve().parent.parent / "examples" / "logs"
+    bridge, mlm = read_log(logs / "bridge_llama3_8b_tp4_dp2.log"), read_log(logs / "megatron_llama3_8b_tp4_dp2.log")
+    assert bridge.framework == "megatron" and len(bridge.steps) == len(mlm.steps) == 30
+    for key in ("tp", "pp", "cp", "sp", "mbs", "global_batch", "recompute", "distributed_optimizer", "num_layers",
+                "hidden_size", "ffn_hidden_size"):
+        assert bridge.settings[key] == mlm.settings[key], key
+    assert "seq_length" not in bridge.settings and "world_size" not in bridge.settings
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--json"]
+    said = json.loads(runner.invoke(app, ["calibrate", str(logs / "bridge_llama3_8b_tp4_dp2.log"), *args]).stdout)
+    dump = json.loads(runner.invoke(app, ["calibrate", str(logs / "megatron_llama3_8b_tp4_dp2.log"), *args]).stdout)
+    said, dump = said["runs"][0], dump["runs"][0]
+    assert said["layout"] == dump["layout"]
+    assert abs(said["predicted_before_s"] / dump["predicted_before_s"] - 1) < 0.01
+    assert [n.split(" does not state ")[1].split(":")[0] for n in said["notes"]] == ["its GPU count",
+                                                                                     "its sequence length"]
+    assert not any("does not state" in n for n in dump["notes"])
 
 
 def test_a_megatron_world_size_against_nodes_is_an_error(tmp_path):

@@ -205,6 +205,9 @@ def _world(log: RunLog, opts: Options) -> ClusterSpec:
     """The cluster sized to the GPUs the run's log states (stated_world), else the cluster as given. Where --nodes
     or --gpus was given and disagrees, an error names both (it was silently overridden)."""
     cluster, stated = opts.cluster, stated_world(log, opts.layout)
+    if stated is None and not opts.size_given:
+        log.notes.append(f"assumed: {visible(log.path)} does not state its GPU count: taken as the cluster's "
+                         f"{cluster.num_gpus}; give --gpus if it differs")
     if stated is None or stated[0] == cluster.num_gpus:
         return cluster
     world, how, key = stated
@@ -224,6 +227,9 @@ def _batch(log: RunLog, opts: Options, model: ModelSpec) -> tuple[int, int]:
     gbs = log.settings.get("global_batch") or opts.global_batch
     if not gbs:
         raise UserError(f"{visible(log.path)}: the log does not state the global batch; give --global-batch")
+    if not log.settings.get("seq_length") and not opts.seq_len:
+        log.notes.append(f"assumed: {visible(log.path)} does not state its sequence length: taken as the model's "
+                         f"{model.seq_length:,} tokens; give --seq-len if it differs")
     return gbs, log.settings.get("seq_length") or opts.seq_len or model.seq_length
 
 

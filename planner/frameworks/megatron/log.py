@@ -14,6 +14,24 @@ megatron/training/arguments.py `_print_args` at start-up:
       tensor_model_parallel_size ...................... 8
     -------------------- end of arguments ---------------------
 
+Megatron-Bridge (megatron/bridge/training, 0.3.1) prints the same iteration line, and instead of the dump its
+ConfigContainer.log_non_default_values summary: the fields of the model, DDP and optimizer configs that differ
+from Megatron Core's dataclass defaults (`  name: repr  (Mcore default: repr)`), then the training config's
+set values (`  name: repr`):
+
+    ======================================================================
+    Configuration Summary (Non-Default Values vs Megatron Core)
+    ======================================================================
+    [model] Non-default values (vs Mcore TransformerConfig):
+      tensor_model_parallel_size: 2  (Mcore default: 1)
+    ...
+    [train]:
+      global_batch_size: 128
+    ======================================================================
+
+A parallel degree the summary leaves out is Megatron Core's default (BRIDGE_DEFAULTS, from
+megatron/core/model_parallel_config.py); the sequence length and the GPU count are not in it.
+
 A loss is printed only when its average is >= 0 (`if avg >= 0.0`), so a NaN loss shows as a missing
 loss and `number of nan iterations` > 0; an inf loss prints as INF. Such lines are skipped.
 """
@@ -45,6 +63,12 @@ BOOL_ARGS = {"sequence_parallel": "sp", "use_distributed_optimizer": "distribute
              "bf16": "bf16", "overlap_grad_reduce": "overlap_grad_reduce", "tp_comm_overlap": "tp_comm_overlap",
              "use_flash_attn": "flash_attention", "checkpoint_activations": "checkpoint_activations"}
 TEXT_ARGS = {"recompute_granularity": "recompute", "attention_backend": "attention_backend", "fp8": "fp8"}
+SUMMARY_START = re.compile(r"Configuration Summary \(Non-Default Values vs Megatron Core\)")
+SUMMARY_RULE = re.compile(r"^={40,}\s*$")
+SUMMARY_ITEM = re.compile(r"^\s{2}(\w+): (.*?)(?:\s{2}\(Mcore default: .*\))?\s*$")
+BRIDGE_NAMES = {"num_moe_experts": "num_experts"}  # Megatron Core's field name -> Megatron-LM's argument
+# Megatron Core's defaults of the degrees a Bridge summary omits when unchanged (ModelParallelConfig)
+BRIDGE_DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sp": False}
 
 
 def is_step_line(line: str) -> bool:
@@ -74,6 +98,12 @@ def _setting(log: RunLog, name: str, raw: str, line: int) -> None:
         log.put(TEXT_ARGS[name], str(value), line)
 
 
+def _repr_value(text: str) -> str:
+    """A value as Bridge's summary prints it (Python repr) in the argument dump's form: quotes dropped."""
+    text = text.strip()
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
 def _step(line: str, number_: int) -> Optional[StepSample]:
     rank, text = split_rank(line)
     it, ms = ITERATION.search(text), ELAPSED.search(text)
@@ -87,8 +117,8 @@ def _step(line: str, number_: int) -> Optional[StepSample]:
 
 
 def read(path: Path) -> RunLog:
-    """Iteration lines and the argument dump of one Megatron-LM log."""
-    log, in_dump = RunLog(Path(path), "megatron"), False
+    """Iteration lines and the argument dump (or Megatron-Bridge's configuration summary) of one Megatron log."""
+    log, in_dump, summary = RunLog(Path(path), "megatron"), False, None  # summary: [its line, rules seen]
     for n, line in log_lines(path):
         _, text = split_rank(line)
         if DUMP_START.search(text):
@@ -97,11 +127,20 @@ def read(path: Path) -> RunLog:
             in_dump = False
         elif in_dump and (m := ARG.match(text)):
             _setting(log, m.group(1), m.group(2), n)
+        elif SUMMARY_START.search(text):
+            summary = [n, 0]
+        elif summary and summary[1] < 2 and SUMMARY_RULE.match(text):
+            summary[1] += 1  # the rule under the title, then the one that ends the summary
+        elif summary and summary[1] == 1 and (m := SUMMARY_ITEM.match(text)):
+            _setting(log, BRIDGE_NAMES.get(m.group(1), m.group(1)), _repr_value(m.group(2)), n)
         elif is_step_line(text):
             sample = _step(line, n)
             if sample is not None:
                 log.steps.append(sample)
                 if (b := BATCH.search(text)):
                     log.put("global_batch", int(b.group(1)), n)
+    if summary:
+        for key, value in BRIDGE_DEFAULTS.items():
+            log.put(key, value, summary[0])
     need_steps(log)
     return log
