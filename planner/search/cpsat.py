@@ -68,6 +68,7 @@ class Solution:
     optimal: bool
     bound: int
     models: int = 0  # CP-SAT models solved to find it (0: the bounds settled every group)
+    timed_out: bool = False  # the time limit left it unproven (not only objectives beyond 64-bit integers)
 
 
 def _affine(a, d, e):
@@ -148,7 +149,7 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
     incumbent = hint[2] if hint is not None and hint[0] not in exclude else None
     if best is not None and (incumbent is None or best.objective <= incumbent):
         incumbent = best.objective
-    optimal, models = not huge, 0
+    optimal, models, timed_out = not huge, 0, False
     for pp, ids in sorted(by_pp.items(), key=lambda kv: min((bounds[i] for i in kv[1] if bounds[i] is not None),
                                                             default=2**62)):
         ids = [i for i in ids if i in usable]
@@ -158,7 +159,7 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             continue  # what CP-SAT would prove by infeasibility under Z <= incumbent: no model needed
         left = end - time.perf_counter()
         if left <= 0:
-            optimal = False
+            optimal, timed_out = False, True
             break
         chunked = [i for i in ids if _chunked(model, tables[i])]  # settled one by one (_relax_and_cut)
         plain = [i for i in ids if i not in chunked]
@@ -186,13 +187,14 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
                                                        settled)
             proven, models = proven and chunks_proven, models + one_each
         optimal = optimal and proven and not trimmed
+        timed_out = timed_out or not proven or trimmed
         if sol is not None and (best is None or sol.objective < best.objective):
             best, incumbent = sol, sol.objective
     if best is not None and best.optimal != optimal:  # the group's own flag is not the answer's: a group
         # whose joint model stopped unproven may be settled by _one_by_one without a better solution
         best = Solution(best.index, best.table, best.stage_layers, best.objective, optimal,
                         best.objective if optimal else best.bound)
-    return best if best is None else dataclasses.replace(best, models=models)
+    return best if best is None else dataclasses.replace(best, models=models, timed_out=timed_out)
 
 
 def _beyond(model: ModelSpec, tables: list[Table], ids: list[int], incumbent: int, tight: dict) -> bool:
