@@ -141,8 +141,7 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
             by_pp.setdefault(t.layout.pp, []).append(idx)
     bounds = {i: settled.bound(i, lower_bound(tables[i], model)) for ids in by_pp.values() for i in ids}
     usable = {i for i in bounds if bounds[i] is not None}
-    huge = {i for i in usable if only_split(tables[i], model) is None
-            and _bounds([tables[i]], model.num_layers)["Z"] > MAX_DOMAIN}
+    huge = {i for i in usable if beyond_64_bits(tables[i], model)}
     usable -= huge  # objectives beyond CP-SAT's 64-bit integers: the caller's first split stands for them
     best = _best_exact(model, tables, by_pp, bounds, usable, settled)  # one split, or settled: no model
     tight: dict[int, float] = {}  # capacity bounds, priced for the groups that need them
@@ -195,6 +194,12 @@ def solve(model: ModelSpec, tables: list[Table], time_limit_s: float = 10.0, exc
         best = Solution(best.index, best.table, best.stage_layers, best.objective, optimal,
                         best.objective if optimal else best.bound)
     return best if best is None else dataclasses.replace(best, models=models, timed_out=timed_out)
+
+
+def beyond_64_bits(table: Table, model: ModelSpec) -> bool:
+    """Whether CP-SAT cannot hold the candidate's objective (beyond its 64-bit integers) and no single split stands
+    for it: solve leaves it to the caller's first split."""
+    return only_split(table, model) is None and _bounds([table], model.num_layers)["Z"] > MAX_DOMAIN
 
 
 def _beyond(model: ModelSpec, tables: list[Table], ids: list[int], incumbent: int, tight: dict) -> bool:

@@ -324,7 +324,7 @@ def _solve_top(model, tables, top, deadline, firsts):
         hint = next(((i, stages, value) for value, i, stages in firsts if i not in excluded), None)
         sol = (cpsat.solve(model, tables, left, frozenset(excluded), hint=hint, settled=settled) if left > 0
                else None)
-        timed_out = timed_out or (sol.timed_out if sol is not None else time.perf_counter() >= deadline)
+        timed_out = timed_out or _stopped_by_time(model, tables, sol, hint, deadline)
         if sol is None and hint is not None:  # out of time, or objectives too large for CP-SAT: a split
             sol = _from_first_split(model, tables, hint)  # that fits is known, the best balanced one
         if sol is None:
@@ -335,6 +335,14 @@ def _solve_top(model, tables, top, deadline, firsts):
         if not sol.optimal and sol.objective:
             gap = max(gap, (sol.objective - sol.bound) / sol.objective)
     return solutions, optimal, gap, timed_out
+
+
+def _stopped_by_time(model, tables, sol, hint, deadline: float) -> bool:
+    """Whether the time limit stopped a solve: its own flag; else (nothing found) the clock, or a known split that
+    CP-SAT could hold (under Z <= the hint's own objective it finds at least that one, unless time ran out)."""
+    if sol is not None:
+        return sol.timed_out
+    return time.perf_counter() >= deadline or (hint is not None and not cpsat.beyond_64_bits(tables[hint[0]], model))
 
 
 def _from_first_split(model, tables, hint) -> cpsat.Solution:
