@@ -37,6 +37,7 @@ def megatron_log(*, tp, pp, dp, mbs, gbs, layers, hidden, heads, seq, step_ms, i
     iteration, 2% noise, NaN (missing loss, nan iterations 1) or INF loss at the given iterations."""
     rng = np.random.default_rng(seed)
     args = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": 1,
+            "expert_tensor_parallel_size": tp,  # validate_args sets it to tp for every model (megatron-core 0.19.2)
             "data_parallel_size": dp, "world_size": tp * pp * dp, "micro_batch_size": mbs, "global_batch_size": gbs,
             "num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads, "seq_length": seq,
             "max_position_embeddings": seq, "fp16": True, "bf16": False, "sequence_parallel": False,

@@ -100,7 +100,11 @@ def _check_model(log: RunLog, model: ModelSpec) -> None:
 
 
 def _megatron_layout(s: dict, model: ModelSpec) -> dict:
-    out = {k: s[k] for k in ("tp", "pp", "cp", "ep", "etp", "mbs", "sp") if k in s}
+    """The layout a Megatron log states. A dense model's expert degrees are left out: Megatron Core sets
+    expert_tensor_parallel_size to the tensor-parallel size for every model (ModelParallelConfig.__post_init__;
+    validate_args before the dump), so a dense tp4 run's log says etp 4, which a dense layout refuses."""
+    keys = ("tp", "pp", "cp", "ep", "etp", "mbs", "sp") if model.is_moe else ("tp", "pp", "cp", "mbs", "sp")
+    out = {k: s[k] for k in keys if k in s}
     if s.get("vpp"):
         out["vpp"] = s["vpp"]
     elif s.get("layers_per_vstage") and s.get("pp", 1) > 1:

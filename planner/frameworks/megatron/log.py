@@ -29,8 +29,9 @@ set values (`  name: repr`):
       global_batch_size: 128
     ======================================================================
 
-A parallel degree the summary leaves out is Megatron Core's default (BRIDGE_DEFAULTS, from
-megatron/core/model_parallel_config.py); the sequence length and the GPU count are not in it.
+What the summary leaves out is Megatron Core's default (BRIDGE_DEFAULTS: the degrees, sequence parallelism, the
+overlaps, the distributed optimizer and recompute, from megatron/core/model_parallel_config.py, transformer_config.py
+and the DDP and optimizer configs); the sequence length and the GPU count are not in it.
 
 A loss is printed only when its average is >= 0 (`if avg >= 0.0`), so a NaN loss shows as a missing
 loss and `number of nan iterations` > 0; an inf loss prints as INF. Such lines are skipped.
@@ -67,8 +68,10 @@ SUMMARY_START = re.compile(r"Configuration Summary \(Non-Default Values vs Megat
 SUMMARY_RULE = re.compile(r"^={40,}\s*$")
 SUMMARY_ITEM = re.compile(r"^\s{2}(\w+): (.*?)(?:\s{2}\(Mcore default: .*\))?\s*$")
 BRIDGE_NAMES = {"num_moe_experts": "num_experts"}  # Megatron Core's field name -> Megatron-LM's argument
-# Megatron Core's defaults of the degrees a Bridge summary omits when unchanged (ModelParallelConfig)
-BRIDGE_DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sp": False}
+# Megatron Core's defaults of what a Bridge summary omits when unchanged (ModelParallelConfig, TransformerConfig,
+# DistributedDataParallelConfig, OptimizerConfig): left unset, parplan's stack defaults would stand in for them
+BRIDGE_DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sp": False, "overlap_grad_reduce": False,
+                   "tp_comm_overlap": False, "distributed_optimizer": False, "recompute": "none"}
 
 
 def is_step_line(line: str) -> bool:
