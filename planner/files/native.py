@@ -27,6 +27,7 @@ from typing import Optional
 from costmodels.model_spec import ModelSpec
 from planner.files import loading
 from planner.errors import UserError
+from planner.frameworks.megatron import bridge_yaml
 from planner.frameworks.megatron import deepspeed_dialect as mds
 from planner.frameworks.torchtitan import flavors
 from planner.frameworks.megatron import flags as mf
@@ -80,8 +81,10 @@ LAUNCH_KINDS = {"deepspeed-launch": "deepspeed", "torchrun-plan": "torchrun", "t
 def config_kind(path: Path) -> str:
     """The framework a native config file is for, parplan's own launch scripts included (detect alone
     does not know them)."""
-    if Path(path).suffix.lower() in (".yaml", ".yml"):  # an Accelerate, Axolotl or LLaMA-Factory config
+    if Path(path).suffix.lower() in (".yaml", ".yml"):  # an Accelerate, Axolotl, LLaMA-Factory or Bridge config
         data = loading.read_mapping(Path(path))
+        if bridge_yaml.is_bridge(data):
+            return "megatron"
         return finetune_yaml.framework(data) if other_tools.yaml_tool(data) else accelerate_yaml.framework(data)
     text = _read_text(Path(path))
     launch = parplan_launch.kind(path, text)
@@ -134,7 +137,7 @@ def _yaml_file(path: Path) -> bool:
     except UserError:
         return False
     accelerate = accelerate_yaml.is_accelerate(data) and not set(data) & loading.PLAN_KEYS
-    return accelerate or other_tools.yaml_tool(data) is not None
+    return accelerate or bridge_yaml.is_bridge(data) or other_tools.yaml_tool(data) is not None
 
 
 def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes: Optional[int],
@@ -155,6 +158,13 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
         return parplan_launch.load(launch, path, text, model, cluster, nodes, load_native_text)
     read = ReadNotes() if notes is None else notes
     if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate or another tool's config (is_native routes these)
+        data = loading.read_mapping(path)
+        if bridge_yaml.is_bridge(data):  # a Megatron-Bridge ConfigContainer: the Megatron arguments it sets
+            note(str(path), "read as a Megatron-Bridge ConfigContainer YAML (its model, train, ddp, optimizer, "
+                 "mixed_precision and comm_overlap sections as Megatron-LM arguments); the GPU count is not in it "
+                 "(torchrun's): --nodes/--gpus give it, else the cluster's size is taken")
+            return load_native_text(bridge_yaml.arguments(data, str(path)), "megatron", model, cluster, nodes, path,
+                                    flags, notes, gpus)
         return finetune_yaml.load_yaml(path, model, cluster, nodes, flags, read, load_native_text)
     if path.suffix.lower() == ".py":  # a NeMo 2 / Megatron-Bridge recipe is refused by name, with its estimate
         other_tools_launch.refuse_recipe(path, text, cluster)
