@@ -147,3 +147,19 @@ def test_a_solve_stopped_by_its_time_limit_before_the_deadline_is_said(monkeypat
     doc = json.loads(res.stdout)
     assert doc["status"] == "feasible" and "solver" in doc["search"]["cut_short"]
     assert any("not proven optimal" in w for w in doc["warnings"])
+
+
+def test_a_solve_stopped_with_nothing_and_no_split_to_stand_for_it_is_no_proof(monkeypatch):
+    """The time limit stopped every solve before it found a layout and no first split was known (a review's stub):
+    the search said "infeasible", a proof that nothing fits, beside a solver cut short. It is "feasible" with no
+    plan, and the reasons say the time limit is no proof."""
+    from planner.search import cpsat, engine  # noqa: PLC0415
+
+    monkeypatch.setattr(cpsat, "solve", lambda *args, **kwargs: None)
+    monkeypatch.setattr(engine, "_stopped_by_time", lambda *args: True)
+    monkeypatch.setattr(engine, "_from_first_split", lambda *args: None)
+    res = runner.invoke(app, ["plan", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1", "--global-batch", "32",
+                              "--framework", "megatron", "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "feasible" and not doc["plans"] and "solver" in doc["search"]["cut_short"]
+    assert any("not a proof that nothing fits" in r for r in doc["reasons"])

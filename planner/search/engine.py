@@ -250,7 +250,7 @@ def _search(model, cluster, train, top, time_limit_s, opts, progress, keep, dead
     plans = [_estimate(model, cluster, train, s) for s in solutions]
     solutions, plans = _safest_of_ties(solutions, plans)
     status = "infeasible" if not plans else ("optimal" if optimal and not stats.truncated else "feasible")
-    if not plans and stats.truncated:
+    if not plans and (stats.truncated or timed_out):
         status = "feasible"  # nothing found in time: not a proof that nothing fits
     if stats.truncated:
         gap = None  # layouts never looked at: no bound on what they could reach

@@ -192,7 +192,7 @@ def why_nothing_fits(model: ModelSpec, cluster: ClusterSpec, train: TrainSpec, r
 
 
 def _time_limit_reason(result: SearchResult) -> list[str]:
-    if not result.stats.truncated:
+    if not result.stats.truncated and "solver" not in result.stats.cut:
         return []
     return [f"time limit reached after {result.stats.layouts_considered:,} layouts, before any layout that fits "
             "was found: this is not a proof that nothing fits (raise --time-limit)"]
