@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from planner.errors import UserError
+from planner.safetext import clipped
 from planner.files.safe_read import first_file, read_text
 from planner.files.shell_builtins import written_file
 from planner.files.shellread import ShellScript, flag_dict, parse_flags, read_script, split_at_script
@@ -192,7 +193,7 @@ def find_file(launch: Launch, given: str, extra: tuple = (), what: Optional[str]
     if body is not None:
         return body, Path(given)
     path = first_file(candidates(given, launch.sh.script_dir) + [Path(d) / given for d in extra],
-                      what or f"{launch.launcher} ... {launch.script}: {given[:80]}")
+                      what or f"{launch.launcher} ... {launch.script}: {clipped(given)}")
     return None if path is None else (read_text(path), path)
 
 
@@ -202,7 +203,7 @@ def config_text(launch: Launch, where: str):
     given = config_name(launch)
     if not given:
         return None
-    said = f"{where}: {config_option(launch)} {given[:80]}"
+    said = f"{where}: {config_option(launch)} {clipped(given)}"
     found = find_file(launch, given, what=said)
     if found is None:
         raise UserError(f"{said}: the DeepSpeed JSON the Trainer is given is not written by the script and not "
