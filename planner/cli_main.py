@@ -68,6 +68,8 @@ def hoist_json(args: list[str]) -> list[str]:
     name, where every command takes it; before, Click refused it as an option of the group."""
     end = args.index("--") if "--" in args else len(args)
     first = next((i for i, a in enumerate(args[:end]) if not a.startswith("-")), None)
+    if first is None and "--help" in args[:end]:  # `parplan --json --help`: the help, not "No such option"
+        return [a for a in args[:end] if a != "--json"] + args[end:]
     if first is None or "--json" not in args[:first]:
         return args
     before = [a for a in args[:first] if a != "--json"]

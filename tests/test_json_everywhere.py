@@ -95,3 +95,4 @@ def test_json_before_the_command_is_read_as_the_commands():
     assert hoist_json(["--json", "--debug", "plan", "x"]) == ["--debug", "plan", "--json", "x"]
     assert hoist_json(["plan", "--", "--json"]) == ["plan", "--", "--json"]
     assert hoist_json(["--json"]) == ["--json"]
+    assert hoist_json(["--json", "--help"]) == ["--help"]
