@@ -90,6 +90,10 @@ def test_whole_recipe_dumps_read_as_their_recipes_set_them():
     lay = llama["layout"]
     assert (lay["tp"], lay["pp"], lay["vpp"], lay["cp"], lay["dp"], lay["sp"], lay["zero"]) == (4, 4, 5, 2, 16, True, 1)
     assert lay["schedule"] == "interleaved"
+    # without --nodes: the data-parallel size Bridge wrote into comm_overlap at start-up, times tp x pp x cp
+    unsized = _check(DATA / "llama3_70b.yaml")
+    assert unsized["layout"] == lay and any("the GPU count, 512, from comm_overlap.data_parallel_size 16"
+                                            in w for w in unsized["warnings"] + unsized["notes"])
     qwen = _check(DATA / "qwen3_30b_a3b.yaml", "--nodes", "2")
     lay = qwen["layout"]
     assert (lay["tp"], lay["pp"], lay["ep"], lay["etp"], lay["recompute"]) == (4, 2, 4, 1, "full")

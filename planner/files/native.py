@@ -160,11 +160,13 @@ def load_native(path: Path, model: Optional[str], cluster: Optional[str], nodes:
     if path.suffix.lower() in (".yaml", ".yml"):  # an Accelerate or another tool's config (is_native routes these)
         data = loading.read_mapping(path)
         if bridge_yaml.is_bridge(data):  # a Megatron-Bridge ConfigContainer: the Megatron arguments it sets
-            note(str(path), "read as a Megatron-Bridge ConfigContainer YAML (its model, train, ddp, optimizer, "
-                 "mixed_precision and comm_overlap sections as Megatron-LM arguments); the GPU count is not in it "
-                 "(torchrun's): --nodes/--gpus give it, else the cluster's size is taken")
+            stated = None if nodes or gpus else bridge_yaml.stated_gpus(data)
+            sized = (f"the GPU count, {stated[0]}, from {stated[1]}" if stated else
+                     "the GPU count is not in it (torchrun's): --nodes/--gpus give it, else the cluster's size")
+            note(str(path), "read as a Megatron-Bridge ConfigContainer YAML (each field from the section that owns "
+                 f"it, as the Megatron-LM argument of the same name); {sized}")
             return load_native_text(bridge_yaml.arguments(data, str(path)), "megatron", model, cluster, nodes, path,
-                                    flags, notes, gpus)
+                                    flags, notes, stated[0] if stated else gpus)
         return finetune_yaml.load_yaml(path, model, cluster, nodes, flags, read, load_native_text)
     if path.suffix.lower() == ".py":  # a NeMo 2 / Megatron-Bridge recipe is refused by name, with its estimate
         other_tools_launch.refuse_recipe(path, text, cluster)

@@ -15,8 +15,9 @@ known_flags.READ), a null never overrides a value, and the fields are written as
 names (flag_table.field_flag). Translated here: the activation (SwiGLU, gated quick-GELU, squared ReLU), the
 untied embedding, the virtual pipeline size, the pipeline layout (a list of stages), dtypes, a mixed-precision
 recipe name (RECIPES) and the distributed optimizer, which Bridge takes from ddp or optimizer. Refused by name:
-LoRA/PEFT runs and providers that are not GPT decoders (Mamba and hybrid, T5, BERT). The GPU count is not in the
-file (torchrun's): --nodes/--gpus, else the cluster's.
+LoRA/PEFT runs and providers that are not GPT decoders (Mamba and hybrid, T5, BERT). The GPU count is torchrun's:
+--nodes/--gpus, else the data-parallel size Bridge wrote into comm_overlap at start-up (ConfigContainer
+set_data_parallel_size: world size / (tp x pp x cp)) times tp x pp x cp (`stated_gpus`), else the cluster's.
 """
 
 from __future__ import annotations
@@ -195,3 +196,17 @@ def arguments(data: dict, where: str) -> str:
         else:
             pairs += yaml_cfg.pairs({key: value}, where)
     return " ".join(flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in pairs) + "\n"
+
+
+def stated_gpus(data: dict) -> tuple[int, str] | None:
+    """(GPU count, how) from comm_overlap.data_parallel_size x tp x pp x cp (module docstring), or None."""
+    overlap, model = data.get("comm_overlap"), data.get("model")
+    dp = overlap.get("data_parallel_size") if isinstance(overlap, dict) else None
+    if not isinstance(model, dict) or not isinstance(dp, int) or isinstance(dp, bool) or not 1 <= dp <= 10**6:
+        return None
+    sizes = [model.get(k) or 1 for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                         "context_parallel_size")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10**6 for n in sizes):
+        return None
+    tp, pp, cp = sizes
+    return dp * tp * pp * cp, f"comm_overlap.data_parallel_size {dp} x tp {tp} x pp {pp} x cp {cp}"
