@@ -7,10 +7,9 @@ The fixture reads it with `background(request)`, which runs both itself when not
 
 The suite runs on every core (pytest-xdist, `-n auto` in pyproject.toml). A worker receives whole test files
 (`pytest_xdist_make_scheduler`), so a module's fixtures are built once; the files that share one search through
-tests/plan_cache.py and tests/sweep_cache.py go to one worker together. The files with a BACKGROUND all go to the
-first worker (gw0), after everything else it is given: it starts their slow parts at collection, as one process
-does, and they run while it works through the rest. Started on demand instead (a worker does not otherwise know
-which files it will run), they blocked their worker one after another: 17, 14 and 12 s on CI."""
+tests/plan_cache.py and tests/sweep_cache.py go to one worker together. A worker does not know at collection which
+files it will run, so there a module's BACKGROUND starts when its fixture first asks (the other worker keeps the
+second core busy meanwhile)."""
 
 from __future__ import annotations
 
@@ -37,38 +36,24 @@ def pytest_configure(config):
 # Files that share a search run once per process (tests/plan_cache.py, tests/sweep_cache.py): one worker runs them all.
 SHARED_SEARCHES = ("tests/test_readme_tour.py", "tests/test_sweep.py", "tests/test_terminal_width.py",
                    "tests/test_whole_run.py")
-# The files with a BACKGROUND (tests/test_conftest_background.py checks the list): the first worker's, last.
-BACKGROUND_FILES = ("tests/test_exporters_real.py", "tests/test_megatron_reader_vs_megatron.py",
-                    "tests/test_torchtitan_reader_vs_torchtitan.py")
-FIRST_WORKER = "gw0"
-REAL = "real-frameworks"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Whole files to a worker (as `--dist loadfile`), the files of SHARED_SEARCHES to one worker, and those of
-    BACKGROUND_FILES to the first worker after the rest of its work (module docstring)."""
+    """Whole files to a worker (as `--dist loadfile`), and the files of SHARED_SEARCHES to one worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "shared-searches" if path in SHARED_SEARCHES else REAL if path in BACKGROUND_FILES else path
-
-        def _assign_work_unit(self, node) -> None:
-            if REAL in self.workqueue and len(self.workqueue) > 1:
-                self.workqueue.move_to_end(REAL)  # anything else first
-            elif REAL in self.workqueue and node.gateway.id != FIRST_WORKER:
-                return  # only the first worker's group is left
-            super()._assign_work_unit(node)
+            return "shared-searches" if path in SHARED_SEARCHES else path
     return ByFile(config, log)
 
 
 def pytest_collection_finish(session):
-    """Start each selected module's BACKGROUND once, in collection order: in one process, or in the first xdist
-    worker, which runs them all (module docstring); not in the other workers."""
+    """Start each selected module's BACKGROUND once, in collection order (not in an xdist worker: module docstring)."""
     started = {}
-    if os.environ.get("PYTEST_XDIST_WORKER", FIRST_WORKER) != FIRST_WORKER:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         session.config.parplan_background = started
         return
     for item in session.items:
