@@ -110,7 +110,8 @@ def _megatron_layout(s: dict, model: ModelSpec) -> dict:
     elif s.get("layers_per_vstage") and s.get("pp", 1) > 1:
         out["vpp"] = model.num_layers // (s["pp"] * s["layers_per_vstage"])
     out["zero"] = 1 if s.get("distributed_optimizer") else 0
-    recompute = s.get("recompute") or ("full" if s.get("checkpoint_activations") else "none")
+    stated = s.get("recompute") if s.get("recompute") != "none" else None  # a 2021 dump: checkpoint_activations
+    recompute = stated or ("full" if s.get("checkpoint_activations") else "none")
     out["recompute"] = recompute if recompute in ("full", "selective") else "none"
     return out
 

@@ -20,7 +20,7 @@ from planner.errors import UserError
 from planner.frameworks.deepspeed import log as deepspeed
 from planner.frameworks.megatron import log as megatron
 from planner.frameworks.torchtitan import log as torchtitan
-from planner.files.logs.common import RunLog, StepSample, Summary, log_lines, summarize
+from planner.files.logs.common import RunLog, StepSample, Summary, log_lines, split_rank, summarize
 
 READERS = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}
 
@@ -28,11 +28,17 @@ __all__ = ["RunLog", "StepSample", "Summary", "READERS", "detect", "read_log", "
 
 
 def detect(path: Path) -> str:
-    """The framework whose step lines appear first in the log."""
+    """The framework whose step lines appear first in the log; Megatron's wherever they appear: Megatron-DeepSpeed
+    prints DeepSpeed's ThroughputTimer line inside engine.step(), before its own iteration line, and was read as a
+    DeepSpeed run (its argument dump, with tp, sequence and world size, unread)."""
+    first = None
     for _, line in log_lines(path):
-        for name, reader in READERS.items():
-            if reader.is_step_line(line):
-                return name
+        if READERS["megatron"].is_step_line(split_rank(line)[1]):
+            return "megatron"
+        if first is None:
+            first = next((name for name, reader in READERS.items() if reader.is_step_line(line)), None)
+    if first is not None:
+        return first
     raise UserError(f"{path}: no training step line of Megatron-LM ('elapsed time per iteration (ms)'), "
                     "torchtitan ('step: N  loss: ...  tps: ...') or DeepSpeed ('CurrSamplesPerSec=' or "
                     "'time (ms) | fwd: ...') found; is it a training log, and not truncated before the first step?")

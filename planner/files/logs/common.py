@@ -26,7 +26,10 @@ MAX_LINE_BYTES = 1 * 2**20  # longer lines are cut (a JSON config dump on one li
 WARMUP_STEPS = 3
 WARMUP_FRACTION = 0.1
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RANK_PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d+):\s)")
+# torchrun's `[rankN]:`/`[defaultN]:`, srun's `N: `, OpenMPI --tag-output's `[job,N]<stdout>:`; pdsh's (DeepSpeed's
+# multi-node launcher's) `host: ` names no rank (HOST_PREFIX)
+RANK_PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d+):\s|\[\d+,(\d+)\]<std(?:out|err)>:)")
+HOST_PREFIX = re.compile(r"^[A-Za-z][\w.-]*[\w]: (?=\s|\[|\S+ \.{3,})")
 NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|NAN|inf|INF|-inf|-INF)"
 
 
@@ -108,11 +111,14 @@ def log_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def split_rank(line: str) -> tuple[Optional[int], str]:
-    """(rank, rest) of a line a launcher prefixed with its rank; (None, line) otherwise."""
+    """(rank, rest) of a line a launcher prefixed with its rank (a pdsh host name before it dropped); (None, line)
+    otherwise."""
+    host = HOST_PREFIX.match(line)
+    line = line[host.end():] if host else line
     m = RANK_PREFIX.match(line)
     if not m:
         return None, line
-    return int(m.group(1) or m.group(2)), line[m.end():]
+    return int(m.group(1) or m.group(2) or m.group(3)), line[m.end():]
 
 
 def number(text: str) -> float:

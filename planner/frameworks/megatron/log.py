@@ -43,10 +43,12 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from planner.errors import UserError
+from planner.safetext import visible
 from planner.files.logs.common import NUMBER, RunLog, StepSample, finite, log_lines, need_steps, number, split_rank
 
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|")
-ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*(" + NUMBER + ")")
+ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*(" + NUMBER + r")\s*\|")  # the " |" every field ends with: a line cut off mid-number (1234.5 read as 1) is no step
 LOSS = re.compile(r"\|\s*([\w ]*loss):\s*(" + NUMBER + r")(?=\s*\|)")
 NAN_ITERS = re.compile(r"number of nan iterations:\s*(\d+)")
 BATCH = re.compile(r"global batch size:\s*(\d+)")
@@ -97,6 +99,8 @@ def _setting(log: RunLog, name: str, raw: str, line: int) -> None:
         log.put(INT_ARGS[name], value, line)
     elif name in BOOL_ARGS and isinstance(value, bool):
         log.put(BOOL_ARGS[name], value, line)
+    elif name == "recompute_granularity" and value is None:  # stated: no recompute (not "not stated")
+        log.put("recompute", "none", line)
     elif name in TEXT_ARGS and value is not None:
         log.put(TEXT_ARGS[name], str(value), line)
 
@@ -119,9 +123,32 @@ def _step(line: str, number_: int) -> Optional[StepSample]:
     return StepSample(int(it.group(1)), seconds, rank, number_, bad)
 
 
+def _ramp_up(log: RunLog, batches: list) -> None:
+    """Keep the step lines at the run's global batch (the dump's, else the last line's): under
+    --rampup-batch-size each line prints the batch of its step (megatron-core num_microbatches_calculator), and a
+    ramp from 64 to 512 sequences was fitted as 512 at the 64-sequence step time, 8x short (a log-format pass)."""
+    known = [(s, b) for s, b in zip(log.steps, batches) if b is not None]
+    if not known:
+        return
+    target = log.settings.get("global_batch") or known[-1][1]
+    log.put("global_batch", target, known[-1][0].line)
+    if len({b for _, b in known}) == 1:
+        return
+    kept = [s for s, b in zip(log.steps, batches) if b in (None, target)]
+    if not kept:
+        raise UserError(f"{visible(log.path)}: every step line is at a smaller global batch than the run's {target} "
+                        f"({min(b for _, b in known)}..{max(b for _, b in known)}: a batch ramp-up the log ends "
+                        "inside); calibrate on a log that reaches the full batch")
+    skipped = len(log.steps) - len(kept)
+    log.steps[:] = kept
+    log.notes.append(f"skipped: {visible(log.path)}: {skipped} step line(s) at a smaller global batch than the "
+                     f"run's {target} (batch ramp-up); only lines at {target} are fitted")
+
+
 def read(path: Path) -> RunLog:
     """Iteration lines and the argument dump (or Megatron-Bridge's configuration summary) of one Megatron log."""
     log, in_dump, summary = RunLog(Path(path), "megatron"), False, None  # summary: [its line, rules seen]
+    batches: list = []  # each step line's global batch (None: not printed)
     for n, line in log_lines(path):
         _, text = split_rank(line)
         if DUMP_START.search(text):
@@ -140,8 +167,8 @@ def read(path: Path) -> RunLog:
             sample = _step(line, n)
             if sample is not None:
                 log.steps.append(sample)
-                if (b := BATCH.search(text)):
-                    log.put("global_batch", int(b.group(1)), n)
+                batches.append(int(b.group(1)) if (b := BATCH.search(text)) else None)
+    _ramp_up(log, batches)
     if summary:
         for key, value in BRIDGE_DEFAULTS.items():
             log.put(key, value, summary[0])

@@ -1,0 +1,70 @@
+"""Log formats a report-only pass wrote the way each framework prints them (2026-11-27), misread before:
+- a batch ramp-up (--rampup-batch-size): every line prints its step's batch, and the small-batch steps were
+  fitted at the run's batch (8x short);
+- Megatron-DeepSpeed prints DeepSpeed's ThroughputTimer line before its own iteration line, and was read as a
+  DeepSpeed run with its argument dump unread;
+- pdsh's `host: ` and OpenMPI's `[job,rank]<stdout>:` prefixes hid the argument dump (tp/pp/mbs taken as 1);
+- a log cut off inside the last line read `(ms): 1` as a 1 ms step;
+- `recompute_granularity .... None` was "not stated"."""
+
+from __future__ import annotations
+
+import re
+
+from log_render import megatron_log
+
+from planner.files.logs import detect, read_log
+
+SHAPE = dict(layers=24, hidden=2304, heads=24, seq=2048)
+
+
+def _write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_batch_ramp_up_fits_only_the_lines_at_the_runs_batch(tmp_path):
+    text = megatron_log(tp=2, pp=1, dp=4, mbs=4, gbs=512, step_ms=9800.0, iters=30, **SHAPE)
+    lines = text.splitlines()
+    steps = [i for i, line in enumerate(lines) if "elapsed time per iteration" in line]
+    for i in steps[:10]:  # the first ten steps at 64 sequences, an eighth of the time
+        lines[i] = re.sub(r"global batch size:\s+512", "global batch size:    64", lines[i])
+        lines[i] = re.sub(r"\(ms\): ([0-9.]+)", lambda m: f"(ms): {float(m.group(1)) / 8:.1f}", lines[i])
+    log = read_log(_write(tmp_path, "ramp.log", "\n".join(lines) + "\n"))
+    assert len(log.steps) == 20 and log.settings["global_batch"] == 512
+    assert all(s.seconds > 9.0 for s in log.steps[1:])
+    assert any(n.startswith("skipped:") and "10 step line(s)" in n for n in log.notes)
+
+
+def test_megatron_deepspeed_is_read_as_megatron(tmp_path):
+    text = megatron_log(tp=4, pp=1, dp=4, mbs=4, gbs=64, step_ms=8200.0, iters=12, **SHAPE)
+    timer = "[2024-01-01 00:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=1/global_step=1, " \
+            "RunningAvgSamplesPerSec=7.8, CurrSamplesPerSec=7.8, MemAllocated=10.1GB, MaxMemAllocated=20.3GB"
+    mixed = "\n".join(f"{timer}\n{line}" if "elapsed time per iteration" in line else line
+                      for line in text.splitlines())
+    path = _write(tmp_path, "mds.log", mixed + "\n")
+    log = read_log(path)
+    assert detect(path) == "megatron" and log.settings["tp"] == 4 and log.settings["world_size"] == 16
+
+
+def test_pdsh_and_openmpi_prefixes_keep_the_argument_dump(tmp_path):
+    text = megatron_log(tp=2, pp=2, dp=8, mbs=4, gbs=512, step_ms=9800.0, iters=12, **SHAPE)
+    for prefix in ("node-001: ", "[1,0]<stdout>:"):
+        log = read_log(_write(tmp_path, "p.log", "\n".join(prefix + line for line in text.splitlines()) + "\n"))
+        assert (log.settings["tp"], log.settings["pp"], log.settings["mbs"]) == (2, 2, 4), prefix
+        assert len(log.steps) == 12
+
+
+def test_a_line_cut_inside_its_time_is_no_step(tmp_path):
+    text = megatron_log(tp=8, pp=1, dp=1, mbs=1, gbs=64, step_ms=13000.0, iters=12, **SHAPE)
+    last = text.rstrip("\n").splitlines()[-1]
+    cut = text.rstrip("\n")[: len(text.rstrip("\n")) - len(last)] + last.split("(ms): ")[0] + "(ms): 1"
+    log = read_log(_write(tmp_path, "cut.log", cut))
+    assert len(log.steps) == 11 and min(s.seconds for s in log.steps) > 1.0
+
+
+def test_a_dump_stating_no_recompute_is_read_as_none(tmp_path):
+    text = megatron_log(tp=8, pp=1, dp=1, mbs=1, gbs=64, step_ms=13000.0, iters=6, **SHAPE,
+                        extra_args={"recompute_granularity": None})
+    assert read_log(_write(tmp_path, "none.log", text)).settings["recompute"] == "none"
