@@ -15,7 +15,8 @@ from planner.trainopts import FRAMEWORK_OPT, STACK_FILE_OPT, STACK_OPT, TrainOpt
 
 @user_errors
 def calibrate_cmd(
-    logs: list[Path] = typer.Argument(..., help="Training logs: Megatron-LM (also NeMo 1.x and Megatron-DeepSpeed), Megatron-Bridge, torchtitan or DeepSpeed."),
+    logs: list[Path] = typer.Argument(..., help="Training logs: Megatron-LM (also NeMo 1.x and Megatron-DeepSpeed), "
+                                      "Megatron-Bridge, torchtitan or DeepSpeed."),
     model: str = typer.Option(..., "--model", "-m", help="The model the logs trained (preset, spec file, config.json)."),
     cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster preset or spec file the runs ran on."),
     nodes: Optional[int] = NODES_OPT,
