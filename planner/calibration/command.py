@@ -156,7 +156,8 @@ def param_table(data: dict) -> Table:
 
 def show(data: dict, console: Console, note: Console) -> None:
     """The tables, the notes of each log, and where the profile went."""
-    for line in data.get("notes", []) + [n for r in data["runs"] for n in r["notes"] if n.startswith(("assumed:", "skipped:"))]:
+    said = [n for r in data["runs"] for n in r["notes"] if n.startswith(("assumed:", "skipped:"))]
+    for line in data.get("notes", []) + said:
         note.print(line, highlight=False, markup=False)
     console.print(run_table(data))
     console.print(param_table(data))

@@ -74,12 +74,12 @@ def _json_text(s: Settings, path: Path, dirs: list, read: ReadNotes) -> tuple[st
     places = [Path(name)] if Path(name).is_absolute() else [Path.cwd() / name] + [Path(d) / name for d in dirs]
     found = first_file(places, f"{path}: deepspeed: {clipped(name)!r}")
     if found is None:
-        raise UserError(f"{path}: deepspeed: {clipped(name)!r}: the DeepSpeed JSON is not found in the current directory, "
-                        f"beside the YAML or in a folder above it; run check from the folder the {TOOLS[s.tool]} run "
-                        "starts in")
+        raise UserError(f"{path}: deepspeed: {clipped(name)!r}: the DeepSpeed JSON is not found in the current "
+                        f"directory, beside the YAML or in a folder above it; run check from the folder the "
+                        f"{TOOLS[s.tool]} run starts in")
     if found != places[0]:
-        read.notes.append(f"deepspeed: {clipped(name)} read from {found.parent} ({TOOLS[s.tool]} opens it relative to the "
-                          "working directory)")
+        read.notes.append(f"deepspeed: {clipped(name)} read from {found.parent} ({TOOLS[s.tool]} opens it relative "
+                          "to the working directory)")
     return read_text(found), str(found)
 
 
@@ -217,7 +217,8 @@ def launch_config(launch: other_tools.Launch, where) -> tuple[Path, dict]:
     path, data = other_tools.launch_config(launch)
     name = other_tools.config_name(launch)
     if path is None or data is None:
-        said = f"the {TOOLS[launch.tool]} config {clipped(name)!r} it names is not" if name else "it names no YAML config"
+        said = (f"the {TOOLS[launch.tool]} config {clipped(name)!r} it names is not" if name
+                else "it names no YAML config")
         raise UserError(f"{where}: `{launch.entry}` starts an {TOOLS[launch.tool]} run, but {said} found (or readable) "
                         f"beside the script or in the current directory; check the YAML itself: parplan check "
                         f"CONFIG.yaml --model MODEL --cluster CLUSTER")

@@ -362,8 +362,8 @@ def problem_from_plan(data: dict, where: str, seq_len: Optional[int] = None, mod
 
 # What `parplan check` reads (planner.files.native, planner.files.finetune_yaml), named in the errors below
 CHECK_READS = ("parplan plan files (model, cluster, train, layout), Megatron-LM and Megatron-DeepSpeed scripts, "
-               "Megatron-Bridge config YAML, Hugging Face Trainer launch scripts, DeepSpeed JSON, Accelerate config YAML, Axolotl and "
-               "LLaMA-Factory YAML, torchtitan TOML and launch lines")
+               "Megatron-Bridge config YAML, Hugging Face Trainer launch scripts, DeepSpeed JSON, Accelerate config "
+               "YAML, Axolotl and LLaMA-Factory YAML, torchtitan TOML and launch lines")
 
 
 def _plan_keys(data: dict, where: str) -> None:

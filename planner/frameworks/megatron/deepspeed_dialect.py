@@ -167,8 +167,8 @@ def apply(a, layout: dict, train: dict, warn: Callable[[str], None], layers: int
     """Adjust the layout and training dicts read by megatron_flags for the Megatron-DeepSpeed dialect.
     `world`: the GPU count (the config's batch keys are resolved on its data-parallel size)."""
     if ds_config(a) is None:
-        where = (f"--deepspeed_config {clipped(ds_json.name(a))} is not written by the script nor found beside it or in "
-                 "the current directory" if ds_json.name(a) else "no --deepspeed_config is given")
+        where = (f"--deepspeed_config {clipped(ds_json.name(a))} is not written by the script nor found beside it "
+                 "or in the current directory" if ds_json.name(a) else "no --deepspeed_config is given")
         warn(f"{where}; the ZeRO stage, precision and batch are taken from the flags")
     stage = _stage(a, warn)
     ds_json.merge(a, layout, train, warn, world)

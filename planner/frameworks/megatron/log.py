@@ -48,7 +48,8 @@ from planner.safetext import visible
 from planner.files.logs.common import NUMBER, RunLog, StepSample, finite, log_lines, need_steps, number, split_rank
 
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|")
-ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*(" + NUMBER + r")\s*\|")  # the " |" every field ends with: a line cut off mid-number (1234.5 read as 1) is no step
+# the " |" every field ends with: a line cut off inside its number (1234.5 read as 1) is no step
+ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*(" + NUMBER + r")\s*\|")
 LOSS = re.compile(r"\|\s*([\w ]*loss):\s*(" + NUMBER + r")(?=\s*\|)")
 NAN_ITERS = re.compile(r"number of nan iterations:\s*(\d+)")
 BATCH = re.compile(r"global batch size:\s*(\d+)")
