@@ -68,3 +68,16 @@ def test_a_dump_stating_no_recompute_is_read_as_none(tmp_path):
     text = megatron_log(tp=8, pp=1, dp=1, mbs=1, gbs=64, step_ms=13000.0, iters=6, **SHAPE,
                         extra_args={"recompute_granularity": None})
     assert read_log(_write(tmp_path, "none.log", text)).settings["recompute"] == "none"
+
+
+def test_deepspeed_0_9_timer_names_are_read(tmp_path):
+    """DeepSpeed 0.9 named the wall_clock_breakdown timers forward/backward/step (0.12: fwd/bwd/step): a log with
+    those lines only was refused as having no step line."""
+    from log_render import deepspeed_log  # noqa: PLC0415
+
+    new = deepspeed_log(train_batch=32, mbs=2, zero=3, samples_per_s=6.0, timers=True, step_ms=5500.0)
+    new_only = "\n".join(line for line in new.splitlines() if "CurrSamplesPerSec" not in line) + "\n"
+    old = new_only.replace("| fwd: ", "| forward: ").replace("| bwd: ", "| backward: ")
+    assert "forward: " in old
+    a, b = read_log(_write(tmp_path, "new.log", new_only)), read_log(_write(tmp_path, "old.log", old))
+    assert a.framework == b.framework == "deepspeed" and [s.seconds for s in a.steps] == [s.seconds for s in b.steps]

@@ -24,7 +24,9 @@ from planner.files.logs.common import NUMBER, RunLog, StepSample, finite, log_li
 
 THROUGHPUT = re.compile(r"global_step=(\d+), RunningAvgSamplesPerSec=(" + NUMBER + r"), CurrSamplesPerSec=("
                         + NUMBER + ")")
-TIMERS = re.compile(r"time \(ms\) \| fwd: (" + NUMBER + r") \| bwd: (" + NUMBER + r") \|.*\| step: (" + NUMBER + ")")
+# 0.12 and later name the global timers fwd/bwd/step; 0.9 named them forward/backward/step (engine.py FORWARD_GLOBAL_TIMER)
+TIMERS = re.compile(r"time \(ms\) \| (?:fwd|forward): (" + NUMBER + r") \| (?:bwd|backward): (" + NUMBER
+                    + r") \|.*\| step: (" + NUMBER + ")")
 PROGRESS = re.compile(r"\bstep=(\d+), skipped=(\d+)")
 RANK = re.compile(r"\[Rank (\d+)\]")
 CONFIG_LINE = re.compile(r"\]\s{3}(\w+) \.* ?(.*)$")
