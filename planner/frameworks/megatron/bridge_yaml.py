@@ -11,8 +11,8 @@ checkpoint's run_config.yaml) is taken after runtime_config_update, so the model
 and overlaps applied to it.
 
 Each field is read from the section that owns it (OWNED; the model's only where parplan reads its Megatron flag,
-known_flags.READ), a null never overrides a value, and the fields are written as the Megatron-LM flags of the same
-names (flag_table.field_flag). Translated here: the activation (SwiGLU, gated quick-GELU, squared ReLU), the
+known_flags.READ), a null never overrides a value (but in mixed_precision, which Bridge applies whole), and the
+fields are written as the Megatron-LM flags of the same names (flag_table.field_flag). Translated here: the activation (SwiGLU, gated quick-GELU, squared ReLU), the
 untied embedding, the virtual pipeline size, the pipeline layout (a list of stages), dtypes, a mixed-precision
 recipe name (RECIPES) and the distributed optimizer, which Bridge takes from ddp or optimizer. Refused by name:
 LoRA/PEFT runs and providers that are not GPT decoders (Mamba and hybrid, T5, BERT). The GPU count is torchrun's:
@@ -101,7 +101,8 @@ def _precision(data: dict, where: str) -> dict:
 
 
 def _fields(data: dict, where: str) -> dict:
-    """Each field from the section that owns it (module docstring); a null never overrides a value."""
+    """Each field from the section that owns it (module docstring); a null never overrides a value, except in
+    mixed_precision, which Bridge applies over the model whole (its fp8 None turns the model's FP8 off)."""
     model = _section(data, "model", where)
     _refuse(data, model, where)
     flat = {k: v for k, v in model.items() if v is not None and _read(k)}
