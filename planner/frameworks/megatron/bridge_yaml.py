@@ -13,8 +13,9 @@ and overlaps applied to it.
 Each field is read from the section that owns it (OWNED; the model's only where parplan reads its Megatron flag,
 known_flags.READ), a null never overrides a value (but in mixed_precision, which Bridge applies whole), and the
 fields are written as the Megatron-LM flags of the same names (flag_table.field_flag). Translated here: the
-activation (SwiGLU, gated quick-GELU, squared ReLU), the untied embedding, the virtual pipeline size, the pipeline layout (a list of stages), dtypes, a mixed-precision
-recipe name (RECIPES) and the distributed optimizer, which Bridge takes from ddp or optimizer. Refused by name:
+activation (SwiGLU, gated quick-GELU, squared ReLU), the untied embedding, the virtual pipeline size, the pipeline
+layout (a list of stages), dtypes, a mixed-precision recipe name (RECIPES) and the distributed optimizer, which
+Bridge takes from ddp or optimizer. Refused by name:
 LoRA/PEFT runs and providers that are not GPT decoders (Mamba and hybrid, T5, BERT). The GPU count is torchrun's:
 --nodes/--gpus, else the data-parallel size Bridge wrote into comm_overlap at start-up (ConfigContainer
 set_data_parallel_size: world size / (tp x pp x cp)) times tp x pp x cp (`stated_gpus`), else the cluster's.
