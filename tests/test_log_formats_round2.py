@@ -81,3 +81,14 @@ def test_deepspeed_0_9_timer_names_are_read(tmp_path):
     assert "forward: " in old
     a, b = read_log(_write(tmp_path, "new.log", new_only)), read_log(_write(tmp_path, "old.log", old))
     assert a.framework == b.framework == "deepspeed" and [s.seconds for s in a.steps] == [s.seconds for s in b.steps]
+
+
+def test_two_runs_appended_to_one_log_fit_the_last(tmp_path):
+    """A restart appended to the same file with another layout: the first dump's tp 8 and both runs' step lines
+    were fitted together (the slower run's times as tp 8's). Only the last run is read now, and the rest is said."""
+    first = megatron_log(tp=8, pp=1, dp=1, mbs=1, gbs=64, step_ms=13100.0, iters=12, **SHAPE)
+    second = megatron_log(tp=4, pp=1, dp=2, mbs=1, gbs=128, step_ms=24500.0, iters=12, seed=1, **SHAPE)
+    log = read_log(_write(tmp_path, "two.log", first + second))
+    assert log.settings["tp"] == 4 and log.settings["global_batch"] == 128 and len(log.steps) == 12
+    assert min(s.seconds for s in log.steps) > 20.0
+    assert any(n.startswith("skipped:") and "12 step line(s) of an earlier run" in n for n in log.notes)

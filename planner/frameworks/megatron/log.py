@@ -146,12 +146,28 @@ def _ramp_up(log: RunLog, batches: list) -> None:
                      f"run's {target} (batch ramp-up); only lines at {target} are fitted")
 
 
+def _new_run(log: RunLog, batches: list) -> int:
+    """Forget what an earlier run in the same file stated and logged (a restart appended to one log, perhaps with
+    another layout: its first dump's layout and every run's step lines were fitted together, a log-format pass);
+    the number of step lines dropped."""
+    dropped = len(log.steps)
+    log.steps.clear()
+    batches.clear()
+    log.settings.clear()
+    log.setting_lines.clear()
+    return dropped
+
+
 def read(path: Path) -> RunLog:
     """Iteration lines and the argument dump (or Megatron-Bridge's configuration summary) of one Megatron log."""
     log, in_dump, summary = RunLog(Path(path), "megatron"), False, None  # summary: [its line, rules seen]
     batches: list = []  # each step line's global batch (None: not printed)
+    earlier = 0  # step lines of earlier runs in the same file
     for n, line in log_lines(path):
         _, text = split_rank(line)
+        if (DUMP_START.search(text) or SUMMARY_START.search(text)) and log.steps:
+            earlier += _new_run(log, batches)
+            summary = None
         if DUMP_START.search(text):
             in_dump = True
         elif DUMP_END.search(text):
@@ -170,6 +186,9 @@ def read(path: Path) -> RunLog:
                 log.steps.append(sample)
                 batches.append(int(b.group(1)) if (b := BATCH.search(text)) else None)
     _ramp_up(log, batches)
+    if earlier:
+        log.notes.append(f"skipped: {visible(log.path)}: {earlier} step line(s) of an earlier run in the same file "
+                         "(before its last argument dump); only the last run is fitted")
     if summary:
         for key, value in BRIDGE_DEFAULTS.items():
             log.put(key, value, summary[0])
