@@ -92,3 +92,18 @@ def test_two_runs_appended_to_one_log_fit_the_last(tmp_path):
     assert log.settings["tp"] == 4 and log.settings["global_batch"] == 128 and len(log.steps) == 12
     assert min(s.seconds for s in log.steps) > 20.0
     assert any(n.startswith("skipped:") and "12 step line(s) of an earlier run" in n for n in log.notes)
+
+
+def test_deepspeed_pipeline_engine_lines_are_read(tmp_path):
+    """DeepSpeed's PipelineEngine never stops the ThroughputTimer; it prints its own "steps: N loss: L iter time (s):
+    T samples/sec: S" (pipe/engine.py train_batch), and such a log was refused as having no step line. The step time
+    is the iter time; a NaN loss is skipped."""
+    from log_render import deepspeed_log  # noqa: PLC0415
+
+    head = [line for line in deepspeed_log(train_batch=256, mbs=2, zero=1, samples_per_s=36.0).splitlines()
+            if "CurrSamplesPerSec" not in line]
+    steps = [f"steps: {10 * k} loss: {'nan' if k == 5 else '2.1234'} iter time (s): {7.1 + 0.01 * k:.3f} "
+             f"samples/sec: {256 / 7.1:.3f}" for k in range(1, 11)]
+    log = read_log(_write(tmp_path, "pipe.log", "\n".join(head + steps) + "\n"))
+    assert log.framework == "deepspeed" and [s.step for s in log.steps] == [10 * k for k in range(1, 11)]
+    assert abs(log.steps[0].seconds - 7.11) < 1e-9 and log.steps[4].bad_loss and log.settings["timer_seconds"]

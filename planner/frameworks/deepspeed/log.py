@@ -10,6 +10,9 @@ of deepspeed/utils/timer.py:
   "time (ms) | fwd: 123.45 | bwd: 234.56 | bwd_inner: 200.00 | bwd_allreduce: 34.56 | step: 12.34"
   (the global timers of deepspeed/runtime/engine.py EngineTimers, summed over the step's
   micro-batches: step_s = fwd + bwd + step; the `*_microstep` lines are ignored);
+- the PipelineEngine's own line, which never stops the ThroughputTimer (deepspeed/runtime/pipe/engine.py
+  train_batch, rank 0, every steps_per_print steps): "steps: 10 loss: 2.1234 iter time (s): 1.234 samples/sec:
+  207.4" (the mean step over the interval: step_s = iter time);
 and deepspeed/runtime/config.py `DeepSpeedConfig.print` ("DeepSpeedEngine configuration:" then
 "  train_batch_size ............. 256", one per attribute). The throughput lines win when both kinds
 are present (they time the whole step).
@@ -24,9 +27,10 @@ from planner.files.logs.common import NUMBER, RunLog, StepSample, finite, log_li
 
 THROUGHPUT = re.compile(r"global_step=(\d+), RunningAvgSamplesPerSec=(" + NUMBER + r"), CurrSamplesPerSec=("
                         + NUMBER + ")")
-# 0.12 and later name the global timers fwd/bwd/step; 0.9 named them forward/backward/step (engine.py FORWARD_GLOBAL_TIMER)
+# 0.12 and later name the global timers fwd/bwd/step; 0.9 named them forward/backward/step (FORWARD_GLOBAL_TIMER)
 TIMERS = re.compile(r"time \(ms\) \| (?:fwd|forward): (" + NUMBER + r") \| (?:bwd|backward): (" + NUMBER
                     + r") \|.*\| step: (" + NUMBER + ")")
+PIPE = re.compile(r"\bsteps: (\d+) loss: (" + NUMBER + r") .*?iter time \(s\): (" + NUMBER + r") samples/sec:")
 PROGRESS = re.compile(r"\bstep=(\d+), skipped=(\d+)")
 RANK = re.compile(r"\[Rank (\d+)\]")
 CONFIG_LINE = re.compile(r"\]\s{3}(\w+) \.* ?(.*)$")
@@ -37,8 +41,8 @@ ZERO_NAMES = {"disabled": 0, "optimizer_states": 1, "gradients": 2, "weights": 3
 
 
 def is_step_line(line: str) -> bool:
-    """A ThroughputTimer or global wall-clock timer line."""
-    return THROUGHPUT.search(line) is not None or TIMERS.search(line) is not None
+    """A ThroughputTimer, PipelineEngine or global wall-clock timer line."""
+    return any(r.search(line) is not None for r in (THROUGHPUT, PIPE, TIMERS))
 
 
 def _config_value(raw: str):
@@ -62,12 +66,15 @@ def _rank(line: str):
 
 def read(path: Path) -> RunLog:
     """Throughput (samples/s, turned into seconds by `to_seconds`) and timer lines, and the config dump."""
-    log, timers, progress_step = RunLog(Path(path), "deepspeed"), [], 0
+    log, timers, pipe, progress_step = RunLog(Path(path), "deepspeed"), [], [], 0
     for n, line in log_lines(path):
         rank, text = _rank(line)
         if (m := THROUGHPUT.search(text)):
             rate = number(m.group(3))
             log.steps.append(StepSample(int(m.group(1)), rate, rank, n, not finite(rate) or rate <= 0))
+        elif (q := PIPE.search(text)):
+            secs, loss = number(q.group(3)), number(q.group(2))
+            pipe.append(StepSample(int(q.group(1)), secs, rank, n, not finite(secs) or not finite(loss)))
         elif (t := TIMERS.search(text)):
             ms = sum(number(t.group(i)) for i in (1, 2, 3))
             progress_step += 1
@@ -78,6 +85,9 @@ def read(path: Path) -> RunLog:
             log.put(CONFIG_KEYS[c.group(1)], _config_value(c.group(2)), n)
     if log.steps:
         log.notes.append("step times from ThroughputTimer samples/s (train_batch_size / CurrSamplesPerSec)")
+    elif pipe:
+        log.steps, log.settings["timer_seconds"] = pipe, True
+        log.notes.append("step times from the PipelineEngine's lines (iter time, the mean over each interval)")
     elif timers:
         log.steps, log.settings["timer_seconds"] = timers, True
         log.notes.append("step times from wall_clock_breakdown timers (fwd + bwd + step)")
