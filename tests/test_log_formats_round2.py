@@ -107,3 +107,18 @@ def test_deepspeed_pipeline_engine_lines_are_read(tmp_path):
     log = read_log(_write(tmp_path, "pipe.log", "\n".join(head + steps) + "\n"))
     assert log.framework == "deepspeed" and [s.step for s in log.steps] == [10 * k for k in range(1, 11)]
     assert abs(log.steps[0].seconds - 7.11) < 1e-9 and log.steps[4].bad_loss and log.settings["timer_seconds"]
+
+
+def test_a_bridge_log_of_rank_0_alone_is_read_from_its_step_time_lines(tmp_path):
+    """Megatron-Bridge prints "Step Time : 13.51s GPU utilization: ..." on rank 0 and the iteration line on the last
+    rank: node 0's log, or one kept with --local-ranks-filter 0, has only the former, and was refused as having no
+    step line. Its steps are those lines, in order, and the summary gives the layout as before."""
+    from pathlib import Path  # noqa: PLC0415
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "logs" / "bridge_llama3_8b_tp4_dp2.log"
+    whole = read_log(example)
+    rank0 = "\n".join(line for line in example.read_text().splitlines() if "elapsed time per iteration" not in line)
+    alone = read_log(_write(tmp_path, "rank0.log", rank0 + "\n"))
+    assert len(alone.steps) == len(whole.steps) == 30 and alone.settings == whole.settings
+    assert all(abs(a.seconds - w.seconds) < 0.006 for a, w in zip(alone.steps, whole.steps))
+    assert any("rank-0 'Step Time' lines" in n for n in alone.notes)

@@ -77,9 +77,15 @@ BRIDGE_DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sp": False, "overlap_gra
                    "tp_comm_overlap": False, "distributed_optimizer": False, "recompute": "none"}
 
 
+# Megatron-Bridge's rank-0 line beside the iteration line (train_utils.py training_log, print_rank_0), which prints
+# on the last rank: a log of rank 0 alone (node 0's, or torchrun --local-ranks-filter 0) has only these
+STEP_TIME = re.compile(r"^\s*Step Time : (" + NUMBER + r")s GPU utilization:")
+
+
 def is_step_line(line: str) -> bool:
-    """A `training_log` iteration line."""
-    return "elapsed time per iteration (ms)" in line and ITERATION.search(line) is not None
+    """A `training_log` iteration line, or Megatron-Bridge's rank-0 `Step Time :` line."""
+    return ("elapsed time per iteration (ms)" in line and ITERATION.search(line) is not None) or \
+        STEP_TIME.search(line) is not None
 
 
 def _value(text: str):
@@ -163,10 +169,12 @@ def read(path: Path) -> RunLog:
     log, in_dump, summary = RunLog(Path(path), "megatron"), False, None  # summary: [its line, rules seen]
     batches: list = []  # each step line's global batch (None: not printed)
     earlier = 0  # step lines of earlier runs in the same file
+    rank0: list = []  # Megatron-Bridge's `Step Time :` lines, used when the log has no iteration line
     for n, line in log_lines(path):
         _, text = split_rank(line)
-        if (DUMP_START.search(text) or SUMMARY_START.search(text)) and log.steps:
-            earlier += _new_run(log, batches)
+        if (DUMP_START.search(text) or SUMMARY_START.search(text)) and (log.steps or rank0):
+            earlier += _new_run(log, batches) + len(rank0)
+            rank0.clear()
             summary = None
         if DUMP_START.search(text):
             in_dump = True
@@ -180,11 +188,18 @@ def read(path: Path) -> RunLog:
             summary[1] += 1  # the rule under the title, then the one that ends the summary
         elif summary and summary[1] == 1 and (m := SUMMARY_ITEM.match(text)):
             _setting(log, BRIDGE_NAMES.get(m.group(1), m.group(1)), _repr_value(m.group(2)), n)
+        elif (t := STEP_TIME.search(text)):
+            seconds = number(t.group(1))
+            rank0.append(StepSample(len(rank0) + 1, seconds, None, n, not finite(seconds)))
         elif is_step_line(text):
             sample = _step(line, n)
             if sample is not None:
                 log.steps.append(sample)
                 batches.append(int(b.group(1)) if (b := BATCH.search(text)) else None)
+    if not log.steps and rank0:
+        log.steps.extend(rank0)
+        log.notes.append("step times from Megatron-Bridge's rank-0 'Step Time' lines (its iteration lines print on "
+                         "the last rank, which this log does not hold); steps numbered by their order")
     _ramp_up(log, batches)
     if earlier:
         log.notes.append(f"skipped: {visible(log.path)}: {earlier} step line(s) of an earlier run in the same file "
