@@ -122,3 +122,22 @@ def test_a_bridge_log_of_rank_0_alone_is_read_from_its_step_time_lines(tmp_path)
     assert len(alone.steps) == len(whole.steps) == 30 and alone.settings == whole.settings
     assert all(abs(a.seconds - w.seconds) < 0.006 for a, w in zip(alone.steps, whole.steps))
     assert any("rank-0 'Step Time' lines" in n for n in alone.notes)
+
+
+def test_a_quantized_torchtitan_run_is_said_to_be_priced_as_bf16(tmp_path):
+    """torchtitan prints 'mfu: N/A' only when a float8/MX converter is on (0.3.0 metrics.py); such a run was fitted as
+    bf16 without a word. calibrate says so unless --precision is given."""
+    import json  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from log_render import torchtitan_log  # noqa: PLC0415
+    from planner.cli import app  # noqa: PLC0415
+
+    text = torchtitan_log(local_batch=2, global_batch=16, seq=8192, tps=6000.0)
+    quantized = _write(tmp_path, "fp8.log", re.sub(r"mfu: [0-9.]+%", "mfu: N/A", text))
+    args = ["calibrate", str(quantized), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"]
+    said = json.loads(CliRunner().invoke(app, args).stdout)["runs"][0]["notes"]
+    assert any("prints 'mfu: N/A'" in n for n in said)
+    given = json.loads(CliRunner().invoke(app, [*args, "--precision", "fp8"]).stdout)["runs"][0]["notes"]
+    assert not any("mfu: N/A" in n for n in given)

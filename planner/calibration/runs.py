@@ -240,6 +240,9 @@ def _batch(log: RunLog, opts: Options, model: ModelSpec) -> tuple[int, int]:
 
 def _train(log: RunLog, opts: Options, gbs: int, seq: int) -> TrainSpec:
     s = log.settings
+    if s.get("quantized") and not opts.precision:
+        log.notes.append(f"assumed: {log.where('quantized')} prints 'mfu: N/A', as torchtitan does only for a "
+                         "quantized (float8/MX) run, yet it is priced as bf16; give --precision fp8 if it ran FP8")
     data = {"global_batch_size": gbs, "seq_length": seq,
             "precision": opts.precision or _precision(s) or "bf16"}
     if log.framework == "megatron":

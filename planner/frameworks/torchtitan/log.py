@@ -62,6 +62,8 @@ def read(path: Path) -> RunLog:
         got = _sample(line, n)
         if got is not None:
             log.steps.append(got[0])
+            if "mfu: N/A" in line:  # printed only for a quantized (float8 / MX) run (0.3.0 metrics.py log)
+                log.put("quantized", True, n)
         else:
             _startup(log, split_rank(line)[1], n)
     need_steps(log)
