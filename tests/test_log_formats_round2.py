@@ -141,3 +141,23 @@ def test_a_quantized_torchtitan_run_is_said_to_be_priced_as_bf16(tmp_path):
     assert any("prints 'mfu: N/A'" in n for n in said)
     given = json.loads(CliRunner().invoke(app, [*args, "--precision", "fp8"]).stdout)["runs"][0]["notes"]
     assert not any("mfu: N/A" in n for n in given)
+
+
+def test_a_2021_megatron_dump_is_priced_from_the_2021_stack(tmp_path):
+    """A dump stating checkpoint_activations (Megatron-LM before mid 2022) and nothing of flash attention was priced as
+    today's Megatron Core with flash attention; megatron-2021 is the stack fitted to such runs (vTrain's A100 Megatron),
+    and the choice is said. A dump that states flash attention keeps megatron-core."""
+    import json  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from planner.cli import app  # noqa: PLC0415
+
+    text = megatron_log(tp=2, pp=1, dp=4, mbs=4, gbs=64, step_ms=4000.0, iters=12, **SHAPE,
+                        extra_args={"checkpoint_activations": True})
+    old = "\n".join(line for line in text.splitlines() if "use_flash_attn" not in line) + "\n"
+    args = ["--model", "megatron-1.7b", "--cluster", "dgx-a100", "--json"]
+    said = json.loads(CliRunner().invoke(app, ["calibrate", str(_write(tmp_path, "old.log", old)), *args]).stdout)
+    assert said["stack_base"] == "megatron-2021" and any("2021 Megatron-LM dump" in n for n in said["runs"][0]["notes"])
+    new = json.loads(CliRunner().invoke(app, ["calibrate", str(_write(tmp_path, "new.log", text)), *args]).stdout)
+    assert new["stack_base"] == "megatron-core"

@@ -254,7 +254,18 @@ def _train(log: RunLog, opts: Options, gbs: int, seq: int) -> TrainSpec:
 
 
 def _default_stack(log: RunLog) -> Stack:
-    name = "nemo" if log.framework == "megatron" and log.settings.get("tp_comm_overlap") else DEFAULT_STACKS[log.framework]
+    """The stack a log is priced and fitted from without --stack: nemo for Megatron with TP overlap, megatron-2021
+    for a 2021 Megatron-LM dump (it states checkpoint_activations and nothing of flash attention: it was priced as
+    today's Megatron Core with flash attention, a log-format pass), else the framework's."""
+    s = log.settings
+    name = DEFAULT_STACKS[log.framework]
+    if log.framework == "megatron" and s.get("tp_comm_overlap"):
+        name = "nemo"
+    elif log.framework == "megatron" and "checkpoint_activations" in s and _flash(s) is None:
+        name = "megatron-2021"
+        log.notes.append(f"assumed: {log.where('checkpoint_activations')} is a 2021 Megatron-LM dump "
+                         "(checkpoint_activations, no flash attention stated): priced from stack megatron-2021; "
+                         "give --stack to choose another")
     return hp.load_stack(name)
 
 
