@@ -124,6 +124,9 @@ def test_a_pipeline_layout_list_is_read_and_an_object_is_refused_by_name(tmp_pat
     path.write_text(yaml.safe_dump(data))
     lay = _check(path, "--nodes", "128")["layout"]
     assert (lay["tp"], lay["pp"], lay["ep"]) == (2, 16, 64) and lay["stage_layers"] == [4] * 15 + [1]
+    data["model"]["pipeline_model_parallel_layout"] = "Etttt|" + "tttt|" * 14 + "tmL"  # Megatron's own string form
+    path.write_text(yaml.safe_dump(data))
+    assert _check(path, "--nodes", "128")["layout"] == lay
 
 
 @pytest.mark.parametrize("change, said", [
@@ -147,3 +150,9 @@ def test_a_recipe_name_sets_the_precision_and_a_null_never_overrides(tmp_path):
     assert fp8["time"]["step_s"] < bf16["time"]["step_s"]
     overlap = _variant(tmp_path, BRIDGE, model={"tp_comm_overlap": True}, comm_overlap={"tp_comm_overlap": None})
     assert _check(overlap)["time"]["step_s"] != bf16["time"]["step_s"]
+
+
+def test_a_key_that_is_not_a_name_is_left_unread(tmp_path):
+    """A model section with an integer key (`1: x`, a hand edit) raised an internal error (exit 3) on str.replace;
+    such a key names no field, so it is not read, and the rest prices as before."""
+    assert _check(_variant(tmp_path, BRIDGE, model={1: "x"}))["layout"] == _check(BRIDGE)["layout"]

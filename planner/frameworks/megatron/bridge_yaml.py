@@ -39,6 +39,7 @@ OWNED = {  # the fields read outside `model`, by section (Megatron Core's names)
     "comm_overlap": ("tp_comm_overlap",),
 }
 PRECISION_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp4", "fp4_recipe")
+# dtype mappings as Megatron's --*-dtype choices; Megatron Core's OptimizerConfig keeps FP8 moments as torch.uint8
 DTYPES = {"torch.bfloat16": "bf16", "torch.float32": "fp32", "torch.float16": "fp16", "torch.uint8": "fp8"}
 # training/mixed_precision.py's registered recipes (also written with hyphens): (dtype, fp8, fp8_recipe, fp4)
 RECIPES = {"bf16_mixed": ("bf16", None, None, None), "fp16_mixed": ("fp16", None, None, None),
@@ -106,7 +107,7 @@ def _fields(data: dict, where: str) -> dict:
     mixed_precision, which Bridge applies over the model whole (its fp8 None turns the model's FP8 off)."""
     model = _section(data, "model", where)
     _refuse(data, model, where)
-    flat = {k: v for k, v in model.items() if v is not None and _read(k)}
+    flat = {k: v for k, v in model.items() if isinstance(k, str) and v is not None and _read(k)}
     flat.update(_precision(data, where))
     for section, keys in OWNED.items():
         part = _section(data, section, where)
@@ -150,7 +151,9 @@ def _activation(flat: dict) -> list:
 
 
 def _layout(value, where: str) -> str:
-    """Megatron's --pipeline-model-parallel-layout string of Bridge's list of stages."""
+    """Megatron's --pipeline-model-parallel-layout string of Bridge's list of stages (a string is that already)."""
+    if isinstance(value, str):
+        return value
     if not isinstance(value, list) or not all(isinstance(s, list) for s in value):
         raise UserError(f"{where}: model.pipeline_model_parallel_layout is written as {_target(value) or value!r}, "
                         "which keeps no layout (a dump taken after it was built): give the run's layout as a list "
